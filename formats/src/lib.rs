@@ -1,0 +1,45 @@
+//! Element dtypes and record formats for guideloom.
+//!
+//! A *format* is the pair `pack` (what a writer appends -> stored bytes) and `unpack`
+//! (stored bytes -> what a reader returns). This crate does no file I/O: storages in
+//! `guideloom-storage` hand formats byte slices and segment descriptions.
+//!
+//! - [`Dtype`]: the description of one stream element (a primitive or a structured dtype),
+//!   convertible to and from numpy's `descr` notation so numpy can `memmap` the same files.
+//! - [`Element`]: plain-old-data Rust types that know their [`Dtype`].
+//! - [`StreamFormat`]: fixed-size elements, decoded a [`Window`] at a time.
+//! - [`DocumentFormat`]: one variable-size byte payload per document.
+//!
+//! Built-in formats: [`TokenFormat`], [`ColumnsFormat`], [`SerdeFormat`], [`RawBytesFormat`].
+//!
+//! ```
+//! use guideloom_formats::{StreamFormat, TokenFormat, Window};
+//! let format = TokenFormat::<u16>::new();
+//! let mut stored = Vec::new();
+//! format.pack(&[1u32, 2, 3], &mut stored)?;
+//! assert_eq!(stored, [1, 0, 2, 0, 3, 0]); // little-endian u16
+//! let window = Window::new(&stored, 2, &[3], &[0])?;
+//! assert_eq!(format.unpack(&window)?, vec![1u16, 2, 3]);
+//! # Ok::<(), guideloom_formats::FormatError>(())
+//! ```
+
+mod columns;
+mod document;
+mod dtype;
+mod element;
+mod error;
+mod serde_doc;
+mod stream;
+mod tokens;
+
+pub use columns::{Column, Columns, ColumnsFormat};
+pub use document::{DocumentFormat, RawBytesFormat};
+pub use dtype::{Dtype, Field, Primitive};
+pub use element::Element;
+pub use error::FormatError;
+pub use serde_doc::SerdeFormat;
+pub use stream::{StreamFormat, Window};
+pub use tokens::{TokenElement, TokenFormat, TokenId};
+
+/// The result type of this crate.
+pub type Result<T, E = FormatError> = std::result::Result<T, E>;

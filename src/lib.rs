@@ -1,0 +1,11 @@
+//! guideloom: a data-loader runtime for ML training.
+//!
+//! This facade re-exports the workspace crates:
+//! - [`formats`]: element dtypes and record formats (`guideloom-formats`);
+//! - [`storage`]: sharded on-disk storages and I/O backends (`guideloom-storage`);
+//! - [`loader`]: data sources, samplers, the worker pool and checkpoint state
+//!   (`guideloom-loader`).
+
+pub use guideloom_formats as formats;
+pub use guideloom_loader as loader;
+pub use guideloom_storage as storage;
