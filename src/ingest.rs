@@ -11,8 +11,8 @@ use std::fs;
 use std::io::BufRead;
 use std::path::{Path, PathBuf};
 
-use guideloom_formats::{TokenElement, TokenFormat};
-use guideloom_storage::{StorageError, StreamWriter};
+use guideloom_formats::{DocumentTokensFormat, TokenDocument, TokenElement, TokenFormat};
+use guideloom_storage::{StorageError, StreamWithMetaWriter, StreamWriter};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use rayon::prelude::*;
 use serde_json::{json, Value};
@@ -169,6 +169,9 @@ pub struct IngestOptions {
     pub shards: u64,
     /// Element type (default auto).
     pub dtype: DtypeChoice,
+    /// Write a stream-with-meta storage ([`DocumentTokensFormat`]) whose runs are the
+    /// documents, each payload holding the document ordinal and its source (default off).
+    pub doc_meta: bool,
     /// Show a progress bar on stderr (hidden anyway when stderr is not a terminal).
     pub progress: bool,
 }
@@ -181,6 +184,7 @@ impl Default for IngestOptions {
             eos: false,
             shards: 1,
             dtype: DtypeChoice::Auto,
+            doc_meta: false,
             progress: false,
         }
     }
@@ -341,7 +345,18 @@ pub fn ingest_text(out: &Path, paths: &[PathBuf], opts: &IngestOptions) -> Resul
         "eos": opts.eos,
         "eos_id": opts.tokenizer.eos_id(),
     });
-    write_documents(out, &docs, opts.shards, opts.dtype, total_bytes, meta, opts.progress)
+    let target = if opts.doc_meta { Target::DocMeta } else { Target::Stream };
+    write_documents(out, &docs, opts.shards, opts.dtype, total_bytes, meta, opts.progress, target)
+}
+
+/// The storage kind [`write_documents`] writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Target {
+    /// A token stream storage ([`TokenFormat`]).
+    Stream,
+    /// A stream-with-meta storage ([`DocumentTokensFormat`]) whose runs are the documents;
+    /// each payload is the document's ordinal and its source (path, `:line` for lines).
+    DocMeta,
 }
 
 /// Options of [`ingest_jsonl`].
@@ -414,7 +429,7 @@ pub fn ingest_jsonl(
         JsonlField::Tokens(f) => json!({"source": "jsonl", "tokens_field": f}),
         JsonlField::Text(f, t) => json!({"source": "jsonl", "text_field": f, "tokenizer": t.name()}),
     };
-    write_documents(out, &docs, shards, dtype, total_bytes, meta, progress)
+    write_documents(out, &docs, shards, dtype, total_bytes, meta, progress, Target::Stream)
 }
 
 /// Index of the first document of each shard: contiguous runs balanced by token count.
@@ -436,10 +451,11 @@ pub fn shard_starts(docs: &[Document], shards: u64) -> Vec<usize> {
     starts
 }
 
-/// Writes documents as a token stream storage (see [`ingest_text`]).
+/// Writes documents as a token storage of kind `target` (see [`ingest_text`]).
 ///
 /// # Errors
 /// [`IngestError::TokenTooLarge`], storage errors.
+#[allow(clippy::too_many_arguments)] // one call site per command; a struct would only rename them
 pub fn write_documents(
     out: &Path,
     docs: &[Document],
@@ -448,6 +464,7 @@ pub fn write_documents(
     input_bytes: u64,
     mut meta: Value,
     progress: bool,
+    target: Target,
 ) -> Result<IngestReport, IngestError> {
     let too_large = |limit: u64, dtype: &'static str| {
         docs.iter().enumerate().find_map(|(i, d)| {
@@ -473,10 +490,11 @@ pub fn write_documents(
     let starts = shard_starts(docs, shards);
     let pb = progress_bar(progress, docs.len() as u64);
     pb.set_message("writing documents");
-    let tokens = if use_u16 {
-        write_typed::<u16>(out, docs, &starts, meta, &pb)?
-    } else {
-        write_typed::<u32>(out, docs, &starts, meta, &pb)?
+    let tokens = match (target, use_u16) {
+        (Target::Stream, true) => write_typed::<u16>(out, docs, &starts, meta, &pb)?,
+        (Target::Stream, false) => write_typed::<u32>(out, docs, &starts, meta, &pb)?,
+        (Target::DocMeta, true) => write_doc_meta::<u16>(out, docs, &starts, meta, &pb)?,
+        (Target::DocMeta, false) => write_doc_meta::<u32>(out, docs, &starts, meta, &pb)?,
     };
     pb.finish_and_clear();
     Ok(IngestReport {
@@ -508,6 +526,37 @@ fn write_typed<E: TokenElement>(
         w.append(s as u64, &[])?;
         for d in &docs[start..end] {
             total += w.append(s as u64, &d.tokens)?;
+            pb.inc(1);
+        }
+    }
+    w.commit()?;
+    Ok(total)
+}
+
+fn write_doc_meta<E: TokenElement>(
+    out: &Path,
+    docs: &[Document],
+    starts: &[usize],
+    meta: Value,
+    pb: &ProgressBar,
+) -> Result<u64, IngestError> {
+    let mut w = StreamWithMetaWriter::open(out, DocumentTokensFormat::<E, u32>::new())?;
+    if let Value::Object(m) = meta {
+        for (k, v) in m {
+            w.set_metadata(k, v);
+        }
+    }
+    let mut total = 0;
+    for (s, &start) in starts.iter().enumerate() {
+        let end = starts.get(s + 1).copied().unwrap_or(docs.len());
+        w.append(s as u64, &[])?;
+        for (ordinal, d) in docs.iter().enumerate().take(end).skip(start) {
+            let doc = TokenDocument {
+                ordinal: ordinal as u64,
+                tokens: d.tokens.clone(),
+                data: d.source.as_bytes().to_vec(),
+            };
+            total += w.append(s as u64, std::slice::from_ref(&doc))?;
             pb.inc(1);
         }
     }

@@ -177,11 +177,9 @@ fn ingest_text(a: IngestTextArgs) -> CliResult {
         eos: a.eos,
         shards: a.shards,
         dtype: a.dtype.into(),
+        doc_meta: a.doc_meta,
         progress: true,
     };
-    if a.doc_meta {
-        return Err("--doc-meta needs the stream-with-meta storage, which this build lacks".into());
-    }
     let r = ingest::ingest_text(&a.out, &a.paths, &opts)?;
     print_report(&a.out, &r);
     Ok(())
