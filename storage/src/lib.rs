@@ -1,1 +1,35 @@
-//! placeholder
+//! Sharded on-disk storages for guideloom: writers, readers, the manifest commit and the
+//! byte-range reader abstraction the I/O backends plug into.
+//!
+//! Three storage kinds share one directory layout (see `DESIGN.md` and the crate README):
+//!
+//! ```text
+//! manifest.json          kind, dtype (numpy descr), format, shards (counts, bytes, crc32c), metadata
+//! shard-00000.stream     raw little-endian elements (np.memmap(path, dtype=descr) reads it)
+//! shard-00000.docs       document payloads back to back
+//! shard-00000.index      documents + 1 little-endian u64 offsets, the first 0
+//! ```
+//!
+//! - [`StreamWriter`] / [`StreamReader`]: fixed-size elements, read as windows.
+//! - [`DocumentWriter`] / [`DocumentReader`]: documents by global index.
+//!
+//! Writers append to shard files and make their data visible only through
+//! [`StreamWriter::commit`] (fsync shards, write `manifest.json.tmp`, fsync, rename, fsync the
+//! directory). Readers trust only the committed counts: bytes past them are ignored, a file
+//! shorter than committed is [`StorageError::ShardTooShort`]. Every offset read from disk is
+//! checked before use.
+
+mod append;
+mod document;
+mod error;
+pub mod io;
+pub mod manifest;
+mod stream;
+mod verify;
+
+pub use document::{DocumentReader, DocumentWriter};
+pub use error::{Result, StorageError};
+pub use io::{FileSet, PreadBackend, ReadBackend, ReadOptions, ReadRequest, ShardFile};
+pub use manifest::{FileEntry, FormatSpec, Manifest, ShardEntry, StorageKind};
+pub use stream::{StreamReader, StreamWriter};
+pub use verify::{verify, VerifyReport};

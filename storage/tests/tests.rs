@@ -1,1 +1,7 @@
-//! storage tests
+//! guideloom-storage integration tests (one binary; one module per area).
+
+mod common;
+mod document;
+mod errors;
+mod props;
+mod stream;

@@ -1,0 +1,168 @@
+use std::path::PathBuf;
+
+use guideloom_formats::FormatError;
+
+/// Everything that can go wrong while writing, opening or reading a storage.
+///
+/// Variants carry the context needed to find the problem: the file path, the shard id, the
+/// index or offset, and expected versus found values.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum StorageError {
+    /// An operating-system I/O error on `path`.
+    #[error("I/O error on {path}: {source}")]
+    Io {
+        /// The file or directory involved.
+        path: PathBuf,
+        /// The underlying error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The directory holds no `manifest.json`.
+    #[error("{dir} is not a guideloom storage (no manifest.json)")]
+    NotAStorage {
+        /// The directory that was opened.
+        dir: PathBuf,
+    },
+    /// `manifest.json` is not valid JSON or does not have the manifest's shape.
+    #[error("invalid manifest {path}: {reason}")]
+    InvalidManifest {
+        /// The manifest file.
+        path: PathBuf,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// The manifest's `format_version` is not one this build reads.
+    #[error("manifest {path} has format_version {found}; this build reads version {supported}")]
+    UnsupportedVersion {
+        /// The manifest file.
+        path: PathBuf,
+        /// The version found.
+        found: u64,
+        /// The version this build reads and writes.
+        supported: u64,
+    },
+    /// The storage is of another kind than the reader or writer expects.
+    #[error("{path} holds a {found} storage, expected a {expected} storage")]
+    KindMismatch {
+        /// The manifest file.
+        path: PathBuf,
+        /// The kind the caller asked for.
+        expected: String,
+        /// The kind the manifest records.
+        found: String,
+    },
+    /// The format's element dtype differs from the dtype the storage was written with.
+    #[error("dtype mismatch for {path}: the format has dtype {expected}, the storage holds {found}")]
+    DtypeMismatch {
+        /// The manifest file.
+        path: PathBuf,
+        /// The dtype of the format passed in (numpy descr).
+        expected: String,
+        /// The dtype in the manifest (numpy descr).
+        found: String,
+    },
+    /// A shard file named by the manifest does not exist.
+    #[error("shard {shard}: file {path} is missing")]
+    MissingShard {
+        /// The shard id.
+        shard: u64,
+        /// The missing file.
+        path: PathBuf,
+    },
+    /// A shard file holds fewer bytes than the manifest committed.
+    #[error(
+        "shard {shard}: file {path} is shorter than committed: {actual} bytes, expected at least {expected}"
+    )]
+    ShardTooShort {
+        /// The shard id.
+        shard: u64,
+        /// The file.
+        path: PathBuf,
+        /// Committed length in bytes.
+        expected: u64,
+        /// Actual length in bytes.
+        actual: u64,
+    },
+    /// A document offset index is damaged (not starting at 0, decreasing, or past the data).
+    #[error("shard {shard}: corrupt index {path} at entry {entry}: {reason}")]
+    CorruptIndex {
+        /// The shard id.
+        shard: u64,
+        /// The index file.
+        path: PathBuf,
+        /// The entry (0-based) where the damage was found.
+        entry: u64,
+        /// What is wrong.
+        reason: String,
+    },
+    /// A shard's recomputed checksum differs from the manifest's.
+    #[error(
+        "shard {shard}: checksum mismatch in {path}: manifest has {expected:#010x}, data gives {found:#010x}"
+    )]
+    ChecksumMismatch {
+        /// The shard id.
+        shard: u64,
+        /// The file whose checksum differs.
+        path: PathBuf,
+        /// The committed crc32c.
+        expected: u32,
+        /// The crc32c of the bytes on disk.
+        found: u32,
+    },
+    /// A window or document index past the end of the storage.
+    #[error("{what} [{start}, {start}+{len}) is out of range: the storage holds {total}")]
+    OutOfRange {
+        /// `"window"` (in elements) or `"document"` (in documents).
+        what: &'static str,
+        /// First element or document requested.
+        start: u64,
+        /// Number requested.
+        len: u64,
+        /// Elements or documents in the storage.
+        total: u64,
+    },
+    /// A read returned fewer bytes than requested (the file shrank after it was opened).
+    #[error(
+        "short read from {path} at byte {offset}: got {got} of {expected} bytes (file truncated after open?)"
+    )]
+    ShortRead {
+        /// The file.
+        path: PathBuf,
+        /// Byte offset of the read.
+        offset: u64,
+        /// Bytes requested.
+        expected: u64,
+        /// Bytes obtained before end of file.
+        got: u64,
+    },
+    /// The format failed to pack or unpack a record.
+    #[error("format error in shard {shard}: {source}")]
+    Format {
+        /// The shard being written or read.
+        shard: u64,
+        /// The format's error.
+        #[source]
+        source: FormatError,
+    },
+    /// A caller argument is invalid (for example a shard id written by another kind).
+    #[error("invalid argument: {0}")]
+    InvalidArgument(String),
+    /// An I/O backend could not be set up or failed internally.
+    #[error("I/O backend {backend}: {reason}")]
+    Backend {
+        /// The backend name (`io_uring`, `pread`, `mmap`).
+        backend: &'static str,
+        /// What failed.
+        reason: String,
+    },
+}
+
+impl StorageError {
+    pub(crate) fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
+        StorageError::Io { path: path.into(), source }
+    }
+}
+
+/// The result type of this crate.
+pub type Result<T, E = StorageError> = std::result::Result<T, E>;

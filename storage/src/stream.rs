@@ -1,0 +1,467 @@
+//! Stream storage: fixed-size elements appended per shard, read back as windows of the
+//! concatenated stream (shards in increasing id order).
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use guideloom_formats::{Dtype, StreamFormat, Window};
+use serde_json::{Map, Value};
+
+use crate::append::{check_file, AppendFile};
+use crate::io::{FileSet, ReadOptions, ReadRequest, ShardFile};
+use crate::manifest::{FileEntry, FormatSpec, Manifest, ShardEntry, StorageKind, MANIFEST_FILE};
+use crate::{Result, StorageError};
+
+/// Loads the manifest of `dir` if present and checks its kind and dtype against a format;
+/// creates an empty one otherwise (the directory too).
+pub(crate) fn open_or_create_manifest(
+    dir: &Path,
+    kind: StorageKind,
+    dtype: Value,
+    format: FormatSpec,
+) -> Result<Manifest> {
+    fs::create_dir_all(dir).map_err(|e| StorageError::io(dir, e))?;
+    match Manifest::load(dir) {
+        Ok(m) => {
+            check_kind_dtype(&m, dir, kind, &dtype)?;
+            Ok(m)
+        }
+        Err(StorageError::NotAStorage { .. }) => Ok(Manifest::new(kind, dtype, format)),
+        Err(e) => Err(e),
+    }
+}
+
+/// Checks that a manifest is of `kind` and records `dtype`.
+pub(crate) fn check_kind_dtype(m: &Manifest, dir: &Path, kind: StorageKind, dtype: &Value) -> Result<()> {
+    let path = dir.join(MANIFEST_FILE);
+    if m.kind != kind {
+        return Err(StorageError::KindMismatch {
+            path,
+            expected: kind.to_string(),
+            found: m.kind.to_string(),
+        });
+    }
+    if kind != StorageKind::Document {
+        let found = Dtype::from_descr(&m.dtype)
+            .map_err(|e| StorageError::InvalidManifest { path: path.clone(), reason: e.to_string() })?;
+        let expected = Dtype::from_descr(dtype)
+            .map_err(|e| StorageError::InvalidArgument(format!("the format's dtype is invalid: {e}")))?;
+        if found != expected {
+            return Err(StorageError::DtypeMismatch {
+                path,
+                expected: expected.to_string(),
+                found: found.to_string(),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// Writes a stream storage: [`StreamWriter::append`] records to shards, then
+/// [`StreamWriter::commit`].
+///
+/// Opening a directory that already holds a stream storage continues it: new records are
+/// appended after the committed ones of each shard, and bytes an interrupted session left
+/// past the committed length are discarded. Nothing is visible to readers before `commit`.
+///
+/// ```
+/// use guideloom_formats::TokenFormat;
+/// use guideloom_storage::{StreamReader, StreamWriter};
+/// let dir = tempfile::tempdir()?;
+/// let mut w = StreamWriter::open(dir.path(), TokenFormat::<u16>::new())?;
+/// w.append(0, &[1, 2, 3])?;
+/// w.append(1, &[4, 5])?;
+/// w.commit()?;
+/// let r = StreamReader::open(dir.path(), TokenFormat::<u16>::new())?;
+/// assert_eq!(r.len(), 5);
+/// assert_eq!(r.read(2, 2)?, vec![3, 4]);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Debug)]
+pub struct StreamWriter<F: StreamFormat> {
+    dir: PathBuf,
+    format: F,
+    itemsize: u64,
+    manifest: Manifest,
+    open: BTreeMap<u64, (AppendFile, u64)>,
+    buf: Vec<u8>,
+}
+
+impl<F: StreamFormat> StreamWriter<F> {
+    /// Opens or creates the stream storage in `dir` for appending with `format`.
+    ///
+    /// # Errors
+    /// [`StorageError::KindMismatch`] or [`StorageError::DtypeMismatch`] when `dir` holds
+    /// another kind or dtype; manifest errors as in [`Manifest::load`]; I/O errors.
+    pub fn open(dir: impl AsRef<Path>, format: F) -> Result<Self> {
+        let dir = dir.as_ref().to_path_buf();
+        let dtype = format.dtype();
+        let spec = FormatSpec { name: format.name().to_string(), params: format.params() };
+        let manifest = open_or_create_manifest(&dir, StorageKind::Stream, dtype.to_descr(), spec)?;
+        Ok(StreamWriter {
+            dir,
+            format,
+            itemsize: dtype.itemsize(),
+            manifest,
+            open: BTreeMap::new(),
+            buf: Vec::new(),
+        })
+    }
+
+    /// Appends one record to shard `shard` (any u64 id; shards are ordered by id in the
+    /// stream). Returns the number of elements appended.
+    ///
+    /// # Errors
+    /// [`StorageError::Format`] when the format refuses the record (nothing of it is
+    /// written); I/O errors naming the shard file.
+    pub fn append(&mut self, shard: u64, record: &F::Input) -> Result<u64> {
+        self.buf.clear();
+        let n = self
+            .format
+            .pack(record, &mut self.buf)
+            .map_err(|source| StorageError::Format { shard, source })?;
+        if n.checked_mul(self.itemsize) != Some(self.buf.len() as u64) {
+            return Err(StorageError::Format {
+                shard,
+                source: guideloom_formats::FormatError::Other(format!(
+                    "format packed {} bytes for {n} elements of {} bytes",
+                    self.buf.len(),
+                    self.itemsize
+                )),
+            });
+        }
+        let buf = std::mem::take(&mut self.buf);
+        let (file, elements) = self.shard_file(shard)?;
+        let written = file.write(&buf);
+        *elements += n;
+        self.buf = buf;
+        written.map(|()| n)
+    }
+
+    fn shard_file(&mut self, shard: u64) -> Result<(&mut AppendFile, &mut u64)> {
+        if !self.open.contains_key(&shard) {
+            let (committed, elements) = match self.manifest.shard(shard) {
+                Some(s) => (FileEntry { bytes: s.bytes, checksum: s.checksum }, s.elements.unwrap_or(0)),
+                None => (FileEntry { bytes: 0, checksum: 0 }, 0),
+            };
+            let path = Manifest::shard_path(&self.dir, shard, StorageKind::Stream.data_extension());
+            let f = AppendFile::open(&path, shard, committed)?;
+            self.open.insert(shard, (f, elements));
+        }
+        let (f, e) = self
+            .open
+            .get_mut(&shard)
+            .ok_or_else(|| StorageError::InvalidArgument("shard vanished".into()))?;
+        Ok((f, e))
+    }
+
+    /// Sets a key of the manifest's user metadata (committed with the next `commit`).
+    pub fn set_metadata(&mut self, key: impl Into<String>, value: Value) {
+        self.manifest.metadata.insert(key.into(), value);
+    }
+
+    /// The user metadata as it will be committed.
+    pub fn metadata(&self) -> &Map<String, Value> {
+        &self.manifest.metadata
+    }
+
+    /// Elements appended so far to shard `shard`, committed or not.
+    pub fn shard_len(&self, shard: u64) -> u64 {
+        match self.open.get(&shard) {
+            Some((_, e)) => *e,
+            None => self.manifest.shard(shard).and_then(|s| s.elements).unwrap_or(0),
+        }
+    }
+
+    /// Makes everything appended so far durable and visible: fsyncs the shard files, then
+    /// replaces the manifest atomically. A writer may keep appending and commit again.
+    ///
+    /// # Errors
+    /// I/O errors naming the file.
+    pub fn commit(&mut self) -> Result<()> {
+        for (&id, (file, elements)) in &mut self.open {
+            let entry = file.sync()?;
+            let shard = ShardEntry {
+                id,
+                elements: Some(*elements),
+                documents: None,
+                bytes: entry.bytes,
+                checksum: entry.checksum,
+                files: BTreeMap::new(),
+            };
+            match self.manifest.shards.binary_search_by_key(&id, |s| s.id) {
+                Ok(i) => self.manifest.shards[i] = shard,
+                Err(i) => self.manifest.shards.insert(i, shard),
+            }
+        }
+        self.manifest.commit(&self.dir)
+    }
+
+    /// Commits and closes the writer.
+    ///
+    /// # Errors
+    /// As [`StreamWriter::commit`].
+    pub fn finish(mut self) -> Result<()> {
+        self.commit()
+    }
+}
+
+/// Where each shard's elements start in the stream.
+#[derive(Debug, Clone)]
+pub(crate) struct StreamLayout {
+    /// Shard ids, increasing.
+    pub(crate) ids: Vec<u64>,
+    /// `starts[i]` = first element of shard `i`; `starts[len]` = total.
+    pub(crate) starts: Vec<u64>,
+}
+
+impl StreamLayout {
+    pub(crate) fn new(shards: &[ShardEntry]) -> Result<Self> {
+        let mut starts = Vec::with_capacity(shards.len() + 1);
+        let mut total = 0u64;
+        starts.push(0);
+        for s in shards {
+            total = total
+                .checked_add(s.elements.unwrap_or(0))
+                .ok_or_else(|| StorageError::InvalidArgument("element counts overflow u64".into()))?;
+            starts.push(total);
+        }
+        Ok(StreamLayout { ids: shards.iter().map(|s| s.id).collect(), starts })
+    }
+
+    pub(crate) fn total(&self) -> u64 {
+        self.starts.last().copied().unwrap_or(0)
+    }
+
+    /// Calls `f(shard index, first element inside the shard, count)` for each non-empty
+    /// segment of `[offset, offset + len)`, in order.
+    pub(crate) fn segments(&self, offset: u64, len: u64, mut f: impl FnMut(usize, u64, u64)) -> Result<()> {
+        let total = self.total();
+        let end = offset.checked_add(len).filter(|&e| e <= total).ok_or(StorageError::OutOfRange {
+            what: "window",
+            start: offset,
+            len,
+            total,
+        })?;
+        if len == 0 {
+            return Ok(());
+        }
+        // First shard whose end is past `offset`.
+        let mut i = self.starts[1..].partition_point(|&e| e <= offset);
+        let mut pos = offset;
+        while pos < end {
+            let (s, e) = (self.starts[i], self.starts[i + 1]);
+            if e > pos {
+                let n = e.min(end) - pos;
+                f(i, pos - s, n);
+                pos += n;
+            }
+            i += 1;
+        }
+        Ok(())
+    }
+}
+
+/// Reads a stream storage: its length in elements and windows of the stream decoded by the
+/// format.
+///
+/// The reader is `Send + Sync`; share it across threads by reference or `Arc`. Open
+/// validates the manifest, the dtype against the format, every shard's byte size against its
+/// element count, and that every shard file holds its committed bytes (bytes past them are
+/// ignored). Shard files are opened lazily.
+#[derive(Debug)]
+pub struct StreamReader<F: StreamFormat> {
+    dir: PathBuf,
+    format: F,
+    dtype: Dtype,
+    manifest: Manifest,
+    layout: StreamLayout,
+    files: FileSet,
+    options: ReadOptions,
+}
+
+impl<F: StreamFormat> StreamReader<F> {
+    /// Opens the stream storage in `dir` with default [`ReadOptions`].
+    ///
+    /// # Errors
+    /// [`StorageError::NotAStorage`], [`StorageError::InvalidManifest`],
+    /// [`StorageError::UnsupportedVersion`], [`StorageError::KindMismatch`],
+    /// [`StorageError::DtypeMismatch`], [`StorageError::MissingShard`],
+    /// [`StorageError::ShardTooShort`].
+    pub fn open(dir: impl AsRef<Path>, format: F) -> Result<Self> {
+        Self::open_with(dir, format, ReadOptions::default())
+    }
+
+    /// Opens the stream storage in `dir` with explicit read options (backend, descriptor cap).
+    ///
+    /// # Errors
+    /// As [`StreamReader::open`].
+    pub fn open_with(dir: impl AsRef<Path>, format: F, options: ReadOptions) -> Result<Self> {
+        let dir = dir.as_ref().to_path_buf();
+        let manifest = Manifest::load(&dir)?;
+        let dtype = format.dtype();
+        check_kind_dtype(&manifest, &dir, StorageKind::Stream, &dtype.to_descr())?;
+        let files = stream_files(&dir, &manifest, dtype.itemsize(), StorageKind::Stream)?;
+        let layout = StreamLayout::new(&manifest.shards)?;
+        Ok(StreamReader {
+            dir,
+            format,
+            dtype,
+            layout,
+            manifest,
+            files: FileSet::new(files, options.max_open_files),
+            options,
+        })
+    }
+
+    /// Number of elements in the stream (all shards).
+    pub fn len(&self) -> u64 {
+        self.layout.total()
+    }
+
+    /// Whether the stream holds no element.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The element dtype.
+    pub fn dtype(&self) -> &Dtype {
+        &self.dtype
+    }
+
+    /// The format windows are decoded with.
+    pub fn format(&self) -> &F {
+        &self.format
+    }
+
+    /// The committed manifest this reader serves (later commits are not seen).
+    pub fn manifest(&self) -> &Manifest {
+        &self.manifest
+    }
+
+    /// The storage directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The manifest's fingerprint ([`Manifest::fingerprint`]).
+    pub fn fingerprint(&self) -> u64 {
+        self.manifest.fingerprint()
+    }
+
+    /// The shard files and their descriptor cache.
+    pub fn files(&self) -> &FileSet {
+        &self.files
+    }
+
+    /// The read options (backend, descriptor cap).
+    pub fn options(&self) -> &ReadOptions {
+        &self.options
+    }
+
+    /// Reads and decodes the window of `len` elements starting at element `offset`.
+    ///
+    /// # Errors
+    /// [`StorageError::OutOfRange`] past the end; read errors of the backend;
+    /// [`StorageError::Format`] from unpack.
+    pub fn read(&self, offset: u64, len: u64) -> Result<F::Output> {
+        let mut out = self.read_many(&[(offset, len)])?;
+        out.pop().ok_or_else(|| StorageError::InvalidArgument("no window decoded".into()))
+    }
+
+    /// Reads and decodes a batch of windows `(offset, len)` (in elements) with one backend
+    /// call; results are in request order.
+    ///
+    /// # Errors
+    /// As [`StreamReader::read`]; the first failing window fails the batch.
+    pub fn read_many(&self, windows: &[(u64, u64)]) -> Result<Vec<F::Output>> {
+        let mut bytes = Vec::new();
+        let mut segs = Vec::new();
+        let seg_ranges = self.read_many_segmented(windows, &mut bytes, &mut segs)?;
+        let itemsize = self.dtype.itemsize();
+        let mut out = Vec::with_capacity(windows.len());
+        let mut pos = 0usize;
+        for (w, seg) in windows.iter().zip(seg_ranges) {
+            let n = (w.1 * itemsize) as usize;
+            let (lens, shards): (Vec<u64>, Vec<u64>) = segs[seg].iter().copied().unzip();
+            let first = lens.first().map_or(0, |_| shards[0]);
+            let window = Window::new(&bytes[pos..pos + n], itemsize, &lens, &shards)
+                .map_err(|source| StorageError::Format { shard: first, source })?;
+            out.push(
+                self.format
+                    .unpack(&window)
+                    .map_err(|source| StorageError::Format { shard: first, source })?,
+            );
+            pos += n;
+        }
+        Ok(out)
+    }
+
+    /// Reads a batch of windows `(offset, len)` as raw little-endian bytes, concatenated in
+    /// request order into `out` (cleared first; `sum(len) * itemsize` bytes).
+    ///
+    /// # Errors
+    /// As [`StreamReader::read`], without decoding.
+    pub fn read_many_raw(&self, windows: &[(u64, u64)], out: &mut Vec<u8>) -> Result<()> {
+        let mut segs = Vec::new();
+        self.read_many_segmented(windows, out, &mut segs).map(|_| ())
+    }
+
+    /// Reads windows into `out` and records each window's `(length, shard id)` segments in
+    /// `segs`; returns, per window, its range in `segs`.
+    fn read_many_segmented(
+        &self,
+        windows: &[(u64, u64)],
+        out: &mut Vec<u8>,
+        segs: &mut Vec<(u64, u64)>,
+    ) -> Result<Vec<std::ops::Range<usize>>> {
+        let itemsize = self.dtype.itemsize();
+        let mut requests = Vec::with_capacity(windows.len() + 4);
+        let mut ranges = Vec::with_capacity(windows.len());
+        let mut total = 0u64;
+        for &(offset, len) in windows {
+            let start = segs.len();
+            self.layout.segments(offset, len, |i, local, n| {
+                requests.push(ReadRequest { file: i, offset: local * itemsize, len: n * itemsize });
+                segs.push((n, self.layout.ids[i]));
+            })?;
+            ranges.push(start..segs.len());
+            total += len * itemsize;
+        }
+        let total =
+            usize::try_from(total).map_err(|_| StorageError::InvalidArgument("batch too large".into()))?;
+        out.clear();
+        out.resize(total, 0);
+        self.options.backend.read_into(&self.files, &requests, out)?;
+        Ok(ranges)
+    }
+}
+
+/// The data files of a stream-kind storage, checked: element count × itemsize = bytes, and
+/// each file exists and holds its committed bytes.
+pub(crate) fn stream_files(
+    dir: &Path,
+    m: &Manifest,
+    itemsize: u64,
+    kind: StorageKind,
+) -> Result<Vec<ShardFile>> {
+    let path = dir.join(MANIFEST_FILE);
+    let mut files = Vec::with_capacity(m.shards.len());
+    for s in &m.shards {
+        let elements = s.elements.unwrap_or(0);
+        if elements.checked_mul(itemsize) != Some(s.bytes) {
+            return Err(StorageError::InvalidManifest {
+                path,
+                reason: format!(
+                    "shard {} records {elements} elements of {itemsize} bytes but {} bytes",
+                    s.id, s.bytes
+                ),
+            });
+        }
+        let p = Manifest::shard_path(dir, s.id, kind.data_extension());
+        check_file(&p, s.id, s.bytes)?;
+        files.push(ShardFile { path: p, shard: s.id, committed: s.bytes });
+    }
+    Ok(files)
+}

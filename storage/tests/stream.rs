@@ -1,0 +1,144 @@
+use guideloom_formats::{Column, Columns, ColumnsFormat, Dtype, Primitive, TokenFormat};
+use guideloom_storage::{Manifest, StreamReader, StreamWriter};
+
+use crate::common::{backends, SegFormat};
+
+fn three_shards(dir: &std::path::Path) {
+    let mut w = StreamWriter::open(dir, SegFormat).unwrap();
+    w.append(0, &[10, 11, 12]).unwrap();
+    w.append(0, &[13, 14]).unwrap();
+    w.append(1, &[]).unwrap();
+    w.append(2, &[20, 21]).unwrap();
+    w.append(2, &[22, 23, 24, 25]).unwrap();
+    w.commit().unwrap();
+}
+
+#[test]
+fn round_trip_three_shards_with_an_empty_one() {
+    let dir = tempfile::tempdir().unwrap();
+    three_shards(dir.path());
+    let m = Manifest::load(dir.path()).unwrap();
+    assert_eq!(
+        m.shards.iter().map(|s| (s.id, s.elements, s.bytes)).collect::<Vec<_>>(),
+        [(0, Some(5), 10), (1, Some(0), 0), (2, Some(6), 12)]
+    );
+    for (name, opts) in backends() {
+        let r = StreamReader::open_with(dir.path(), SegFormat, opts).unwrap();
+        assert_eq!(r.len(), 11, "{name}");
+        let (all, lens, shards) = r.read(0, 11).unwrap();
+        assert_eq!(all, [10, 11, 12, 13, 14, 20, 21, 22, 23, 24, 25], "{name}");
+        assert_eq!((lens, shards), (vec![5, 6], vec![0, 2]), "{name}");
+        // Starts in shard 0, spans the empty shard 1, ends in shard 2.
+        let (ids, lens, shards) = r.read(3, 4).unwrap();
+        assert_eq!((ids, lens, shards), (vec![13, 14, 20, 21], vec![2, 2], vec![0, 2]), "{name}");
+        // Inside one shard; at the boundary; empty window.
+        assert_eq!(r.read(5, 1).unwrap(), (vec![20], vec![1], vec![2]), "{name}");
+        assert_eq!(r.read(4, 1).unwrap(), (vec![14], vec![1], vec![0]), "{name}");
+        assert_eq!(r.read(5, 0).unwrap(), (vec![], vec![], vec![]), "{name}");
+        assert_eq!(r.read(11, 0).unwrap(), (vec![], vec![], vec![]), "{name}");
+        let many = r.read_many(&[(9, 2), (0, 1), (4, 3)]).unwrap();
+        assert_eq!(
+            many.into_iter().map(|m| m.0).collect::<Vec<_>>(),
+            [vec![24, 25], vec![10], vec![14, 20, 21]]
+        );
+        let mut raw = vec![9u8; 3];
+        r.read_many_raw(&[(4, 2), (10, 1)], &mut raw).unwrap();
+        assert_eq!(raw, [14, 0, 20, 0, 25, 0], "{name}");
+    }
+}
+
+#[test]
+fn token_format_reader_matches_concatenation() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut w = StreamWriter::open(dir.path(), TokenFormat::<u32>::new()).unwrap();
+    w.append(7, &[70_000, 1]).unwrap();
+    w.append(3, &[5]).unwrap();
+    w.set_metadata("source", serde_json::json!("unit test"));
+    w.commit().unwrap();
+    let r = StreamReader::open(dir.path(), TokenFormat::<u32>::new()).unwrap();
+    // Shard 3 comes before shard 7 in the stream whatever the append order.
+    assert_eq!(r.read(0, 3).unwrap(), vec![5, 70_000, 1]);
+    assert_eq!(r.manifest().metadata["source"], "unit test");
+    assert_eq!(r.manifest().dtype, serde_json::json!("<u4"));
+}
+
+#[test]
+fn structured_columns_round_trip_and_numpy_layout() {
+    let dir = tempfile::tempdir().unwrap();
+    let dtype = Dtype::structured([("tokens", Primitive::U32), ("loss_mask", Primitive::U8)]).unwrap();
+    let format = ColumnsFormat::new(dtype.clone()).unwrap();
+    let mut w = StreamWriter::open(dir.path(), format.clone()).unwrap();
+    let rec = |t: Vec<u32>, m: Vec<u8>| {
+        Columns::new().with("tokens", Column::U32(t)).with("loss_mask", Column::U8(m))
+    };
+    w.append(0, &rec(vec![1, 258], vec![0, 1])).unwrap();
+    w.append(1, &rec(vec![65_536], vec![1])).unwrap();
+    w.commit().unwrap();
+    // numpy: np.memmap(path, dtype=[("tokens", "<u4"), ("loss_mask", "|u1")]) reads these bytes.
+    let bytes = std::fs::read(dir.path().join("shard-00000.stream")).unwrap();
+    assert_eq!(bytes, [1, 0, 0, 0, 0, 2, 1, 0, 0, 1]);
+    let m = Manifest::load(dir.path()).unwrap();
+    assert_eq!(m.dtype, serde_json::json!([["tokens", "<u4"], ["loss_mask", "|u1"]]));
+    for (name, opts) in backends() {
+        let r = StreamReader::open_with(dir.path(), format.clone(), opts).unwrap();
+        assert_eq!(r.read(1, 2).unwrap(), rec(vec![258, 65_536], vec![1, 1]), "{name}");
+    }
+}
+
+#[test]
+fn crash_shape_uncommitted_bytes_are_invisible_and_a_second_session_appends() {
+    let dir = tempfile::tempdir().unwrap();
+    three_shards(dir.path());
+    {
+        let mut w = StreamWriter::open(dir.path(), SegFormat).unwrap();
+        w.append(0, &[99; 600_000]).unwrap();
+        w.append(2, &[98; 10]).unwrap();
+        // 1.2 MB reached the file (past the 1 MiB buffer); drop without commit = a crash.
+        assert_eq!(w.shard_len(0), 600_005);
+    }
+    // Simulate bytes left by an interrupted append that reached the file.
+    let p0 = dir.path().join("shard-00000.stream");
+    let mut f = std::fs::OpenOptions::new().append(true).open(&p0).unwrap();
+    std::io::Write::write_all(&mut f, &[1, 2, 3, 4, 5]).unwrap();
+    drop(f);
+    assert!(std::fs::metadata(&p0).unwrap().len() > 10);
+    let r = StreamReader::open(dir.path(), SegFormat).unwrap();
+    assert_eq!(r.len(), 11);
+    assert_eq!(r.read(0, 11).unwrap().0, [10, 11, 12, 13, 14, 20, 21, 22, 23, 24, 25]);
+    guideloom_storage::verify(dir.path()).unwrap();
+    // Second session: appends after the committed bytes (the stray bytes are discarded).
+    let mut w = StreamWriter::open(dir.path(), SegFormat).unwrap();
+    w.append(0, &[15]).unwrap();
+    w.append(3, &[30]).unwrap();
+    w.commit().unwrap();
+    let r = StreamReader::open(dir.path(), SegFormat).unwrap();
+    assert_eq!(r.read(0, r.len()).unwrap().0, [10, 11, 12, 13, 14, 15, 20, 21, 22, 23, 24, 25, 30]);
+    guideloom_storage::verify(dir.path()).unwrap();
+    assert_eq!(std::fs::metadata(&p0).unwrap().len(), 12);
+}
+
+#[test]
+fn offsets_past_4_gib_in_a_sparse_stream() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut w = StreamWriter::open(dir.path(), TokenFormat::<u16>::new()).unwrap();
+    w.append(0, &[1]).unwrap();
+    w.commit().unwrap();
+    drop(w);
+    // Grow shard 0 sparsely to 5 GiB + 2 elements and commit that length by hand.
+    let p = dir.path().join("shard-00000.stream");
+    let big = 5u64 << 30;
+    let f = std::fs::OpenOptions::new().write(true).open(&p).unwrap();
+    std::os::unix::fs::FileExt::write_all_at(&f, &[7, 0, 8, 0], big).unwrap();
+    drop(f);
+    let mut m = Manifest::load(dir.path()).unwrap();
+    m.shards[0].elements = Some(big / 2 + 2);
+    m.shards[0].bytes = big + 4;
+    m.commit(dir.path()).unwrap();
+    let mut w = StreamWriter::open(dir.path(), TokenFormat::<u16>::new()).unwrap();
+    w.append(0, &[9]).unwrap();
+    w.commit().unwrap();
+    let r = StreamReader::open(dir.path(), TokenFormat::<u16>::new()).unwrap();
+    assert_eq!(r.len(), big / 2 + 3);
+    assert_eq!(r.read(big / 2 - 1, 4).unwrap(), vec![0, 7, 8, 9]);
+    assert_eq!(r.read(0, 2).unwrap(), vec![1, 0]);
+}
