@@ -31,6 +31,14 @@ pub enum LoaderError {
         /// What the source reported.
         source: BoxError,
     },
+    /// A storage read failed for record `index` (a window or a document).
+    #[error("record {index}: storage: {source}")]
+    Storage {
+        /// The record index (window or document number).
+        index: u64,
+        /// The storage's error.
+        source: guideloom_storage::StorageError,
+    },
     /// A record index at or past the source's length was requested.
     #[error("record {index} is out of range for a source of {len} records")]
     IndexOutOfRange {
@@ -134,6 +142,7 @@ impl LoaderError {
     pub fn record_index(&self) -> Option<u64> {
         match self {
             LoaderError::Source { index, .. }
+            | LoaderError::Storage { index, .. }
             | LoaderError::IndexOutOfRange { index, .. }
             | LoaderError::Map { index, .. } => Some(*index),
             LoaderError::Panic { index, .. } => *index,

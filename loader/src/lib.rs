@@ -44,6 +44,7 @@ mod rng;
 mod sampler;
 mod source;
 mod state;
+mod storage_sources;
 
 pub use batch::{Batch, Collate, Records, StackTokens, TokenBatch};
 pub use error::{BoxError, LoaderError};
@@ -53,6 +54,7 @@ pub use rng::{MapContext, RecordRng};
 pub use sampler::{BatchPlan, Sampler, SamplerConfig, Step};
 pub use source::{Cancellation, DataSource, RangeSource, VecSource};
 pub use state::{SourceId, State, STATE_VERSION};
+pub use storage_sources::{Documents, StreamWindows};
 
 /// A stable 64-bit fingerprint of `words` (SplitMix64-style mixing; identical on every
 /// platform and run).

@@ -44,6 +44,16 @@ pub(crate) fn chacha_seed(tag: u64, a: u64, b: u64, c: u64) -> [u8; 32] {
 /// ChaCha20 stream whose 256-bit key encodes `(tag, seed, epoch)` injectively, so different
 /// `(seed, epoch)` pairs (for example `(s, 1)` and `(s + 1, 0)`) draw independent keys.
 ///
+/// # Small domains
+///
+/// For `3 <= n <= 16` two independently keyed orders would coincide with probability up to
+/// 1/6, so consecutive epochs (and `(seed s, epoch 1)` vs `(seed s + 1, epoch 0)`) could repeat.
+/// There the order is forced to have sign `(-1)^epoch`: when the network's restriction has the
+/// other sign, it is composed with the transposition of positions 0 and 1. Consecutive epochs
+/// then always differ, each epoch's order stays uniform over the permutations of its sign, and
+/// each position's value stays uniform (the alternating group is transitive for `n >= 3`).
+/// Above 16 a repeat has probability under `1/17!` and nothing is forced.
+///
 /// This is a shuffling permutation, not a cipher: it makes no cryptographic claim.
 ///
 /// ```
@@ -61,7 +71,12 @@ pub struct Permutation {
     half_bits: u32,
     mask: u64,
     keys: [u64; ROUNDS],
+    /// Compose with the transposition (0 1) of positions (small domains, see above).
+    swap01: bool,
 }
+
+/// Largest `n` whose orders are forced to alternate in sign.
+const SIGN_FORCED_MAX: u64 = 16;
 
 impl Permutation {
     /// The permutation of `[0, n)` for `(seed, epoch)`.
@@ -76,7 +91,47 @@ impl Permutation {
         for k in &mut keys {
             *k = rng.next_u64();
         }
-        Permutation { n, half_bits, mask, keys }
+        let mut p = Permutation { n, half_bits, mask, keys, swap01: false };
+        if (3..=SIGN_FORCED_MAX).contains(&n) {
+            let odd = p.is_odd();
+            p.swap01 = odd != (epoch % 2 == 1);
+        }
+        p
+    }
+
+    /// Whether the (unforced) restriction to `[0, n)` is an odd permutation: `n - cycles` odd.
+    fn is_odd(&self) -> bool {
+        let mut seen = [false; SIGN_FORCED_MAX as usize];
+        let mut cycles = 0u64;
+        for start in 0..self.n {
+            if seen[start as usize] {
+                continue;
+            }
+            cycles += 1;
+            let mut x = start;
+            while !seen[x as usize] {
+                seen[x as usize] = true;
+                x = self.walk(x, Self::encrypt);
+            }
+        }
+        (self.n - cycles) % 2 == 1
+    }
+
+    fn walk(&self, mut x: u64, step: fn(&Self, u64) -> u64) -> u64 {
+        loop {
+            x = step(self, x);
+            if x < self.n {
+                return x;
+            }
+        }
+    }
+
+    fn swap(&self, x: u64) -> u64 {
+        match (self.swap01, x) {
+            (true, 0) => 1,
+            (true, 1) => 0,
+            _ => x,
+        }
     }
 
     /// The domain size `n`.
@@ -94,13 +149,7 @@ impl Permutation {
         if position >= self.n {
             return None;
         }
-        let mut x = position;
-        loop {
-            x = self.encrypt(x);
-            if x < self.n {
-                return Some(x);
-            }
-        }
+        Some(self.walk(self.swap(position), Self::encrypt))
     }
 
     /// The position whose image is `value` (`apply(inverse(v)) == v`), or `None` when
@@ -109,13 +158,7 @@ impl Permutation {
         if value >= self.n {
             return None;
         }
-        let mut x = value;
-        loop {
-            x = self.decrypt(x);
-            if x < self.n {
-                return Some(x);
-            }
-        }
+        Some(self.swap(self.walk(value, Self::decrypt)))
     }
 
     #[cfg(test)]
@@ -163,6 +206,24 @@ mod tests {
                 Permutation::new(100, s + 1, 0).round_keys()
             );
             assert_ne!(Permutation::new(100, s, 0).round_keys(), Permutation::new(100, s, 1).round_keys());
+        }
+    }
+
+    #[test]
+    fn small_domains_alternate_in_sign() {
+        for n in 3..=16u64 {
+            for seed in 0..20 {
+                for epoch in 0..4 {
+                    let p = Permutation::new(n, seed, epoch);
+                    let mut q = p.clone();
+                    q.swap01 = false;
+                    let sign_odd = q.is_odd() != p.swap01;
+                    assert_eq!(sign_odd, epoch % 2 == 1, "n={n} seed={seed} epoch={epoch}");
+                    for x in 0..n {
+                        assert_eq!(p.inverse(p.apply(x).unwrap()), Some(x));
+                    }
+                }
+            }
         }
     }
 
