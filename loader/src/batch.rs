@@ -1,0 +1,155 @@
+//! Batches and collation.
+
+use crate::LoaderError;
+
+/// One batch of one rank, as the consumer receives it.
+///
+/// `data` is the collated value ([`Records`] by default: the records in batch order);
+/// `indices`, `positions` and `padding` are parallel, one entry per record.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Batch<T> {
+    /// The collated records.
+    pub data: T,
+    /// Record indices in the source, in batch order.
+    pub indices: Vec<u64>,
+    /// Positions in the epoch's global order, before wrapping (`>= n` for padding).
+    pub positions: Vec<u64>,
+    /// `true` for records repeated to complete the final global batch of an epoch
+    /// (only with `drop_remainder` off and `world_size > 1`).
+    pub padding: Vec<bool>,
+    /// The epoch.
+    pub epoch: u64,
+    /// Absolute batch number of this rank, counted from the first batch of epoch 0.
+    pub number: u64,
+}
+
+impl<T> Batch<T> {
+    /// Number of records (padding included).
+    pub fn len(&self) -> usize {
+        self.indices.len()
+    }
+
+    /// Whether the batch holds no record (never true for a batch a loader yields).
+    pub fn is_empty(&self) -> bool {
+        self.indices.is_empty()
+    }
+}
+
+/// Turns the mapped records of one batch into the value a [`Batch`] carries. Runs on the
+/// workers.
+///
+/// Implemented by [`Records`] (the default), [`StackTokens`], and every
+/// `Fn(Vec<T>) -> Result<O, LoaderError> + Send + Sync`.
+///
+/// ```
+/// use guideloom_loader::{Collate, LoaderError};
+/// let sum = |v: Vec<u64>| Ok::<u64, LoaderError>(v.iter().sum());
+/// assert_eq!(sum.collate(vec![1, 2, 3])?, 6);
+/// # Ok::<(), LoaderError>(())
+/// ```
+pub trait Collate<T>: Send + Sync {
+    /// The collated value.
+    type Output: Send;
+
+    /// Collates the records of one batch (in batch order, never empty).
+    ///
+    /// # Errors
+    /// A [`LoaderError`] (usually [`LoaderError::Collate`]) when the records cannot be
+    /// combined.
+    fn collate(&self, records: Vec<T>) -> Result<Self::Output, LoaderError>;
+}
+
+impl<T, O: Send, F> Collate<T> for F
+where
+    F: Fn(Vec<T>) -> Result<O, LoaderError> + Send + Sync,
+{
+    type Output = O;
+    fn collate(&self, records: Vec<T>) -> Result<O, LoaderError> {
+        self(records)
+    }
+}
+
+/// The default collation: the records themselves, as a `Vec` in batch order.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Records;
+
+impl<T: Send> Collate<T> for Records {
+    type Output = Vec<T>;
+    fn collate(&self, records: Vec<T>) -> Result<Vec<T>, LoaderError> {
+        Ok(records)
+    }
+}
+
+/// Collates token windows (`Vec<E>` of equal length `seq_len`) into one contiguous row-major
+/// `[B, seq_len]` buffer, a [`TokenBatch`].
+///
+/// ```
+/// use guideloom_loader::{Collate, StackTokens};
+/// let b = StackTokens.collate(vec![vec![1u16, 2, 3], vec![4, 5, 6]])?;
+/// assert_eq!(b.shape(), [2, 3]);
+/// assert_eq!(b.data(), [1, 2, 3, 4, 5, 6]);
+/// assert_eq!(b.row(1), Some(&[4u16, 5, 6][..]));
+/// # Ok::<(), guideloom_loader::LoaderError>(())
+/// ```
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct StackTokens;
+
+impl<E: Copy + Send + Sync> Collate<Vec<E>> for StackTokens {
+    type Output = TokenBatch<E>;
+    fn collate(&self, records: Vec<Vec<E>>) -> Result<TokenBatch<E>, LoaderError> {
+        let seq_len = records.first().map_or(0, Vec::len);
+        let mut data = Vec::with_capacity(records.len() * seq_len);
+        for (row, r) in records.iter().enumerate() {
+            if r.len() != seq_len {
+                return Err(LoaderError::Collate {
+                    detail: format!("row {row} holds {} tokens, row 0 holds {seq_len}", r.len()),
+                });
+            }
+            data.extend_from_slice(r);
+        }
+        Ok(TokenBatch { data, rows: records.len(), seq_len })
+    }
+}
+
+/// A row-major `[rows, seq_len]` buffer of token ids (element type `E`), as made by
+/// [`StackTokens`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TokenBatch<E> {
+    data: Vec<E>,
+    rows: usize,
+    seq_len: usize,
+}
+
+impl<E> TokenBatch<E> {
+    /// `[rows, seq_len]`: records in the batch, tokens per record.
+    pub fn shape(&self) -> [usize; 2] {
+        [self.rows, self.seq_len]
+    }
+
+    /// The contiguous buffer, `rows * seq_len` tokens, row-major.
+    pub fn data(&self) -> &[E] {
+        &self.data
+    }
+
+    /// Row `i`, or `None` when `i >= rows`.
+    pub fn row(&self, i: usize) -> Option<&[E]> {
+        (i < self.rows).then(|| &self.data[i * self.seq_len..(i + 1) * self.seq_len])
+    }
+
+    /// The buffer, giving up the shape.
+    pub fn into_vec(self) -> Vec<E> {
+        self.data
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unequal_rows_are_refused() {
+        let e = StackTokens.collate(vec![vec![1u32, 2], vec![3]]).unwrap_err();
+        assert_eq!(e.to_string(), "collate: row 1 holds 1 tokens, row 0 holds 2");
+    }
+}

@@ -1,0 +1,170 @@
+use std::error::Error as StdError;
+
+/// A boxed error from user code (a data source, a `map` function, a collation).
+pub type BoxError = Box<dyn StdError + Send + Sync + 'static>;
+
+/// The error type of `guideloom-loader`.
+///
+/// Errors raised while producing a batch reach the consumer wrapped in
+/// [`LoaderError::InBatch`], which names the batch and its epoch; [`LoaderError::record_index`]
+/// and [`LoaderError::batch`] look through that wrapper.
+///
+/// ```
+/// use guideloom_loader::LoaderError;
+/// let e = LoaderError::InBatch {
+///     batch: 3,
+///     epoch: 0,
+///     source: Box::new(LoaderError::source(7, "disk on fire")),
+/// };
+/// assert_eq!(e.record_index(), Some(7));
+/// assert_eq!(e.batch(), Some(3));
+/// assert_eq!(e.to_string(), "batch 3 (epoch 0): record 7: disk on fire");
+/// ```
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum LoaderError {
+    /// A data source failed to read record `index`.
+    #[error("record {index}: {source}")]
+    Source {
+        /// The record index (in the source's `[0, len)`).
+        index: u64,
+        /// What the source reported.
+        source: BoxError,
+    },
+    /// A storage read failed for record `index` (a window or a document).
+    #[error("record {index}: storage: {source}")]
+    Storage {
+        /// The record index (window or document number).
+        index: u64,
+        /// The storage's error.
+        source: guideloom_storage::StorageError,
+    },
+    /// A record index at or past the source's length was requested.
+    #[error("record {index} is out of range for a source of {len} records")]
+    IndexOutOfRange {
+        /// The requested index.
+        index: u64,
+        /// The source's length.
+        len: u64,
+    },
+    /// A source's `get_many` returned a different number of records than requested.
+    #[error("get_many returned {found} records for {expected} indices")]
+    WrongCount {
+        /// Indices requested.
+        expected: u64,
+        /// Records returned.
+        found: u64,
+    },
+    /// The `map` function failed on record `index`.
+    #[error("map failed on record {index}: {source}")]
+    Map {
+        /// The record index.
+        index: u64,
+        /// What the map function reported.
+        source: BoxError,
+    },
+    /// Collating a batch failed (for example windows of unequal lengths).
+    #[error("collate: {detail}")]
+    Collate {
+        /// What went wrong.
+        detail: String,
+    },
+    /// User code (source, map or collation) panicked.
+    #[error("panicked{}: {message}", .index.map(|i| format!(" on record {i}")).unwrap_or_default())]
+    Panic {
+        /// The record being processed, when the loader could locate it.
+        index: Option<u64>,
+        /// The panic message.
+        message: String,
+    },
+    /// An error raised while producing batch `batch` (absolute batch number of this rank).
+    #[error("batch {batch} (epoch {epoch}): {source}")]
+    InBatch {
+        /// Absolute batch number (counted from the first batch of epoch 0).
+        batch: u64,
+        /// The batch's epoch.
+        epoch: u64,
+        /// The underlying error.
+        source: Box<LoaderError>,
+    },
+    /// A source read was abandoned because the loader is shutting down.
+    #[error("cancelled: the loader is shutting down")]
+    Cancelled,
+    /// The builder's configuration is invalid.
+    #[error("invalid configuration: {field}: {detail}")]
+    InvalidConfig {
+        /// The offending setting (for example `"batch_size"`).
+        field: &'static str,
+        /// Why it is refused.
+        detail: String,
+    },
+    /// A state was written by an unsupported state format version.
+    #[error("state version {found} is not supported (this loader writes version {expected})")]
+    StateVersion {
+        /// The version this loader reads and writes.
+        expected: u32,
+        /// The version found in the state.
+        found: u32,
+    },
+    /// A state does not match the loader it is restored into.
+    #[error("state mismatch: {field}: the loader has {expected}, the state has {found}")]
+    StateMismatch {
+        /// The field that differs (for example `"batch_size"` or `"source.fingerprint"`).
+        field: &'static str,
+        /// The loader's value.
+        expected: String,
+        /// The state's value.
+        found: String,
+    },
+    /// A state points past the end of the loader's batches.
+    #[error("state resumes at batch {next_batch}, but the loader has only {total} batches")]
+    StatePastEnd {
+        /// The state's next batch.
+        next_batch: u64,
+        /// The loader's total number of batches.
+        total: u64,
+    },
+    /// A worker thread could not be started.
+    #[error("could not spawn worker thread: {0}")]
+    Spawn(#[source] std::io::Error),
+    /// A state could not be (de)serialized.
+    #[error("state JSON: {0}")]
+    StateJson(#[from] serde_json::Error),
+}
+
+impl LoaderError {
+    /// A [`LoaderError::Source`] for record `index` from any error or message.
+    pub fn source(index: u64, error: impl Into<BoxError>) -> Self {
+        LoaderError::Source { index, source: error.into() }
+    }
+
+    /// The record index this error is about, looking through [`LoaderError::InBatch`].
+    pub fn record_index(&self) -> Option<u64> {
+        match self {
+            LoaderError::Source { index, .. }
+            | LoaderError::Storage { index, .. }
+            | LoaderError::IndexOutOfRange { index, .. }
+            | LoaderError::Map { index, .. } => Some(*index),
+            LoaderError::Panic { index, .. } => *index,
+            LoaderError::InBatch { source, .. } => source.record_index(),
+            _ => None,
+        }
+    }
+
+    /// The absolute batch number this error was raised in, if it came from a batch.
+    pub fn batch(&self) -> Option<u64> {
+        match self {
+            LoaderError::InBatch { batch, .. } => Some(*batch),
+            _ => None,
+        }
+    }
+
+    /// Whether this error is (or wraps) a panic of user code.
+    pub fn is_panic(&self) -> bool {
+        match self {
+            LoaderError::Panic { .. } => true,
+            LoaderError::InBatch { source, .. } => source.is_panic(),
+            _ => false,
+        }
+    }
+}
