@@ -28,6 +28,7 @@ mod document;
 mod dtype;
 mod element;
 mod error;
+pub mod oamap;
 mod serde_doc;
 mod stream;
 mod tokens;
