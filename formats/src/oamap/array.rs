@@ -136,6 +136,11 @@ impl Array {
         &self.data
     }
 
+    /// Mutable values (for builders inside this crate).
+    pub(crate) fn data_mut(&mut self) -> &mut ArrayData {
+        &mut self.data
+    }
+
     /// Number of entries.
     pub fn len(&self) -> usize {
         each_numeric!(&self.data, v => v.len(), bytes w, b => b.len() / *w)

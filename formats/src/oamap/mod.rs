@@ -10,6 +10,7 @@ mod array;
 mod cli;
 mod dtype;
 mod error;
+mod gather;
 mod npy;
 mod reader;
 mod schema;
@@ -23,6 +24,7 @@ pub use cli::{
 };
 pub use dtype::{Kind, OaDtype};
 pub use error::OamapError;
+pub use gather::{gather, gather_into, Column, ColumnarBatch, Projection};
 pub use npy::{parse_npy, write_npy, write_npz, NpzSource};
 pub use reader::{scalar_json, ListView, OValue, Reader, RecordView};
 pub use schema::{ArrayNames, ExplicitNames, Extension, Node, NodeId, NodeKind, Schema};

@@ -15,10 +15,10 @@ use super::{Array, ArrayData, ArraySource, Kind, OaDtype, OamapError};
 
 /// The arrays of one node, once loaded.
 #[derive(Debug, Default)]
-struct Loaded {
-    mask: Option<Arc<Array>>,
-    first: Option<Arc<Array>>,
-    second: Option<Arc<Array>>,
+pub(crate) struct Loaded {
+    pub(crate) mask: Option<Arc<Array>>,
+    pub(crate) first: Option<Arc<Array>>,
+    pub(crate) second: Option<Arc<Array>>,
 }
 
 /// Reads an OAMap array set lazily through a schema.
@@ -298,7 +298,7 @@ impl Reader {
         self.value(self.schema.root(), 0)
     }
 
-    fn load(&self, id: NodeId) -> Result<&Loaded, OamapError> {
+    pub(crate) fn load(&self, id: NodeId) -> Result<&Loaded, OamapError> {
         let cell = &self.cache[id.0];
         if let Some(l) = cell.get() {
             return Ok(l);
@@ -356,7 +356,7 @@ impl Reader {
 
     /// The index `i` of node `id` after its mask: `None` when null.
     #[inline]
-    fn unmask(&self, id: NodeId, l: &Loaded, i: usize) -> Result<Option<usize>, OamapError> {
+    pub(crate) fn unmask(&self, id: NodeId, l: &Loaded, i: usize) -> Result<Option<usize>, OamapError> {
         match &l.mask {
             None => Ok(Some(i)),
             Some(m) => {
@@ -379,7 +379,7 @@ impl Reader {
 
     /// `(start, stop)` of list node `id` at (unmasked) index `i`, checked `0 <= start <= stop`.
     #[inline]
-    fn list_range(&self, id: NodeId, l: &Loaded, i: usize) -> Result<(usize, usize), OamapError> {
+    pub(crate) fn list_range(&self, id: NodeId, l: &Loaded, i: usize) -> Result<(usize, usize), OamapError> {
         let names = &self.schema.node(id).names;
         let (Some(b), Some(e)) = (&l.first, &l.second) else {
             return Err(OamapError::MissingArray { name: names.first.clone().unwrap_or_default() });
@@ -478,7 +478,7 @@ impl Reader {
         Ok((tag as usize, off as usize))
     }
 
-    fn position(&self, id: NodeId, l: &Loaded, j: usize) -> Result<usize, OamapError> {
+    pub(crate) fn position(&self, id: NodeId, l: &Loaded, j: usize) -> Result<usize, OamapError> {
         let names = &self.schema.node(id).names;
         let Some(p) = &l.first else {
             return Err(OamapError::MissingArray { name: names.first.clone().unwrap_or_default() });
