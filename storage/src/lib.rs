@@ -1,1 +1,4 @@
 //! placeholder
+
+/// OAMap array sources on disk (`.npz` files, directories of `.npy`).
+pub mod oamap;
