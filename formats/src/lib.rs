@@ -32,6 +32,7 @@ mod dtype;
 mod element;
 mod error;
 mod meta;
+pub mod oamap;
 mod serde_doc;
 mod stream;
 mod tokens;

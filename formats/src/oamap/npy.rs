@@ -1,0 +1,265 @@
+//! `.npy` and `.npz` codecs over in-memory bytes (no file I/O).
+//!
+//! A small parser of its own rather than `npyz`: OAMap arrays are one-dimensional arrays of
+//! a handful of primitive dtypes in either byte order, and the reader needs them decoded
+//! into [`Array`]s with every header field checked against the byte count (`npyz` reads
+//! into typed Rust values chosen at compile time, which does not fit a dtype known only at
+//! run time). `.npz` archives are handled with the `zip` crate.
+
+use std::io::{Cursor, Read, Write};
+use std::sync::{Arc, Mutex};
+
+use super::dtype::OaDtype;
+use super::{Array, ArrayMap, ArraySource, OamapError};
+
+const MAGIC: &[u8] = b"\x93NUMPY";
+
+fn npy_err(name: &str, reason: impl Into<String>) -> OamapError {
+    OamapError::Npy { name: name.to_string(), reason: reason.into() }
+}
+
+/// Decodes one `.npy` byte string (format versions 1, 2 and 3) into an array.
+///
+/// Accepted: primitive dtypes (`|b1`, `<i4`, `>f8`, `|S4` ...), C or Fortran order, shape
+/// `()` or `(n,)`; bytes after the data are ignored.
+///
+/// # Errors
+/// [`OamapError::Npy`] naming `name` for a bad magic, header, dtype, a multi-dimensional
+/// shape, or fewer data bytes than the shape needs.
+pub fn parse_npy(name: &str, bytes: &[u8]) -> Result<Array, OamapError> {
+    if bytes.len() < 10 || &bytes[..6] != MAGIC {
+        return Err(npy_err(name, "not a .npy byte string (bad magic)"));
+    }
+    let major = bytes[6];
+    let (hlen, hstart): (usize, usize) = match major {
+        1 => (u16::from_le_bytes([bytes[8], bytes[9]]) as usize, 10),
+        2 | 3 => {
+            let b = bytes.get(8..12).ok_or_else(|| npy_err(name, "truncated header"))?;
+            (u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as usize, 12)
+        }
+        v => return Err(npy_err(name, format!("unsupported .npy version {v}"))),
+    };
+    let header = hstart
+        .checked_add(hlen)
+        .and_then(|end| bytes.get(hstart..end))
+        .ok_or_else(|| npy_err(name, "truncated header"))?;
+    let header = std::str::from_utf8(header).map_err(|_| npy_err(name, "header is not text"))?;
+    let descr = dict_str(header, "descr")
+        .ok_or_else(|| npy_err(name, "header has no string 'descr' (structured dtypes are not supported)"))?;
+    let dtype = OaDtype::parse(&descr).map_err(|e| npy_err(name, e.to_string()))?;
+    let shape = dict_shape(header).ok_or_else(|| npy_err(name, "header has no readable 'shape'"))?;
+    let count = match shape.as_slice() {
+        [] => 1usize,
+        [n] => *n,
+        _ => {
+            return Err(npy_err(name, format!("shape {shape:?}: only one-dimensional arrays are supported")))
+        }
+    };
+    let need = count.checked_mul(dtype.size).ok_or_else(|| npy_err(name, "shape overflows"))?;
+    let body = &bytes[hstart + hlen..];
+    if body.len() < need {
+        return Err(npy_err(name, format!("data has {} bytes, the shape needs {need}", body.len())));
+    }
+    Array::from_bytes(name, dtype, &body[..need])
+}
+
+fn dict_str(header: &str, key: &str) -> Option<String> {
+    let at = header.find(&format!("'{key}'"))? + key.len() + 2;
+    let rest = header[at..].trim_start().strip_prefix(':')?.trim_start();
+    let quote = rest.chars().next().filter(|c| *c == '\'' || *c == '"')?;
+    let rest = &rest[1..];
+    let end = rest.find(quote)?;
+    Some(rest[..end].to_string())
+}
+
+fn dict_shape(header: &str) -> Option<Vec<usize>> {
+    let at = header.find("'shape'")? + 7;
+    let rest = header[at..].trim_start().strip_prefix(':')?.trim_start().strip_prefix('(')?;
+    let end = rest.find(')')?;
+    rest[..end]
+        .split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(|s| s.trim_end_matches('L').parse().ok())
+        .collect()
+}
+
+/// Encodes an array as a version 1.0 `.npy` byte string (shape `(n,)`, C order, header
+/// padded to 64 bytes as numpy does).
+pub fn write_npy(array: &Array) -> Vec<u8> {
+    let mut header = format!(
+        "{{'descr': '{}', 'fortran_order': False, 'shape': ({},), }}",
+        array.dtype().descr(),
+        array.len()
+    );
+    let total = 10 + header.len() + 1;
+    let pad = (64 - total % 64) % 64;
+    header.push_str(&" ".repeat(pad));
+    header.push('\n');
+    let mut out = Vec::with_capacity(10 + header.len() + array.len() * array.dtype().size);
+    out.extend_from_slice(MAGIC);
+    out.extend_from_slice(&[1, 0]);
+    out.extend_from_slice(&(header.len() as u16).to_le_bytes());
+    out.extend_from_slice(header.as_bytes());
+    out.extend_from_slice(&array.to_bytes());
+    out
+}
+
+/// Upper bound on one decompressed `.npz` member (4 GiB): guards against a member whose
+/// header claims more than it holds or a decompression bomb.
+const MAX_MEMBER: u64 = 1 << 32;
+
+/// A lazy array source over the bytes of an `.npz` archive: each member is decompressed
+/// and decoded when first asked for (readers cache it).
+pub struct NpzSource {
+    archive: Mutex<zip::ZipArchive<Cursor<Arc<[u8]>>>>,
+    names: Vec<String>,
+}
+
+impl std::fmt::Debug for NpzSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("NpzSource").field("arrays", &self.names.len()).finish()
+    }
+}
+
+impl NpzSource {
+    /// Opens an archive held in memory (reads only its directory).
+    ///
+    /// # Errors
+    /// [`OamapError::Npy`] when the bytes are not a zip archive.
+    pub fn new(bytes: impl Into<Arc<[u8]>>) -> Result<Self, OamapError> {
+        let archive =
+            zip::ZipArchive::new(Cursor::new(bytes.into())).map_err(|e| npy_err("<npz>", e.to_string()))?;
+        let names = archive.file_names().map(|n| n.strip_suffix(".npy").unwrap_or(n).to_string()).collect();
+        Ok(NpzSource { archive: Mutex::new(archive), names })
+    }
+
+    /// The array names in the archive (member names without `.npy`), in archive order.
+    pub fn names(&self) -> &[String] {
+        &self.names
+    }
+
+    /// The raw `.npy` bytes of member `name`.
+    ///
+    /// # Errors
+    /// [`OamapError::MissingArray`] when absent; [`OamapError::Npy`] when it cannot be read.
+    pub fn member_bytes(&self, name: &str) -> Result<Vec<u8>, OamapError> {
+        let mut archive = self.archive.lock().map_err(|_| npy_err(name, "archive lock poisoned"))?;
+        let member = if archive.index_for_name(&format!("{name}.npy")).is_some() {
+            format!("{name}.npy")
+        } else if archive.index_for_name(name).is_some() {
+            name.to_string()
+        } else {
+            return Err(OamapError::MissingArray { name: name.to_string() });
+        };
+        let file = archive.by_name(&member).map_err(|e| npy_err(name, e.to_string()))?;
+        let declared = file.size();
+        if declared > MAX_MEMBER {
+            return Err(npy_err(name, format!("member declares {declared} bytes")));
+        }
+        let mut out = Vec::with_capacity(declared as usize);
+        file.take(MAX_MEMBER).read_to_end(&mut out).map_err(|e| npy_err(name, e.to_string()))?;
+        Ok(out)
+    }
+
+    /// Decodes every member into an in-memory map.
+    ///
+    /// # Errors
+    /// As [`NpzSource::member_bytes`] and [`parse_npy`].
+    pub fn read_all(&self) -> Result<ArrayMap, OamapError> {
+        let mut map = ArrayMap::new();
+        for n in &self.names {
+            map.insert(n.clone(), self.get(n).map(|a| (*a).clone())?);
+        }
+        Ok(map)
+    }
+}
+
+impl ArraySource for NpzSource {
+    fn get(&self, name: &str) -> Result<Arc<Array>, OamapError> {
+        let bytes = self.member_bytes(name)?;
+        parse_npy(name, &bytes).map(Arc::new)
+    }
+}
+
+/// Writes arrays as an `.npz` archive (deflate-compressed, like `numpy.savez_compressed`),
+/// one member `<name>.npy` per array, plus optional extra members (raw `.npy` bytes).
+///
+/// # Errors
+/// [`OamapError::Npy`] if the zip writer fails.
+pub fn write_npz(arrays: &ArrayMap, extra: &[(String, Array)]) -> Result<Vec<u8>, OamapError> {
+    let mut zw = zip::ZipWriter::new(Cursor::new(Vec::new()));
+    let opts = zip::write::SimpleFileOptions::default().compression_method(zip::CompressionMethod::Deflated);
+    let all = arrays
+        .iter()
+        .map(|(n, a)| (n.as_str(), a.as_ref()))
+        .chain(extra.iter().map(|(n, a)| (n.as_str(), a)));
+    for (name, array) in all {
+        zw.start_file(format!("{name}.npy"), opts).map_err(|e| npy_err(name, e.to_string()))?;
+        zw.write_all(&write_npy(array)).map_err(|e| npy_err(name, e.to_string()))?;
+    }
+    let cursor = zw.finish().map_err(|e| npy_err("<npz>", e.to_string()))?;
+    Ok(cursor.into_inner())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::oamap::ArrayData;
+
+    #[test]
+    fn npy_round_trips_every_kind_and_byte_order() {
+        for (dtype, data) in [
+            ("int32", ArrayData::I32(vec![1, -2, 3])),
+            (">float64", ArrayData::F64(vec![1.5, -2.0])),
+            ("bool", ArrayData::Bool(vec![true, false])),
+            ("uint16", ArrayData::U16(vec![65535, 0])),
+            ("S3", ArrayData::Bytes { width: 3, data: b"abcde\0".to_vec() }),
+            ("complex64", ArrayData::C64(vec![[1.0, 2.0]])),
+            ("int8", ArrayData::I8(vec![])),
+        ] {
+            let a = Array::new(OaDtype::parse(dtype).unwrap(), data).unwrap();
+            let bytes = write_npy(&a);
+            assert_eq!((10 + u16::from_le_bytes([bytes[8], bytes[9]]) as usize) % 64, 0);
+            assert_eq!(parse_npy("x", &bytes).unwrap(), a);
+        }
+    }
+
+    #[test]
+    fn npy_reads_numpy_written_header_and_refuses_damage() {
+        let mut b = MAGIC.to_vec();
+        let h = "{'descr': '>i2', 'fortran_order': False, 'shape': (2,), }          \n";
+        b.extend_from_slice(&[1, 0]);
+        b.extend_from_slice(&(h.len() as u16).to_le_bytes());
+        b.extend_from_slice(h.as_bytes());
+        b.extend_from_slice(&[0, 1, 255, 254]);
+        let a = parse_npy("x", &b).unwrap();
+        assert_eq!(a.data(), &ArrayData::I16(vec![1, -2]));
+        assert_eq!(a.dtype().name(), ">int16");
+        // Truncated data, bad magic, 2-d shape, structured dtype: typed errors naming the array.
+        let e = parse_npy("arr", &b[..b.len() - 1]).unwrap_err();
+        assert!(matches!(&e, OamapError::Npy { name, .. } if name == "arr"), "{e}");
+        assert!(parse_npy("arr", b"hello world").is_err());
+        let two_d = String::from_utf8_lossy(&b).replace("(2,)", "(1,2)").into_bytes();
+        assert!(parse_npy("arr", &two_d).is_err());
+        let structured = String::from_utf8_lossy(&b).replace("'>i2'", "[('a','<i2')]").into_bytes();
+        assert!(parse_npy("arr", &structured).is_err());
+        assert!(parse_npy("arr", &b[..12]).is_err());
+    }
+
+    #[test]
+    fn npz_round_trip_and_missing_member() {
+        let mut m = ArrayMap::new();
+        m.insert("object-B", Array::from_i32(vec![0]));
+        m.insert(
+            "object-L-Df8",
+            Array::new(OaDtype::parse("float64").unwrap(), ArrayData::F64(vec![1.1])).unwrap(),
+        );
+        let bytes = write_npz(&m, &[]).unwrap();
+        let src = NpzSource::new(bytes).unwrap();
+        assert_eq!(src.names(), ["object-B", "object-L-Df8"]);
+        assert_eq!(src.read_all().unwrap(), m);
+        assert!(matches!(src.get("nope"), Err(OamapError::MissingArray { name }) if name == "nope"));
+        assert!(NpzSource::new(vec![1u8, 2, 3]).is_err());
+    }
+}
