@@ -4,7 +4,11 @@
 //! - [`formats`]: element dtypes and record formats (`guideloom-formats`);
 //! - [`storage`]: sharded on-disk storages and I/O backends (`guideloom-storage`);
 //! - [`loader`]: data sources, samplers, the worker pool and checkpoint state
-//!   (`guideloom-loader`).
+//!   (`guideloom-loader`);
+//!
+//! and holds [`ingest`], the library behind `guideloom ingest`.
+
+pub mod ingest;
 
 pub use guideloom_formats as formats;
 pub use guideloom_loader as loader;

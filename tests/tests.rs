@@ -1,1 +1,3 @@
-//! integration tests
+//! guideloom's cross-crate integration tests: one binary, one module per area.
+
+mod cli;

@@ -9,8 +9,11 @@
 //! - [`Element`]: plain-old-data Rust types that know their [`Dtype`].
 //! - [`StreamFormat`]: fixed-size elements, decoded a [`Window`] at a time.
 //! - [`DocumentFormat`]: one variable-size byte payload per document.
+//! - [`StreamWithMetaFormat`]: fixed-size elements, each pointing to a metadata payload stored
+//!   once per run ([`MetaSink`], [`MetaWindow`]).
 //!
-//! Built-in formats: [`TokenFormat`], [`ColumnsFormat`], [`SerdeFormat`], [`RawBytesFormat`].
+//! Built-in formats: [`TokenFormat`], [`ColumnsFormat`], [`SerdeFormat`], [`RawBytesFormat`],
+//! [`DocumentTokensFormat`].
 //!
 //! ```
 //! use guideloom_formats::{StreamFormat, TokenFormat, Window};
@@ -28,6 +31,7 @@ mod document;
 mod dtype;
 mod element;
 mod error;
+mod meta;
 mod serde_doc;
 mod stream;
 mod tokens;
@@ -37,6 +41,10 @@ pub use document::{DocumentFormat, RawBytesFormat};
 pub use dtype::{Dtype, Field, Primitive};
 pub use element::Element;
 pub use error::FormatError;
+pub use meta::{
+    DocumentInfo, DocumentTokens, DocumentTokensFormat, MetaSink, MetaWindow, StreamWithMetaFormat,
+    TokenDocument,
+};
 pub use serde_doc::SerdeFormat;
 pub use stream::{StreamFormat, Window};
 pub use tokens::{TokenElement, TokenFormat, TokenId};

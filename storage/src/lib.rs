@@ -8,10 +8,14 @@
 //! shard-00000.stream     raw little-endian elements (np.memmap(path, dtype=descr) reads it)
 //! shard-00000.docs       document payloads back to back
 //! shard-00000.index      documents + 1 little-endian u64 offsets, the first 0
+//! shard-00000.meta       stream-with-meta: run payloads back to back
+//! shard-00000.metaidx    stream-with-meta: per run, u64 first element + u64 payload offset
 //! ```
 //!
 //! - [`StreamWriter`] / [`StreamReader`]: fixed-size elements, read as windows.
 //! - [`DocumentWriter`] / [`DocumentReader`]: documents by global index.
+//! - [`StreamWithMetaWriter`] / [`StreamWithMetaReader`]: a stream whose elements point to
+//!   per-run metadata payloads.
 //!
 //! Writers append to shard files and make their data visible only through
 //! [`StreamWriter::commit`] (fsync shards, write `manifest.json.tmp`, fsync, rename, fsync the
@@ -25,6 +29,7 @@ mod error;
 pub mod io;
 pub mod manifest;
 mod stream;
+mod stream_meta;
 mod verify;
 
 pub use document::{DocumentReader, DocumentWriter};
@@ -32,4 +37,5 @@ pub use error::{Result, StorageError};
 pub use io::{FileSet, PreadBackend, ReadBackend, ReadOptions, ReadRequest, ShardFile};
 pub use manifest::{FileEntry, FormatSpec, Manifest, ShardEntry, StorageKind};
 pub use stream::{StreamReader, StreamWriter};
+pub use stream_meta::{StreamWithMetaReader, StreamWithMetaWriter};
 pub use verify::{verify, VerifyReport};

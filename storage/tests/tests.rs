@@ -3,5 +3,6 @@
 mod common;
 mod document;
 mod errors;
+mod meta;
 mod props;
 mod stream;
