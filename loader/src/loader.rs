@@ -524,7 +524,12 @@ where
                     if cancel.is_cancelled() {
                         break;
                     }
-                    let r = shared.produce(number, &cancel);
+                    // `produce` already turns panics of user code into errors; this catches a
+                    // loader bug so the consumer still gets an `Err` instead of waiting forever.
+                    let r = catch_unwind(AssertUnwindSafe(|| shared.produce(number, &cancel)))
+                        .unwrap_or_else(|p| {
+                            Err(LoaderError::Panic { index: None, message: panic_message(&*p) })
+                        });
                     if results.send((number, r)).is_err() {
                         break;
                     }
@@ -599,7 +604,12 @@ where
                 Ok((n, r)) => {
                     pool.reorder.insert(n, r);
                 }
-                Err(_) => panic!("every worker exited while batch {next} was pending"),
+                Err(_) => {
+                    break Err(LoaderError::Panic {
+                        index: None,
+                        message: format!("every worker exited while batch {next} was pending"),
+                    })
+                }
             }
         };
         match result {

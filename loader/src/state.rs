@@ -23,7 +23,7 @@ pub struct SourceId {
 /// `next_batch` is the absolute number of the next batch the consumer has not received
 /// (counting from the first batch of epoch 0, not from the last restore); the rest pins the
 /// sampling configuration and the data. It does not depend on worker count, prefetch depth or
-/// I/O backend, and its JSON is about 250 bytes.
+/// I/O backend, and its JSON is about 200 bytes.
 ///
 /// ```
 /// use guideloom_loader::{Loader, RangeSource, State};

@@ -200,6 +200,13 @@ fn drop_mid_epoch_joins_workers() {
         for _ in 0..5 {
             it.next().expect("batch").expect("ok");
         }
+        // A worker names itself when it first runs: wait (bounded) until all four have.
+        for _ in 0..500 {
+            if worker_threads() == before + 4 {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
         assert_eq!(worker_threads(), before + 4);
         drop(it);
         assert_eq!(worker_threads(), before);
