@@ -397,7 +397,8 @@ pub fn ingest_jsonl(
             if line.trim().is_empty() {
                 continue;
             }
-            let bad = |reason: String| IngestError::BadJsonl { path: path.clone(), line: i as u64 + 1, reason };
+            let bad =
+                |reason: String| IngestError::BadJsonl { path: path.clone(), line: i as u64 + 1, reason };
             let v: Value = serde_json::from_str(&line).map_err(|e| bad(e.to_string()))?;
             let source = format!("{}:{}", path.display(), i + 1);
             let tokens = match field {
@@ -409,7 +410,9 @@ pub fn ingest_jsonl(
                         .enumerate()
                         .map(|(j, id)| {
                             id.as_u64().and_then(|x| u32::try_from(x).ok()).ok_or_else(|| {
-                                bad(format!("token {j} of field {name:?} is {id}, not an integer in [0, 2^32)"))
+                                bad(format!(
+                                    "token {j} of field {name:?} is {id}, not an integer in [0, 2^32)"
+                                ))
                             })
                         })
                         .collect::<Result<Vec<u32>, _>>()?
@@ -571,8 +574,14 @@ mod tests {
     #[test]
     fn split_modes() {
         let t = "a b\nc\n\n \nd\n\n";
-        assert_eq!(split_text(t, Split::Line), vec![(":1".into(), "a b".into()), (":2".into(), "c".into()), (":5".into(), "d".into())]);
-        assert_eq!(split_text(t, Split::BlankLine), vec![(":1".into(), "a b\nc".into()), (":5".into(), "d".into())]);
+        assert_eq!(
+            split_text(t, Split::Line),
+            vec![(":1".into(), "a b".into()), (":2".into(), "c".into()), (":5".into(), "d".into())]
+        );
+        assert_eq!(
+            split_text(t, Split::BlankLine),
+            vec![(":1".into(), "a b\nc".into()), (":5".into(), "d".into())]
+        );
         assert_eq!(split_text(t, Split::File), vec![(String::new(), t.to_string())]);
     }
 

@@ -3,6 +3,9 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+/// Every `--backend` value the CLI accepts.
+pub const BACKENDS: [&str; 2] = ["auto", "pread"];
+
 pub fn bin() -> Command {
     Command::new(env!("CARGO_BIN_EXE_guideloom"))
 }
@@ -18,7 +21,8 @@ pub fn austen(name: &str) -> PathBuf {
 }
 
 fn read_u32_stream(dir: &Path) -> Vec<u32> {
-    let r = guideloom::storage::StreamReader::open(dir, guideloom::formats::TokenFormat::<u32>::new()).unwrap();
+    let r =
+        guideloom::storage::StreamReader::open(dir, guideloom::formats::TokenFormat::<u32>::new()).unwrap();
     r.read(0, r.len()).unwrap()
 }
 
@@ -27,7 +31,15 @@ fn ingest_pride_and_prejudice_matches_tiktoken_cl100k() {
     let tmp = tempfile::tempdir().unwrap();
     let out = tmp.path().join("pp");
     let file = austen("prideprejudice.txt");
-    run_ok(&["ingest", "text", "--out", out.to_str().unwrap(), "--tokenizer", "cl100k", file.to_str().unwrap()]);
+    run_ok(&[
+        "ingest",
+        "text",
+        "--out",
+        out.to_str().unwrap(),
+        "--tokenizer",
+        "cl100k",
+        file.to_str().unwrap(),
+    ]);
     let text = std::fs::read_to_string(&file).unwrap();
     let bpe = tiktoken_rs::cl100k_base().unwrap();
     let expected = bpe.encode_ordinary(&text);
@@ -44,15 +56,26 @@ fn ingest_shards_do_not_change_the_stream_and_eos_follows_each_document() {
     let file = austen("persuasion.txt");
     for (dir, shards) in [(&one, "1"), (&four, "4")] {
         run_ok(&[
-            "ingest", "text", "--out", dir.to_str().unwrap(), "--split", "blank-line", "--eos", "--shards", shards,
-            "--tokenizer", "gpt2", file.to_str().unwrap(),
+            "ingest",
+            "text",
+            "--out",
+            dir.to_str().unwrap(),
+            "--split",
+            "blank-line",
+            "--eos",
+            "--shards",
+            shards,
+            "--tokenizer",
+            "gpt2",
+            file.to_str().unwrap(),
         ]);
     }
     let m = guideloom::storage::Manifest::load(&four).unwrap();
     assert_eq!(m.shards.len(), 4);
     assert_eq!(m.dtype, serde_json::json!("<u2"), "gpt2 ids fit u16");
     let read = |d: &Path| {
-        let r = guideloom::storage::StreamReader::open(d, guideloom::formats::TokenFormat::<u16>::new()).unwrap();
+        let r =
+            guideloom::storage::StreamReader::open(d, guideloom::formats::TokenFormat::<u16>::new()).unwrap();
         r.read(0, r.len()).unwrap()
     };
     let (a, b) = (read(&one), read(&four));
@@ -71,7 +94,16 @@ fn ingest_jsonl_u16_refuses_70000_and_auto_stores_u32() {
     std::fs::write(&input, "{\"ids\": [1, 2, 3]}\n{\"ids\": [70000, 5]}\n").unwrap();
     let out16 = tmp.path().join("s16");
     let o = bin()
-        .args(["ingest", "jsonl", "--out", out16.to_str().unwrap(), "--tokens-field", "ids", "--dtype", "u16"])
+        .args([
+            "ingest",
+            "jsonl",
+            "--out",
+            out16.to_str().unwrap(),
+            "--tokens-field",
+            "ids",
+            "--dtype",
+            "u16",
+        ])
         .arg(&input)
         .output()
         .unwrap();
@@ -81,7 +113,15 @@ fn ingest_jsonl_u16_refuses_70000_and_auto_stores_u32() {
     assert!(err.contains("document 1"), "{err}");
     assert!(!err.contains("panicked"), "{err}");
     let out = tmp.path().join("auto");
-    run_ok(&["ingest", "jsonl", "--out", out.to_str().unwrap(), "--tokens-field", "ids", input.to_str().unwrap()]);
+    run_ok(&[
+        "ingest",
+        "jsonl",
+        "--out",
+        out.to_str().unwrap(),
+        "--tokens-field",
+        "ids",
+        input.to_str().unwrap(),
+    ]);
     assert_eq!(guideloom::storage::Manifest::load(&out).unwrap().dtype, serde_json::json!("<u4"));
     assert_eq!(read_u32_stream(&out), [1, 2, 3, 70_000, 5]);
 }
@@ -93,7 +133,17 @@ fn inspect_verify_names_the_flipped_shard() {
     let lines: String = (0..40).map(|i| format!("{{\"ids\": [{i}, {}, {}]}}\n", i + 1, i + 2)).collect();
     std::fs::write(&input, lines).unwrap();
     let out = tmp.path().join("s");
-    run_ok(&["ingest", "jsonl", "--out", out.to_str().unwrap(), "--tokens-field", "ids", "--shards", "3", input.to_str().unwrap()]);
+    run_ok(&[
+        "ingest",
+        "jsonl",
+        "--out",
+        out.to_str().unwrap(),
+        "--tokens-field",
+        "ids",
+        "--shards",
+        "3",
+        input.to_str().unwrap(),
+    ]);
     let o = run_ok(&["inspect", out.to_str().unwrap(), "--json"]);
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(v["kind"], "stream");
@@ -119,4 +169,227 @@ fn errors_are_one_sentence_without_panic() {
     assert!(!o.status.success());
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(err.trim(), "error: /nonexistent/storage is not a guideloom storage (no manifest.json)");
+}
+
+/// A JSONL-ingested storage of known ids over 3 shards: document `d` holds ids
+/// `1000*d .. 1000*d + 7 + d`. Returns the directory and the concatenated stream.
+fn known_storage(tmp: &Path) -> (PathBuf, Vec<u64>) {
+    let input = tmp.join("known.jsonl");
+    let mut stream = Vec::new();
+    let mut lines = String::new();
+    for d in 0..12u64 {
+        let ids: Vec<u64> = (1000 * d..1000 * d + 7 + d).collect();
+        lines.push_str(&serde_json::json!({ "ids": ids }).to_string());
+        lines.push('\n');
+        stream.extend(ids);
+    }
+    std::fs::write(&input, lines).unwrap();
+    let out = tmp.join("known");
+    run_ok(&[
+        "ingest",
+        "jsonl",
+        "--out",
+        out.to_str().unwrap(),
+        "--tokens-field",
+        "ids",
+        "--shards",
+        "3",
+        input.to_str().unwrap(),
+    ]);
+    (out, stream)
+}
+
+fn batches(dir: &Path, extra: &[&str]) -> Vec<String> {
+    let mut args = vec!["batches", dir.to_str().unwrap()];
+    args.extend_from_slice(extra);
+    let out = run_ok(&args);
+    String::from_utf8(out.stdout).unwrap().lines().map(str::to_string).collect()
+}
+
+#[test]
+fn batches_return_exact_windows_across_shards() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (dir, stream) = known_storage(tmp.path());
+    assert_eq!(stream.len(), 150);
+    let m = guideloom::storage::Manifest::load(&dir).unwrap();
+    let shard_ends: Vec<u64> = m
+        .shards
+        .iter()
+        .scan(0, |a, s| {
+            *a += s.elements.unwrap();
+            Some(*a)
+        })
+        .collect();
+    assert_eq!(shard_ends, [57, 115, 150]);
+    let lines = batches(&dir, &["--seq-len", "16", "--batch-size", "4"]);
+    // 150 tokens: windows of 16 with stride 16 -> 9 windows -> batches of 4, 4, 1.
+    assert_eq!(lines.len(), 3);
+    let mut w = 0u64;
+    for (b, line) in lines.iter().enumerate() {
+        let v: serde_json::Value = serde_json::from_str(line).unwrap();
+        assert_eq!(v["batch"], b as u64);
+        assert_eq!(v["epoch"], 0);
+        assert!(v.get("padding").is_none());
+        for (i, row) in v["tokens"].as_array().unwrap().iter().enumerate() {
+            assert_eq!(v["windows"][i], w);
+            let expected: Vec<u64> = stream[(w * 16) as usize..(w * 16 + 16) as usize].to_vec();
+            let got: Vec<u64> = row.as_array().unwrap().iter().map(|x| x.as_u64().unwrap()).collect();
+            assert_eq!(got, expected, "window {w}");
+            w += 1;
+        }
+    }
+    assert_eq!(w, 9);
+    // Window 3 = tokens [48, 64) crosses the shard boundary at 57; with stride 10, window 10
+    // = [100, 116) crosses the one at 115.
+    let v: serde_json::Value = serde_json::from_str(&lines[0]).unwrap();
+    assert_eq!(v["tokens"][3][8], 5011, "last id of shard 0");
+    assert_eq!(v["tokens"][3][9], 6000, "first id of shard 1");
+    let lines = batches(&dir, &["--seq-len", "16", "--stride", "10", "--batch-size", "14"]);
+    let v: serde_json::Value = serde_json::from_str(&lines[0]).unwrap();
+    assert_eq!(v["windows"].as_array().unwrap().len(), 14);
+    let row10: Vec<u64> = v["tokens"][10].as_array().unwrap().iter().map(|x| x.as_u64().unwrap()).collect();
+    assert_eq!(row10, stream[100..116].to_vec());
+    assert_eq!((row10[14], row10[15]), (9_015, 10_000), "last of shard 1, first of shard 2");
+}
+
+#[test]
+fn batches_are_identical_for_every_worker_count_prefetch_and_backend() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (dir, _) = known_storage(tmp.path());
+    let base =
+        ["--seq-len", "7", "--stride", "5", "--batch-size", "3", "--shuffle", "--seed", "9", "--epochs", "2"];
+    let reference = batches(&dir, &base);
+    assert_eq!(reference.len(), 20, "29 windows -> 10 batches per epoch, 2 epochs");
+    for workers in ["0", "1", "2", "4"] {
+        for prefetch in ["1", "8"] {
+            for backend in crate::cli::BACKENDS {
+                let mut args = base.to_vec();
+                args.extend_from_slice(&["--workers", workers, "--prefetch", prefetch, "--backend", backend]);
+                assert_eq!(
+                    batches(&dir, &args),
+                    reference,
+                    "workers {workers} prefetch {prefetch} backend {backend}"
+                );
+            }
+        }
+    }
+    // Two ranks: disjoint windows per epoch, padding flagged in the last global batch.
+    let r0 = batches(&dir, &[&base[..], &["--world-size", "2", "--rank", "0", "--no-tokens"]].concat());
+    let r1 = batches(&dir, &[&base[..], &["--world-size", "2", "--rank", "1", "--no-tokens"]].concat());
+    assert_eq!(r0.len(), r1.len());
+    // 29 windows = 4 full global batches of 6, then positions 24..30: rank 1 gets 27, 28 and
+    // the wrapped position 29 (padding).
+    assert_eq!(r1.len(), 10);
+    let last0: serde_json::Value = serde_json::from_str(&r0[4]).unwrap();
+    let last1: serde_json::Value = serde_json::from_str(&r1[4]).unwrap();
+    assert!(last1.get("tokens").is_none());
+    assert!(last0.get("padding").is_none());
+    assert_eq!(last1["padding"], serde_json::json!([false, false, true]));
+    let windows = |lines: &[String]| -> Vec<u64> {
+        lines[..5]
+            .iter()
+            .flat_map(|l| {
+                let v: serde_json::Value = serde_json::from_str(l).unwrap();
+                v["windows"].as_array().unwrap().iter().map(|x| x.as_u64().unwrap()).collect::<Vec<_>>()
+            })
+            .collect()
+    };
+    let (mut w0, mut w1) = (windows(&r0), windows(&r1));
+    w1.pop(); // the padding window repeats one of the epoch
+    w0.extend(w1);
+    w0.sort();
+    assert_eq!(w0, (0..29).collect::<Vec<u64>>(), "the ranks split one epoch");
+}
+
+#[test]
+fn save_state_and_resume_reproduce_the_rest_with_another_worker_count() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (dir, _) = known_storage(tmp.path());
+    let base = ["--seq-len", "8", "--batch-size", "2", "--shuffle", "--seed", "3", "--epochs", "3"];
+    let full = batches(&dir, &[&base[..], &["--workers", "2"]].concat());
+    assert_eq!(full.len(), 27);
+    let state = tmp.path().join("state.json");
+    for k in [0usize, 1, 9, 10, 26, 27] {
+        let ks = k.to_string();
+        let head = batches(
+            &dir,
+            &[&base[..], &["--workers", "2", "--max-batches", &ks, "--save-state", state.to_str().unwrap()]]
+                .concat(),
+        );
+        assert_eq!(head, full[..k].to_vec());
+        let text = std::fs::read_to_string(&state).unwrap();
+        assert!(text.len() < 1024);
+        let tail =
+            batches(&dir, &[&base[..], &["--workers", "4", "--resume", state.to_str().unwrap()]].concat());
+        assert_eq!(tail, full[k..].to_vec(), "resume after {k}");
+    }
+    // A state restored onto another configuration is refused, naming the field.
+    let o = bin()
+        .args([
+            "batches",
+            dir.to_str().unwrap(),
+            "--seq-len",
+            "8",
+            "--batch-size",
+            "4",
+            "--shuffle",
+            "--seed",
+            "3",
+        ])
+        .args(["--epochs", "3", "--resume"])
+        .arg(&state)
+        .output()
+        .unwrap();
+    assert!(!o.status.success());
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("batch_size"),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+}
+
+#[test]
+fn doc_meta_batches_report_per_token_documents() {
+    let tmp = tempfile::tempdir().unwrap();
+    let input = tmp.path().join("lines.txt");
+    std::fs::write(&input, "hello world\nsecond document here\nthird\n").unwrap();
+    let out = tmp.path().join("dm");
+    run_ok(&[
+        "ingest",
+        "text",
+        "--out",
+        out.to_str().unwrap(),
+        "--split",
+        "line",
+        "--doc-meta",
+        "--tokenizer",
+        "gpt2",
+        input.to_str().unwrap(),
+    ]);
+    let bpe = tiktoken_rs::r50k_base().unwrap();
+    let lens: Vec<usize> = ["hello world", "second document here", "third"]
+        .iter()
+        .map(|t| bpe.encode_ordinary(t).len())
+        .collect();
+    let total: usize = lens.iter().sum();
+    let lines = batches(&out, &["--seq-len", &total.to_string()]);
+    assert_eq!(lines.len(), 1);
+    let v: serde_json::Value = serde_json::from_str(&lines[0]).unwrap();
+    let docs: Vec<u64> = v["documents"][0].as_array().unwrap().iter().map(|x| x.as_u64().unwrap()).collect();
+    let expected: Vec<u64> =
+        lens.iter().enumerate().flat_map(|(d, &n)| std::iter::repeat_n(d as u64, n)).collect();
+    assert_eq!(docs, expected);
+}
+
+#[test]
+fn batches_on_a_truncated_shard_names_the_file() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (dir, _) = known_storage(tmp.path());
+    let shard = dir.join("shard-00002.stream");
+    std::fs::OpenOptions::new().write(true).open(&shard).unwrap().set_len(10).unwrap();
+    let o = bin().args(["batches", dir.to_str().unwrap(), "--seq-len", "8"]).output().unwrap();
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("shard-00002.stream") && err.contains("shorter than committed"), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
 }

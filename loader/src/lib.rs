@@ -54,7 +54,7 @@ pub use rng::{MapContext, RecordRng};
 pub use sampler::{BatchPlan, Sampler, SamplerConfig, Step};
 pub use source::{Cancellation, DataSource, RangeSource, VecSource};
 pub use state::{SourceId, State, STATE_VERSION};
-pub use storage_sources::{Documents, StreamWindows};
+pub use storage_sources::{Documents, MetaWindows, StreamWindows, WindowReader, Windows};
 
 /// A stable 64-bit fingerprint of `words` (SplitMix64-style mixing; identical on every
 /// platform and run).

@@ -2,10 +2,67 @@
 
 use std::path::Path;
 
-use guideloom_formats::{DocumentFormat, StreamFormat};
-use guideloom_storage::{DocumentReader, StreamReader};
+use guideloom_formats::{DocumentFormat, StreamFormat, StreamWithMetaFormat};
+use guideloom_storage::{DocumentReader, StorageError, StreamReader, StreamWithMetaReader};
 
 use crate::{fingerprint_words, DataSource, LoaderError};
+
+/// A storage reader that decodes windows `(offset, len)` of a stream, in elements:
+/// implemented by [`StreamReader`] and [`StreamWithMetaReader`], the readers [`Windows`]
+/// serves records from.
+pub trait WindowReader: Send + Sync {
+    /// One decoded window.
+    type Output: Send;
+    /// Elements in the stream.
+    fn len(&self) -> u64;
+    /// Whether the stream holds no element.
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    /// Reads and decodes a batch of windows with one storage call, in request order.
+    ///
+    /// # Errors
+    /// The storage's error for the batch.
+    fn read_windows(&self, windows: &[(u64, u64)]) -> Result<Vec<Self::Output>, StorageError>;
+    /// The storage manifest's fingerprint.
+    fn fingerprint(&self) -> u64;
+}
+
+impl<F: StreamFormat> WindowReader for StreamReader<F> {
+    type Output = F::Output;
+    fn len(&self) -> u64 {
+        StreamReader::len(self)
+    }
+    fn read_windows(&self, windows: &[(u64, u64)]) -> Result<Vec<F::Output>, StorageError> {
+        self.read_many(windows)
+    }
+    fn fingerprint(&self) -> u64 {
+        StreamReader::fingerprint(self)
+    }
+}
+
+impl<F: StreamWithMetaFormat> WindowReader for StreamWithMetaReader<F> {
+    type Output = F::Output;
+    fn len(&self) -> u64 {
+        StreamWithMetaReader::len(self)
+    }
+    fn read_windows(&self, windows: &[(u64, u64)]) -> Result<Vec<F::Output>, StorageError> {
+        self.read_many(windows)
+    }
+    fn fingerprint(&self) -> u64 {
+        StreamWithMetaReader::fingerprint(self)
+    }
+}
+
+/// Windows over a stream storage ([`StreamWindows`]): record `w` is the window of elements
+/// `[w * stride, w * stride + seq_len)`, decoded by the storage's format (it may cross shard
+/// boundaries).
+pub type StreamWindows<F> = Windows<StreamReader<F>>;
+
+/// Windows over a stream-with-meta storage: each record is the format's unpack of the window
+/// with the metadata payloads it touches (for [`guideloom_formats::DocumentTokensFormat`]:
+/// tokens, per-token document ordinals and positions).
+pub type MetaWindows<F> = Windows<StreamWithMetaReader<F>>;
 
 /// Fixed-length windows over a stream storage: record `w` is the window of elements
 /// `[w * stride, w * stride + seq_len)`, decoded by the storage's format (it may cross shard
@@ -32,19 +89,19 @@ use crate::{fingerprint_words, DataSource, LoaderError};
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 #[derive(Debug)]
-pub struct StreamWindows<F: StreamFormat> {
-    reader: StreamReader<F>,
+pub struct Windows<R> {
+    reader: R,
     seq_len: u64,
     stride: u64,
     count: u64,
 }
 
-impl<F: StreamFormat> StreamWindows<F> {
+impl<R: WindowReader> Windows<R> {
     /// Windows of `seq_len` elements with stride `seq_len` over an open reader.
     ///
     /// # Errors
     /// [`LoaderError::InvalidConfig`] when `seq_len` is 0.
-    pub fn new(reader: StreamReader<F>, seq_len: u64) -> Result<Self, LoaderError> {
+    pub fn new(reader: R, seq_len: u64) -> Result<Self, LoaderError> {
         Self::with_stride(reader, seq_len, seq_len)
     }
 
@@ -52,7 +109,7 @@ impl<F: StreamFormat> StreamWindows<F> {
     ///
     /// # Errors
     /// [`LoaderError::InvalidConfig`] when `seq_len` or `stride` is 0.
-    pub fn with_stride(reader: StreamReader<F>, seq_len: u64, stride: u64) -> Result<Self, LoaderError> {
+    pub fn with_stride(reader: R, seq_len: u64, stride: u64) -> Result<Self, LoaderError> {
         if seq_len == 0 {
             return Err(LoaderError::InvalidConfig { field: "seq_len", detail: "must be at least 1".into() });
         }
@@ -61,22 +118,11 @@ impl<F: StreamFormat> StreamWindows<F> {
         }
         let n = reader.len();
         let count = if n < seq_len { 0 } else { (n - seq_len) / stride + 1 };
-        Ok(StreamWindows { reader, seq_len, stride, count })
-    }
-
-    /// Opens the stream storage in `dir` and makes windows of `seq_len` (stride `seq_len`).
-    ///
-    /// # Errors
-    /// [`LoaderError::Storage`] (index 0) when the storage cannot be opened;
-    /// [`LoaderError::InvalidConfig`] when `seq_len` is 0.
-    pub fn open(dir: impl AsRef<Path>, format: F, seq_len: u64) -> Result<Self, LoaderError> {
-        let reader =
-            StreamReader::open(dir, format).map_err(|source| LoaderError::Storage { index: 0, source })?;
-        Self::new(reader, seq_len)
+        Ok(Windows { reader, seq_len, stride, count })
     }
 
     /// The underlying reader.
-    pub fn reader(&self) -> &StreamReader<F> {
+    pub fn reader(&self) -> &R {
         &self.reader
     }
 
@@ -103,23 +149,52 @@ impl<F: StreamFormat> StreamWindows<F> {
     }
 }
 
-impl<F: StreamFormat> DataSource for StreamWindows<F> {
-    type Item = F::Output;
+impl<F: StreamFormat> Windows<StreamReader<F>> {
+    /// Opens the stream storage in `dir` and makes windows of `seq_len` (stride `seq_len`).
+    ///
+    /// # Errors
+    /// [`LoaderError::Storage`] (index 0) when the storage cannot be opened;
+    /// [`LoaderError::InvalidConfig`] when `seq_len` is 0.
+    pub fn open(dir: impl AsRef<Path>, format: F, seq_len: u64) -> Result<Self, LoaderError> {
+        let reader =
+            StreamReader::open(dir, format).map_err(|source| LoaderError::Storage { index: 0, source })?;
+        Self::new(reader, seq_len)
+    }
+}
+
+impl<F: StreamWithMetaFormat> Windows<StreamWithMetaReader<F>> {
+    /// Opens the stream-with-meta storage in `dir` and makes windows of `seq_len` (stride
+    /// `seq_len`).
+    ///
+    /// # Errors
+    /// [`LoaderError::Storage`] (index 0) when the storage cannot be opened;
+    /// [`LoaderError::InvalidConfig`] when `seq_len` is 0.
+    pub fn open(dir: impl AsRef<Path>, format: F, seq_len: u64) -> Result<Self, LoaderError> {
+        let reader = StreamWithMetaReader::open(dir, format)
+            .map_err(|source| LoaderError::Storage { index: 0, source })?;
+        Self::new(reader, seq_len)
+    }
+}
+
+impl<R: WindowReader> DataSource for Windows<R> {
+    type Item = R::Output;
 
     fn len(&self) -> u64 {
         self.count
     }
 
-    fn get(&self, index: u64) -> Result<F::Output, LoaderError> {
-        let (offset, len) = self.windows(&[index])?[0];
-        self.reader.read(offset, len).map_err(|source| LoaderError::Storage { index, source })
+    fn get(&self, index: u64) -> Result<R::Output, LoaderError> {
+        let windows = self.windows(&[index])?;
+        let mut out =
+            self.reader.read_windows(&windows).map_err(|source| LoaderError::Storage { index, source })?;
+        out.pop().ok_or(LoaderError::WrongCount { expected: 1, found: 0 })
     }
 
-    /// One [`StreamReader::read_many`] call for all windows. When it fails, the windows are
-    /// read one at a time to name the first failing one.
-    fn get_many(&self, indices: &[u64]) -> Result<Vec<F::Output>, LoaderError> {
+    /// One [`WindowReader::read_windows`] call for all windows. When it fails, the windows
+    /// are read one at a time to name the first failing one.
+    fn get_many(&self, indices: &[u64]) -> Result<Vec<R::Output>, LoaderError> {
         let windows = self.windows(indices)?;
-        self.reader.read_many(&windows).map_err(|batch_error| {
+        self.reader.read_windows(&windows).map_err(|batch_error| {
             for &i in indices {
                 if let Err(e) = self.get(i) {
                     return e;

@@ -1,5 +1,8 @@
 //! The `guideloom` command-line tool: ingest, inspect, batches, bench, demo.
 
+mod demo;
+mod run;
+
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -8,10 +11,14 @@ use guideloom::ingest::{self, DtypeChoice, IngestOptions, JsonlField, Split, Tok
 use guideloom::storage::{self, Manifest, StorageKind};
 use serde_json::{json, Value};
 
-type CliResult<T = ()> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
+pub(crate) type CliResult<T = ()> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
 
 #[derive(Parser, Debug)]
-#[command(name = "guideloom", version, about = "Deterministic, prefetched, checkpointable batches from sharded storage")]
+#[command(
+    name = "guideloom",
+    version,
+    about = "Deterministic, prefetched, checkpointable batches from sharded storage"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -24,6 +31,110 @@ enum Command {
     Ingest(IngestCommand),
     /// Show a storage's manifest, counts and dtype; `--verify` checks checksums.
     Inspect(InspectArgs),
+    /// Print the batches of token windows a loader configuration yields, as JSON lines.
+    Batches(BatchesArgs),
+    /// Measure the throughput of a loader configuration.
+    Bench(BenchArgs),
+    /// The main job: ingest the bundled corpus, train-loop over it, checkpoint, resume, verify.
+    Demo(DemoArgs),
+}
+
+/// I/O backend names on the command line.
+#[derive(Clone, Copy, Debug, ValueEnum, PartialEq, Eq)]
+pub enum BackendArg {
+    /// io_uring when available, else pread (or what GUIDELOOM_IO says).
+    Auto,
+    /// io_uring.
+    IoUring,
+    /// Positional reads.
+    Pread,
+    /// Memory-mapped shards (do not truncate shard files while reading).
+    Mmap,
+}
+
+#[derive(clap::Args, Debug, Clone)]
+struct WindowArgs {
+    /// Storage directory (a u16/u32 token stream, or stream-with-meta).
+    dir: PathBuf,
+    /// Window length L in tokens.
+    #[arg(long)]
+    seq_len: u64,
+    /// Distance between window starts (default L): window w = tokens [w*S, w*S+L).
+    #[arg(long)]
+    stride: Option<u64>,
+    /// Windows per batch per rank.
+    #[arg(long, default_value_t = 1)]
+    batch_size: u64,
+    /// Shuffle each epoch (keyed by --seed).
+    #[arg(long)]
+    shuffle: bool,
+    /// Seed of the shuffle and of per-record randomness.
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    /// Worker threads (0 = on the calling thread).
+    #[arg(long, default_value_t = 0)]
+    workers: usize,
+    /// Batches in flight or ready ahead of the consumer (default 2 x workers).
+    #[arg(long)]
+    prefetch: Option<usize>,
+    /// I/O backend.
+    #[arg(long, value_enum, default_value = "auto")]
+    backend: BackendArg,
+}
+
+#[derive(clap::Args, Debug)]
+struct BatchesArgs {
+    #[command(flatten)]
+    window: WindowArgs,
+    /// Epochs.
+    #[arg(long, default_value_t = 1)]
+    epochs: u64,
+    /// This process's data-parallel rank.
+    #[arg(long, default_value_t = 0)]
+    rank: u64,
+    /// Number of data-parallel ranks.
+    #[arg(long, default_value_t = 1)]
+    world_size: u64,
+    /// Drop the incomplete final (global) batch of each epoch.
+    #[arg(long)]
+    drop_remainder: bool,
+    /// Print at most K batches.
+    #[arg(long)]
+    max_batches: Option<u64>,
+    /// Write the loader state after the last printed batch to FILE.
+    #[arg(long)]
+    save_state: Option<PathBuf>,
+    /// Continue from a state written by --save-state (batch numbers continue).
+    #[arg(long)]
+    resume: Option<PathBuf>,
+    /// Omit window contents.
+    #[arg(long)]
+    no_tokens: bool,
+}
+
+#[derive(clap::Args, Debug)]
+struct BenchArgs {
+    #[command(flatten)]
+    window: WindowArgs,
+    /// Run for T seconds (epochs repeat); default: one epoch.
+    #[arg(long, conflicts_with = "max_batches")]
+    seconds: Option<f64>,
+    /// Stop after K batches.
+    #[arg(long)]
+    max_batches: Option<u64>,
+    /// Print one JSON object.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(clap::Args, Debug)]
+struct DemoArgs {
+    /// Text files or directories (default: the bundled Austen novels).
+    #[arg(long, num_args = 1..)]
+    corpus: Vec<PathBuf>,
+    /// Where to write the storage and the state (default: a temporary directory, removed).
+    #[arg(long)]
+    workdir: Option<PathBuf>,
 }
 
 #[derive(Subcommand, Debug)]
@@ -146,6 +257,9 @@ fn main() -> ExitCode {
         Command::Ingest(IngestCommand::Text(a)) => ingest_text(a),
         Command::Ingest(IngestCommand::Jsonl(a)) => ingest_jsonl(a),
         Command::Inspect(a) => inspect(a),
+        Command::Batches(a) => batches(a),
+        Command::Bench(a) => bench(a),
+        Command::Demo(a) => demo::run(a.corpus, a.workdir),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -256,7 +370,10 @@ fn inspect(a: InspectArgs) -> CliResult {
     } else {
         println!("storage   {}", a.dir.display());
         println!("kind      {}", s["kind"].as_str().unwrap_or("?"));
-        println!("dtype     {}", m.dtype);
+        match guideloom::formats::Dtype::from_descr(&m.dtype) {
+            Ok(d) => println!("dtype     {d}"),
+            Err(_) => println!("dtype     {}", m.dtype),
+        }
         println!("format    {} {}", m.format.name, m.format.params);
         println!("elements  {}", s["elements"]);
         if let Some(d) = s["documents"].as_u64() {
@@ -278,10 +395,88 @@ fn inspect(a: InspectArgs) -> CliResult {
     }
     match verified {
         Some(Ok(r)) => {
-            eprintln!("verified {} shards, {} files, {} bytes: all checksums match", r.shards, r.files, r.bytes);
+            eprintln!(
+                "verified {} shards, {} files, {} bytes: all checksums match",
+                r.shards, r.files, r.bytes
+            );
             Ok(())
         }
         Some(Err(e)) => Err(Box::new(e)),
         None => Ok(()),
+    }
+}
+
+fn loader_args(
+    w: WindowArgs,
+    epochs: Option<u64>,
+    rank: u64,
+    world_size: u64,
+    drop_remainder: bool,
+) -> run::LoaderArgs {
+    run::LoaderArgs {
+        dir: w.dir,
+        seq_len: w.seq_len,
+        stride: w.stride,
+        batch_size: w.batch_size,
+        shuffle: w.shuffle,
+        seed: w.seed,
+        epochs,
+        workers: w.workers,
+        prefetch: w.prefetch,
+        rank,
+        world_size,
+        drop_remainder,
+        backend: w.backend,
+    }
+}
+
+fn batches(a: BatchesArgs) -> CliResult {
+    let b = run::Batches {
+        args: loader_args(a.window, Some(a.epochs), a.rank, a.world_size, a.drop_remainder),
+        max_batches: a.max_batches,
+        save_state: a.save_state,
+        resume: a.resume,
+        no_tokens: a.no_tokens,
+    };
+    run::with_source(&b.args, &b)
+}
+
+fn bench(a: BenchArgs) -> CliResult {
+    let b = run::Bench {
+        args: loader_args(a.window, Some(1), 0, 1, false),
+        seconds: a.seconds,
+        max_batches: a.max_batches,
+        json: a.json,
+    };
+    let t = run::with_source(&b.args, &b)?;
+    let backend = run::read_options(b.args.backend)?.backend.name();
+    let extra = json!({"backend": backend, "workers": b.args.workers, "seq_len": b.args.seq_len, "batch_size": b.args.batch_size});
+    if b.json {
+        println!("{}", t.to_json(extra));
+    } else {
+        println!(
+            "{} batches, {} windows, {} tokens in {:.3} s: {:.0} windows/s, {:.1} M tokens/s, {:.1} MB/s; first batch after {:.2} ms ({backend}, {} workers)",
+            t.batches,
+            t.windows,
+            t.tokens,
+            t.seconds,
+            t.windows as f64 / t.seconds,
+            t.tokens as f64 / t.seconds / 1e6,
+            t.bytes as f64 / t.seconds / 1e6,
+            t.first_batch_seconds * 1e3,
+            b.args.workers
+        );
+    }
+    Ok(())
+}
+
+/// Read options for a `--backend` value.
+pub(crate) fn backend_options(b: BackendArg) -> CliResult<guideloom::storage::ReadOptions> {
+    let opts = guideloom::storage::ReadOptions::default();
+    match b {
+        BackendArg::Auto | BackendArg::Pread => Ok(opts),
+        BackendArg::IoUring | BackendArg::Mmap => {
+            Err(format!("backend {b:?} is not available in this build").into())
+        }
     }
 }

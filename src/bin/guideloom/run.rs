@@ -1,0 +1,302 @@
+//! `guideloom batches` and `guideloom bench`: a loader over token windows of a storage.
+
+use std::fmt::Write as _;
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use guideloom::formats::{DocumentTokensFormat, Dtype, Primitive, TokenElement, TokenFormat};
+use guideloom::loader::{DataSource, Loader, State, StreamWindows};
+use guideloom::storage::{Manifest, ReadOptions, StorageKind, StreamReader, StreamWithMetaReader};
+use serde_json::json;
+
+use crate::{BackendArg, CliResult};
+
+/// The loader configuration shared by `batches` and `bench`.
+#[derive(Debug, Clone)]
+pub struct LoaderArgs {
+    pub dir: PathBuf,
+    pub seq_len: u64,
+    pub stride: Option<u64>,
+    pub batch_size: u64,
+    pub shuffle: bool,
+    pub seed: u64,
+    /// `None`: unbounded.
+    pub epochs: Option<u64>,
+    pub workers: usize,
+    pub prefetch: Option<usize>,
+    pub rank: u64,
+    pub world_size: u64,
+    pub drop_remainder: bool,
+    pub backend: BackendArg,
+}
+
+/// One window's content as printed: tokens, plus per-token document ordinals for
+/// stream-with-meta storages.
+pub trait WindowRecord: Send + 'static {
+    fn write_tokens(&self, out: &mut String);
+    fn write_documents(&self, out: &mut String) -> bool;
+    fn token_count(&self) -> u64;
+}
+
+fn write_list<T: std::fmt::Display>(out: &mut String, items: impl IntoIterator<Item = T>) {
+    out.push('[');
+    for (i, t) in items.into_iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        let _ = write!(out, "{t}");
+    }
+    out.push(']');
+}
+
+impl<E: TokenElement> WindowRecord for Vec<E> {
+    fn write_tokens(&self, out: &mut String) {
+        write_list(out, self.iter().map(|&t| Into::<u64>::into(t)));
+    }
+    fn write_documents(&self, _out: &mut String) -> bool {
+        false
+    }
+    fn token_count(&self) -> u64 {
+        self.len() as u64
+    }
+}
+
+impl<E: TokenElement> WindowRecord for guideloom::formats::DocumentTokens<E> {
+    fn write_tokens(&self, out: &mut String) {
+        write_list(out, self.tokens.iter().map(|&t| Into::<u64>::into(t)));
+    }
+    fn write_documents(&self, out: &mut String) -> bool {
+        write_list(out, self.document.iter());
+        true
+    }
+    fn token_count(&self) -> u64 {
+        self.tokens.len() as u64
+    }
+}
+
+/// Read options for `--backend`.
+pub fn read_options(backend: BackendArg) -> CliResult<ReadOptions> {
+    crate::backend_options(backend)
+}
+
+/// Calls `f` with a token-window data source of the storage in `args.dir`, typed by its kind
+/// and dtype.
+pub fn with_source<R>(args: &LoaderArgs, f: impl SourceFn<R>) -> CliResult<R> {
+    let m = Manifest::load(&args.dir)?;
+    let dtype = Dtype::from_descr(&m.dtype)?;
+    let opts = read_options(args.backend)?;
+    let stride = args.stride.unwrap_or(args.seq_len);
+    match (m.kind, dtype) {
+        (StorageKind::Stream, Dtype::Primitive(Primitive::U16)) => {
+            let r = StreamReader::open_with(&args.dir, TokenFormat::<u16>::new(), opts)?;
+            f.call(StreamWindows::with_stride(r, args.seq_len, stride)?)
+        }
+        (StorageKind::Stream, Dtype::Primitive(Primitive::U32)) => {
+            let r = StreamReader::open_with(&args.dir, TokenFormat::<u32>::new(), opts)?;
+            f.call(StreamWindows::with_stride(r, args.seq_len, stride)?)
+        }
+        (StorageKind::StreamWithMeta, Dtype::Primitive(Primitive::U16)) => {
+            let r = StreamWithMetaReader::open_with(&args.dir, DocumentTokensFormat::<u16>::new(), opts)?;
+            f.call(guideloom::loader::MetaWindows::with_stride(r, args.seq_len, stride)?)
+        }
+        (StorageKind::StreamWithMeta, Dtype::Primitive(Primitive::U32)) => {
+            let r = StreamWithMetaReader::open_with(&args.dir, DocumentTokensFormat::<u32>::new(), opts)?;
+            f.call(guideloom::loader::MetaWindows::with_stride(r, args.seq_len, stride)?)
+        }
+        (kind, dtype) => Err(format!(
+            "{} holds a {kind} storage of dtype {dtype}; batches and bench read u16 or u32 token streams",
+            args.dir.display()
+        )
+        .into()),
+    }
+}
+
+/// A function generic over the window source type (a closure cannot be generic).
+pub trait SourceFn<R> {
+    fn call<S>(self, source: S) -> CliResult<R>
+    where
+        S: DataSource + 'static,
+        S::Item: WindowRecord;
+}
+
+/// Builds the loader of `args` over `source`.
+pub fn build<S>(args: &LoaderArgs, source: S) -> CliResult<Loader<S>>
+where
+    S: DataSource + 'static,
+    S::Item: 'static,
+{
+    let mut b = Loader::builder(source)
+        .seed(args.seed)
+        .batch_size(args.batch_size)
+        .drop_remainder(args.drop_remainder)
+        .shard(args.rank, args.world_size)
+        .workers(args.workers);
+    b = match args.epochs {
+        Some(e) => b.epochs(e),
+        None => b.unbounded(),
+    };
+    if args.shuffle {
+        b = b.shuffle(args.seed);
+    }
+    if let Some(p) = args.prefetch {
+        b = b.prefetch(p);
+    }
+    Ok(b.build()?)
+}
+
+/// `guideloom batches`.
+pub struct Batches {
+    pub args: LoaderArgs,
+    pub max_batches: Option<u64>,
+    pub save_state: Option<PathBuf>,
+    pub resume: Option<PathBuf>,
+    pub no_tokens: bool,
+}
+
+impl SourceFn<()> for &Batches {
+    fn call<S>(self, source: S) -> CliResult<()>
+    where
+        S: DataSource + 'static,
+        S::Item: WindowRecord,
+    {
+        let loader = build(&self.args, source)?;
+        let mut it = match &self.resume {
+            Some(p) => loader.iter_from(&read_state(p)?)?,
+            None => loader.iter(),
+        };
+        let stdout = std::io::stdout();
+        let mut out = std::io::BufWriter::new(stdout.lock());
+        let mut printed = 0u64;
+        let mut line = String::new();
+        while self.max_batches.is_none_or(|k| printed < k) {
+            let Some(batch) = it.next() else { break };
+            let batch = batch?;
+            line.clear();
+            let _ = write!(line, "{{\"batch\":{},\"epoch\":{},\"windows\":", batch.number, batch.epoch);
+            write_list(&mut line, batch.indices.iter());
+            if !self.no_tokens {
+                line.push_str(",\"tokens\":[");
+                for (i, r) in batch.data.iter().enumerate() {
+                    if i > 0 {
+                        line.push(',');
+                    }
+                    r.write_tokens(&mut line);
+                }
+                line.push(']');
+            }
+            if batch.padding.iter().any(|&p| p) {
+                line.push_str(",\"padding\":");
+                write_list(&mut line, batch.padding.iter());
+            }
+            let mut docs = String::new();
+            let has_docs = batch.data.iter().enumerate().all(|(i, r)| {
+                if i > 0 {
+                    docs.push(',');
+                }
+                r.write_documents(&mut docs)
+            });
+            if has_docs && !batch.data.is_empty() {
+                let _ = write!(line, ",\"documents\":[{docs}]");
+            }
+            line.push('}');
+            writeln!(out, "{line}")?;
+            printed += 1;
+        }
+        out.flush()?;
+        if let Some(p) = &self.save_state {
+            std::fs::write(p, it.state().to_json())
+                .map_err(|e| format!("cannot write state file {}: {e}", p.display()))?;
+        }
+        Ok(())
+    }
+}
+
+/// Reads a state file written by `--save-state`.
+pub fn read_state(p: &Path) -> CliResult<State> {
+    let text =
+        std::fs::read_to_string(p).map_err(|e| format!("cannot read state file {}: {e}", p.display()))?;
+    State::from_json(&text).map_err(|e| format!("state file {}: {e}", p.display()).into())
+}
+
+/// `guideloom bench`.
+pub struct Bench {
+    pub args: LoaderArgs,
+    pub seconds: Option<f64>,
+    pub max_batches: Option<u64>,
+    pub json: bool,
+}
+
+/// Throughput figures of one bench run.
+#[derive(Debug, Clone, Copy)]
+pub struct Throughput {
+    pub batches: u64,
+    pub windows: u64,
+    pub tokens: u64,
+    pub bytes: u64,
+    pub seconds: f64,
+    pub first_batch_seconds: f64,
+}
+
+impl Throughput {
+    pub fn to_json(self, extra: serde_json::Value) -> serde_json::Value {
+        let mut v = json!({
+            "batches": self.batches,
+            "windows": self.windows,
+            "tokens": self.tokens,
+            "bytes": self.bytes,
+            "seconds": self.seconds,
+            "windows_per_s": self.windows as f64 / self.seconds,
+            "tokens_per_s": self.tokens as f64 / self.seconds,
+            "bytes_per_s": self.bytes as f64 / self.seconds,
+            "first_batch_s": self.first_batch_seconds,
+        });
+        if let (Some(o), serde_json::Value::Object(e)) = (v.as_object_mut(), extra) {
+            o.extend(e);
+        }
+        v
+    }
+}
+
+impl SourceFn<Throughput> for &Bench {
+    fn call<S>(self, source: S) -> CliResult<Throughput>
+    where
+        S: DataSource + 'static,
+        S::Item: WindowRecord,
+    {
+        let start = Instant::now();
+        let mut args = self.args.clone();
+        if self.max_batches.is_none() && self.seconds.is_some() {
+            // Timed runs repeat epochs until the time is up.
+            args.epochs = None;
+        }
+        let loader = build(&args, source)?;
+        let token_bytes = Manifest::load(&self.args.dir)
+            .ok()
+            .and_then(|m| Dtype::from_descr(&m.dtype).ok())
+            .map_or(0, |d| d.itemsize());
+        let mut first = None;
+        let (mut batches, mut windows, mut tokens) = (0u64, 0u64, 0u64);
+        let limit = self.max_batches;
+        let deadline = self.seconds.map(std::time::Duration::from_secs_f64);
+        for b in loader.iter() {
+            let b = b?;
+            first.get_or_insert_with(|| start.elapsed().as_secs_f64());
+            batches += 1;
+            windows += b.data.len() as u64;
+            tokens += b.data.iter().map(WindowRecord::token_count).sum::<u64>();
+            if limit.is_some_and(|k| batches >= k) || deadline.is_some_and(|d| start.elapsed() >= d) {
+                break;
+            }
+        }
+        let seconds = start.elapsed().as_secs_f64();
+        Ok(Throughput {
+            batches,
+            windows,
+            tokens,
+            bytes: tokens * token_bytes,
+            seconds,
+            first_batch_seconds: first.unwrap_or(seconds),
+        })
+    }
+}
