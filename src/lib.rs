@@ -13,3 +13,8 @@ pub mod ingest;
 pub use guideloom_formats as formats;
 pub use guideloom_loader as loader;
 pub use guideloom_storage as storage;
+
+/// The README's examples, compiled as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;
