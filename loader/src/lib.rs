@@ -39,6 +39,7 @@
 mod batch;
 mod error;
 mod loader;
+mod oamap;
 mod permutation;
 mod rng;
 mod sampler;
@@ -49,6 +50,7 @@ mod storage_sources;
 pub use batch::{Batch, Collate, Records, StackTokens, TokenBatch};
 pub use error::{BoxError, LoaderError};
 pub use loader::{Loader, LoaderBuilder, LoaderIter, DEFAULT_WORKERS};
+pub use oamap::{GatherColumns, OamapRecord, OamapRecords};
 pub use permutation::Permutation;
 pub use rng::{MapContext, RecordRng};
 pub use sampler::{BatchPlan, Sampler, SamplerConfig, Step};
