@@ -63,7 +63,7 @@ impl OamapRecords {
             root.as_list().ok_or_else(|| LoaderError::source(0, "the dataset's root is not a list"))?;
         let len = list.len() as u64;
         let schema = reader.schema().to_oamap_json(true).to_string();
-        let mut words = vec![0x6f61_6d61_70, len];
+        let mut words = vec![0x006f_616d_6170, len];
         words.extend(schema.as_bytes().chunks(8).map(|c| {
             let mut b = [0u8; 8];
             b[..c.len()].copy_from_slice(c);
