@@ -46,6 +46,7 @@ mod sampler;
 mod source;
 mod state;
 mod storage_sources;
+mod token_windows;
 
 pub use batch::{Batch, Collate, Records, StackTokens, TokenBatch};
 pub use error::{BoxError, LoaderError};
@@ -57,6 +58,7 @@ pub use sampler::{BatchPlan, Sampler, SamplerConfig, Step};
 pub use source::{Cancellation, DataSource, RangeSource, VecSource};
 pub use state::{SourceId, State, STATE_VERSION};
 pub use storage_sources::{Documents, MetaWindows, StreamWindows, WindowReader, Windows};
+pub use token_windows::{ReadTokens, TokenWindows, WindowSpan};
 
 /// A stable 64-bit fingerprint of `words` (SplitMix64-style mixing; identical on every
 /// platform and run).

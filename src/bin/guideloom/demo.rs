@@ -5,7 +5,7 @@ use std::time::Instant;
 
 use guideloom::formats::TokenFormat;
 use guideloom::ingest::{self, IngestOptions, Split, Tokenizer};
-use guideloom::loader::{Loader, StackTokens, State, StreamWindows};
+use guideloom::loader::{Loader, ReadTokens, State, TokenWindows};
 use guideloom::storage::{Manifest, StreamReader};
 
 use crate::CliResult;
@@ -36,15 +36,19 @@ fn default_corpus() -> CliResult<Vec<PathBuf>> {
     Ok(files)
 }
 
-fn loader(dir: &Path) -> CliResult<Loader<StreamWindows<TokenFormat<u32>>, Vec<u32>, StackTokens>> {
-    let windows = StreamWindows::open(dir, TokenFormat::<u32>::new(), SEQ_LEN)?;
+/// Shuffled windows read straight into `[BATCH, SEQ_LEN]` buffers (the token-window fast path).
+fn loader(
+    dir: &Path,
+) -> CliResult<Loader<TokenWindows<u32>, guideloom::loader::WindowSpan, ReadTokens<u32>>> {
+    let windows = TokenWindows::<u32>::open(dir, SEQ_LEN)?;
+    let collate = windows.collate();
     Ok(Loader::builder(windows)
         .shuffle(SEED)
         .epochs(EPOCHS)
         .batch_size(BATCH)
         .workers(WORKERS)
         .prefetch(PREFETCH)
-        .collate(StackTokens)
+        .collate(collate)
         .build()?)
 }
 

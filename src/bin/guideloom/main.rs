@@ -499,7 +499,7 @@ fn bench(a: BenchArgs) -> CliResult {
         max_batches: a.max_batches,
         json: a.json,
     };
-    let t = run::with_source(&b.args, &b)?;
+    let t = b.run()?;
     let backend = run::read_options(b.args.backend)?.backend.name();
     let extra = json!({"backend": backend, "workers": b.args.workers, "seq_len": b.args.seq_len, "batch_size": b.args.batch_size});
     if b.json {
