@@ -29,7 +29,10 @@ mod verify;
 
 pub use document::{DocumentReader, DocumentWriter};
 pub use error::{Result, StorageError};
-pub use io::{FileSet, PreadBackend, ReadBackend, ReadOptions, ReadRequest, ShardFile};
+pub use io::{
+    auto_backend_choice, AutoBackend, BackendChoice, BackendKind, DirectBackend, FileSet, MappedBytes,
+    MmapBackend, PreadBackend, ReadBackend, ReadOptions, ReadRequest, ShardFile, UringBackend, IO_ENV_VAR,
+};
 pub use manifest::{FileEntry, FormatSpec, Manifest, ShardEntry, StorageKind};
 pub use stream::{StreamReader, StreamWriter};
 pub use verify::{verify, VerifyReport};

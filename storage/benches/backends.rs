@@ -1,0 +1,3 @@
+//! Backend comparison bench (filled in by the next commit).
+
+fn main() {}
