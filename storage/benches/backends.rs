@@ -90,7 +90,9 @@ fn write_shard(p: &Path, seed: u64, bytes: u64) {
 }
 
 fn shard_files(dir: &Path) -> Vec<File> {
-    (0..SHARDS).map(|s| File::open(Manifest::shard_path(&dir.join("u16"), s, "stream")).expect("open")).collect()
+    (0..SHARDS)
+        .map(|s| File::open(Manifest::shard_path(&dir.join("u16"), s, "stream")).expect("open"))
+        .collect()
 }
 
 fn drop_cache(files: &[File]) {

@@ -403,10 +403,17 @@ fn descriptor_cap_child() {
         return;
     }
     const CAP: usize = 64;
-    let dir = tempfile::tempdir().unwrap();
+    // On tmpfs when there is one: creating and deleting 5,000 files on this ext4 (mounted
+    // with `discard`) takes about 20 s. tmpfs refuses O_DIRECT, so the direct backends (same
+    // descriptor cache, covered with a cap of 3 by the random-request test) run only when
+    // the storage is on a disk filesystem.
+    let shm = Path::new("/dev/shm");
+    let on_shm = shm.is_dir();
+    let dir = if on_shm { tempfile::tempdir_in(shm) } else { tempfile::tempdir() }.unwrap();
     let all = many_shards(dir.path(), 5_000);
     let total = all.len() as u64 / 2;
-    let backends = backends();
+    let backends: Vec<_> =
+        backends().into_iter().filter(|(n, _)| !(on_shm && n.contains("direct"))).collect();
     // Taken after the io_uring probe; each reading thread's ring adds one descriptor.
     let baseline = count_fds();
     for (name, opts) in backends {
@@ -427,7 +434,7 @@ fn descriptor_cap_child() {
         let mut rng = ChaCha8Rng::seed_from_u64(5_000);
         let mut touched = std::collections::HashSet::new();
         let mut raw = Vec::new();
-        for _ in 0..200 {
+        for _ in 0..100 {
             let batch: Vec<(u64, u64)> = (0..32)
                 .map(|_| {
                     let len = rng.random_range(0..400u64);
@@ -455,7 +462,7 @@ fn descriptor_cap_child() {
             "{name}: peak of {peak} descriptors, baseline {baseline}, cap {CAP}"
         );
         println!("{name}: peak {peak} descriptors (baseline {baseline}, cap {CAP})");
-        assert!(touched.len() > 3_000, "{name}: reads touched only {} regions", touched.len());
+        assert!(touched.len() > 2_000, "{name}: reads touched only {} regions", touched.len());
         assert!(r.files().open_count() <= CAP, "{name}");
     }
     // After dropping the readers only this thread's ring is left.
