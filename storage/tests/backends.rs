@@ -10,7 +10,7 @@ use guideloom_formats::{RawBytesFormat, TokenFormat};
 use guideloom_storage::io::choose_backend;
 use guideloom_storage::{
     AutoBackend, BackendKind, DocumentReader, DocumentWriter, FileSet, Manifest, MmapBackend, ReadBackend,
-    ReadOptions, ReadRequest, ShardFile, StorageError, StreamReader, StreamWriter,
+    ReadOptions, ReadRequest, StorageError, StreamReader, StreamWriter,
 };
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -202,6 +202,7 @@ fn io_uring_completes_short_reads_and_reports_eof() {
         eprintln!("note: io_uring unavailable, test skipped");
         return;
     };
+    use guideloom_storage::ShardFile;
     let dir = tempfile::tempdir().unwrap();
     let fifo = dir.path().join("shard-00000.stream");
     let c = std::ffi::CString::new(fifo.as_os_str().to_str().unwrap()).unwrap();
