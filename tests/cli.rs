@@ -4,7 +4,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 /// Every `--backend` value the CLI accepts.
-pub const BACKENDS: [&str; 2] = ["auto", "pread"];
+pub const BACKENDS: [&str; 4] = ["auto", "pread", "io-uring", "mmap"];
 
 pub fn bin() -> Command {
     Command::new(env!("CARGO_BIN_EXE_guideloom"))

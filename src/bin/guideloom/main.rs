@@ -523,13 +523,19 @@ fn bench(a: BenchArgs) -> CliResult {
 
 /// Read options for a `--backend` value.
 pub(crate) fn backend_options(b: BackendArg) -> CliResult<guideloom::storage::ReadOptions> {
-    let opts = guideloom::storage::ReadOptions::default();
-    match b {
-        BackendArg::Auto | BackendArg::Pread => Ok(opts),
-        BackendArg::IoUring | BackendArg::Mmap => {
-            Err(format!("backend {b:?} is not available in this build").into())
-        }
-    }
+    use guideloom::storage::{AutoBackend, PreadBackend, ReadOptions, UringBackend};
+    use std::sync::Arc;
+    let backend: Arc<dyn guideloom::storage::ReadBackend> = match b {
+        // Honors GUIDELOOM_IO.
+        BackendArg::Auto => Arc::new(AutoBackend::new()),
+        BackendArg::IoUring => Arc::new(UringBackend::new()?),
+        BackendArg::Pread => Arc::new(PreadBackend),
+        // `--backend mmap` is the user's explicit opt-in to the mmap contract (shard files are
+        // not truncated or rewritten while this process reads them), exactly as
+        // GUIDELOOM_IO=mmap is; the storage crate's safe opt-in path takes it.
+        BackendArg::Mmap => Arc::new(AutoBackend::for_env_value(Some("mmap"))),
+    };
+    Ok(ReadOptions::default().with_backend(backend))
 }
 
 fn read_json(p: &std::path::Path) -> CliResult<Value> {
