@@ -1,8 +1,10 @@
 //! guideloom-storage integration tests (one binary; one module per area).
 
 mod common;
+mod crash;
 mod document;
 mod errors;
+mod hostile;
 mod meta;
 mod props;
 mod stream;
