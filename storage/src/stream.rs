@@ -408,6 +408,33 @@ impl<F: StreamFormat> StreamReader<F> {
         self.read_many_segmented(windows, out, &mut segs).map(|_| ())
     }
 
+    /// Reads a batch of windows `(offset, len)` as raw little-endian bytes into `out`, back to
+    /// back in request order, with one backend call. `out.len()` must be
+    /// `sum(len) * itemsize` bytes (for example the bytes of a `[batch, seq_len]` token buffer,
+    /// via `bytemuck::cast_slice_mut`), so a batch lands in its final buffer with one copy.
+    ///
+    /// # Errors
+    /// [`StorageError::InvalidArgument`] when `out` has another length; otherwise as
+    /// [`StreamReader::read`], without decoding.
+    pub fn read_many_into(&self, windows: &[(u64, u64)], out: &mut [u8]) -> Result<()> {
+        let itemsize = self.dtype.itemsize();
+        let mut requests = Vec::with_capacity(windows.len() + 4);
+        let mut total = 0u64;
+        for &(offset, len) in windows {
+            self.layout.segments(offset, len, |i, local, n| {
+                requests.push(ReadRequest { file: i, offset: local * itemsize, len: n * itemsize });
+            })?;
+            total += len * itemsize;
+        }
+        if total != out.len() as u64 {
+            return Err(StorageError::InvalidArgument(format!(
+                "read_many_into: the windows hold {total} bytes but the buffer has {}",
+                out.len()
+            )));
+        }
+        self.options.backend.read_into(&self.files, &requests, out)
+    }
+
     /// Reads windows into `out` and records each window's `(length, shard id)` segments in
     /// `segs`; returns, per window, its range in `segs`.
     fn read_many_segmented(

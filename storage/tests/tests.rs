@@ -1,5 +1,6 @@
 //! guideloom-storage integration tests (one binary; one module per area).
 
+mod backends;
 mod common;
 mod crash;
 mod document;
