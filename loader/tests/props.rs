@@ -147,7 +147,7 @@ proptest! {
         prop_assert_eq!(&pooled, &reference);
         if reference.is_empty() {
             // drop_remainder with n < b: no batch (issue 8), for every worker count.
-            prop_assert!(drop && (n as u64) < b && inline.len() == 0);
+            prop_assert!(drop && (n as u64) < b && inline.is_empty());
             return Ok(());
         }
         let k = seed % reference.len() as u64;
