@@ -452,3 +452,30 @@ fn oam_read_planets_npz_star_258() {
     assert!(!o.status.success());
     assert!(!String::from_utf8_lossy(&o.stderr).contains("panicked"));
 }
+
+/// Regression (issue 8): `batches` over an empty storage, over a stream shorter than one
+/// window, and with `--drop-remainder` leaving no batch used to fail with an invalid-config
+/// error; each prints nothing and exits 0 (and `--save-state` writes the state at batch 0).
+#[test]
+fn batches_with_no_batch_print_nothing_and_exit_zero() {
+    let tmp = tempfile::tempdir().unwrap();
+    let empty = tmp.path().join("empty");
+    guideloom::storage::StreamWriter::open(&empty, guideloom::formats::TokenFormat::<u16>::new())
+        .unwrap()
+        .finish()
+        .unwrap();
+    let (known, stream) = known_storage(tmp.path());
+    // At least one 64-token window, fewer than one batch of 1,000.
+    assert!((1..1000).contains(&(stream.len() / 64)));
+    let state = tmp.path().join("state.json");
+    let cases: [(&Path, Vec<&str>); 4] = [
+        (&empty, vec!["--seq-len", "4", "--epochs", "3", "--workers", "2"]),
+        (&known, vec!["--seq-len", "100000", "--shuffle"]),
+        (&known, vec!["--seq-len", "64", "--batch-size", "1000", "--drop-remainder", "--workers", "4"]),
+        (&empty, vec!["--seq-len", "4", "--save-state", state.to_str().unwrap()]),
+    ];
+    for (dir, args) in cases {
+        assert_eq!(batches(dir, &args), Vec::<String>::new(), "{args:?}");
+    }
+    assert!(std::fs::read_to_string(&state).unwrap().contains("\"next_batch\":0"));
+}

@@ -2,8 +2,10 @@
 
 mod backends;
 mod common;
+mod crash;
 mod document;
 mod errors;
+mod hostile;
 mod meta;
 mod props;
 mod stream;

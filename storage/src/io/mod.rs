@@ -77,7 +77,9 @@ pub struct ReadRequest {
 /// counts toward the bound, so the bound is exceeded only while the reads in progress
 /// together use more than `max_open` files. The io_uring backend keeps at most
 /// `max(1, max_open / 2)` files in use per reading thread, so one or two reading threads never
-/// exceed the bound (apart from the one file being opened).
+/// exceed the bound (apart from the one file being opened), and stops pinning files for a
+/// round while the files in use by all threads fill the bound (each thread still pins one), so
+/// any number of reading threads exceed it by at most one file each.
 pub struct FileSet {
     files: Vec<ShardFile>,
     max_open: usize,
@@ -176,6 +178,15 @@ impl FileSet {
     /// Number of descriptors currently cached open.
     pub fn open_count(&self) -> usize {
         self.lock().open.len()
+    }
+
+    /// Whether the descriptors in use by reads in progress (held outside the cache) already
+    /// fill the cap, so opening another one would exceed it. Cheap when the cache is below
+    /// the cap; otherwise one pass over the cached entries.
+    pub(crate) fn saturated(&self) -> bool {
+        let lru = self.lock();
+        lru.open.len() >= self.max_open
+            && lru.open.values().filter(|s| Arc::strong_count(&s.file) > 1).count() >= self.max_open
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Lru> {

@@ -150,7 +150,10 @@ impl Batch {
             while end < ops.len() {
                 let f = ops[end].file;
                 if !pins.contains_key(&f) {
-                    if pins.len() == max_pins {
+                    // Regression (issue 8): with one bound per thread, 4 reading threads pinned
+                    // up to 2 * max_open files together and ran out of descriptors under a
+                    // 256-descriptor limit; the cache-wide check keeps them near max_open.
+                    if pins.len() == max_pins || (!pins.is_empty() && files.saturated()) {
                         break;
                     }
                     let h = if direct { files.handle_direct(f)? } else { files.handle(f)? };
