@@ -23,7 +23,7 @@ use std::path::{Path, PathBuf};
 use guideloom_formats::{FormatError, MetaSink, MetaWindow, StreamWithMetaFormat, Window};
 use serde_json::{Map, Value};
 
-use crate::append::{check_file, AppendFile};
+use crate::append::{check_file, AppendFile, OpenShards};
 use crate::io::{read_exact_at, FileSet, ReadOptions, ReadRequest, ShardFile};
 use crate::manifest::{FileEntry, FormatSpec, Manifest, ShardEntry, StorageKind, MANIFEST_FILE};
 use crate::stream::{check_kind_dtype, open_or_create_manifest, stream_files, StreamLayout, WriterLock};
@@ -77,6 +77,7 @@ pub struct StreamWithMetaWriter<F: StreamWithMetaFormat> {
     buf: Vec<u8>,
     sink: MetaSink<F::Key>,
     idx: Vec<u8>,
+    open_shards: OpenShards,
     _lock: WriterLock,
 }
 
@@ -111,6 +112,7 @@ impl<F: StreamWithMetaFormat> StreamWithMetaWriter<F> {
             buf: Vec::new(),
             sink: MetaSink::new(),
             idx: Vec::new(),
+            open_shards: OpenShards::default(),
             _lock: lock,
         })
     }
@@ -137,6 +139,11 @@ impl<F: StreamWithMetaFormat> StreamWithMetaWriter<F> {
                 self.buf.len(),
                 self.itemsize
             ))));
+        }
+        if let Some(victim) = self.open_shards.touch(shard).and_then(|v| self.open.get_mut(&v)) {
+            victim.data.park()?;
+            victim.meta.park()?;
+            victim.index.park()?;
         }
         if !self.open.contains_key(&shard) {
             let s = self.open_shard(shard)?;

@@ -243,8 +243,8 @@ struct IngestTextArgs {
     /// Append the tokenizer's end-of-text id after each document.
     #[arg(long)]
     eos: bool,
-    /// Number of shards (contiguous runs of documents).
-    #[arg(long, default_value_t = 1)]
+    /// Number of shards (contiguous runs of documents), at least 1.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
     shards: u64,
     /// Element type: auto = u16 when every id < 65,536, else u32.
     #[arg(long, value_enum, default_value = "auto")]
@@ -252,6 +252,10 @@ struct IngestTextArgs {
     /// Write a stream-with-meta storage whose runs are documents (ordinal + source path).
     #[arg(long)]
     doc_meta: bool,
+    /// Add the documents to the existing storage in --out (same tokenizer, split and --eos),
+    /// in new shards after its last one. Without it an existing storage is an error.
+    #[arg(long)]
+    append: bool,
     /// Input files or directories.
     #[arg(required = true)]
     paths: Vec<PathBuf>,
@@ -271,12 +275,16 @@ struct IngestJsonlArgs {
     /// BPE vocabulary for --text-field.
     #[arg(long, value_enum, default_value = "cl100k")]
     tokenizer: TokenizerArg,
-    /// Number of shards (contiguous runs of documents).
-    #[arg(long, default_value_t = 1)]
+    /// Number of shards (contiguous runs of documents), at least 1.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
     shards: u64,
     /// Element type: auto = u16 when every id < 65,536, else u32.
     #[arg(long, value_enum, default_value = "auto")]
     dtype: DtypeArg,
+    /// Add the documents to the existing storage in --out (same fields and tokenizer), in new
+    /// shards after its last one. Without it an existing storage is an error.
+    #[arg(long)]
+    append: bool,
     /// Input JSON Lines files.
     #[arg(required = true)]
     files: Vec<PathBuf>,
@@ -343,6 +351,7 @@ fn ingest_text(a: IngestTextArgs) -> CliResult {
         shards: a.shards,
         dtype: a.dtype.into(),
         doc_meta: a.doc_meta,
+        append: a.append,
         progress: true,
     };
     let r = ingest::ingest_text(&a.out, &a.paths, &opts)?;
@@ -356,7 +365,14 @@ fn ingest_jsonl(a: IngestJsonlArgs) -> CliResult {
         (None, Some(f)) => JsonlField::Text(f, a.tokenizer.into()),
         (None, None) => return Err("one of --tokens-field or --text-field is required".into()),
     };
-    let r = ingest::ingest_jsonl(&a.out, &a.files, &field, a.shards, a.dtype.into(), true)?;
+    let write = ingest::WriteOptions {
+        shards: a.shards,
+        dtype: a.dtype.into(),
+        target: ingest::Target::Stream,
+        append: a.append,
+        progress: true,
+    };
+    let r = ingest::ingest_jsonl(&a.out, &a.files, &field, &write)?;
     print_report(&a.out, &r);
     Ok(())
 }
