@@ -37,6 +37,8 @@ pub trait WindowRecord: Send + 'static {
     fn write_tokens(&self, out: &mut String);
     fn write_documents(&self, out: &mut String) -> bool;
     fn token_count(&self) -> u64;
+    /// The sum of the token ids (`guideloom bench`'s order-independent checksum).
+    fn token_sum(&self) -> u64;
 }
 
 fn write_list<T: std::fmt::Display>(out: &mut String, items: impl IntoIterator<Item = T>) {
@@ -60,6 +62,9 @@ impl<E: TokenElement> WindowRecord for Vec<E> {
     fn token_count(&self) -> u64 {
         self.len() as u64
     }
+    fn token_sum(&self) -> u64 {
+        self.iter().map(|&t| Into::<u64>::into(t)).sum()
+    }
 }
 
 impl<E: TokenElement> WindowRecord for guideloom::formats::DocumentTokens<E> {
@@ -72,6 +77,9 @@ impl<E: TokenElement> WindowRecord for guideloom::formats::DocumentTokens<E> {
     }
     fn token_count(&self) -> u64 {
         self.tokens.len() as u64
+    }
+    fn token_sum(&self) -> u64 {
+        self.tokens.token_sum()
     }
 }
 
@@ -236,6 +244,8 @@ pub struct Throughput {
     pub bytes: u64,
     pub seconds: f64,
     pub first_batch_seconds: f64,
+    /// Sum of all token ids delivered (over one epoch: independent of order and workers).
+    pub checksum: u64,
 }
 
 impl Throughput {
@@ -250,6 +260,7 @@ impl Throughput {
             "tokens_per_s": self.tokens as f64 / self.seconds,
             "bytes_per_s": self.bytes as f64 / self.seconds,
             "first_batch_s": self.first_batch_seconds,
+            "checksum": self.checksum.to_string(),
         });
         if let (Some(o), serde_json::Value::Object(e)) = (v.as_object_mut(), extra) {
             o.extend(e);
@@ -276,7 +287,7 @@ impl SourceFn<Throughput> for &Bench {
             .and_then(|m| Dtype::from_descr(&m.dtype).ok())
             .map_or(0, |d| d.itemsize());
         let mut first = None;
-        let (mut batches, mut windows, mut tokens) = (0u64, 0u64, 0u64);
+        let (mut batches, mut windows, mut tokens, mut checksum) = (0u64, 0u64, 0u64, 0u64);
         let limit = self.max_batches;
         let deadline = self.seconds.map(std::time::Duration::from_secs_f64);
         for b in loader.iter() {
@@ -285,6 +296,7 @@ impl SourceFn<Throughput> for &Bench {
             batches += 1;
             windows += b.data.len() as u64;
             tokens += b.data.iter().map(WindowRecord::token_count).sum::<u64>();
+            checksum = checksum.wrapping_add(b.data.iter().map(WindowRecord::token_sum).sum::<u64>());
             if limit.is_some_and(|k| batches >= k) || deadline.is_some_and(|d| start.elapsed() >= d) {
                 break;
             }
@@ -297,6 +309,7 @@ impl SourceFn<Throughput> for &Bench {
             bytes: tokens * token_bytes,
             seconds,
             first_batch_seconds: first.unwrap_or(seconds),
+            checksum,
         })
     }
 }
