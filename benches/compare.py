@@ -76,8 +76,8 @@ def command(system, dtype, seq, workers, k, backend=None, method=None):
                "--workers", str(workers), "--backend", backend, "--json"]
         if k:
             cmd += ["--max-batches", str(k)]
-    elif system == "guideloom-lib":
-        cmd = [NATIVE, "lib", store, dtype, str(seq), str(BATCH), str(workers), str(k), str(SEED)]
+    elif system in ("guideloom-lib", "guideloom-lib-generic"):
+        cmd = [NATIVE, "lib" if system == "guideloom-lib" else "lib-generic", store, dtype, str(seq), str(BATCH), str(workers), str(k), str(SEED)]
         if backend and backend != "auto":
             env["GUIDELOOM_IO"] = backend.replace("-", "_")
     elif system == "raw":
@@ -90,8 +90,12 @@ def command(system, dtype, seq, workers, k, backend=None, method=None):
 
 
 def label(system, backend=None, method=None):
-    if system in ("guideloom-cli", "guideloom-lib"):
-        return f"{system} ({backend})"
+    if system == "guideloom-cli":
+        return f"guideloom CLI ({backend})"
+    if system == "guideloom-lib":
+        return f"guideloom lib TokenWindows ({backend})"
+    if system == "guideloom-lib-generic":
+        return f"guideloom lib StreamWindows ({backend})"
     if system == "raw":
         return f"raw limit ({method})"
     return {"torch": "torch DataLoader", "grain-dl": "Grain DataLoader", "grain-ds": "Grain MapDataset",
@@ -198,12 +202,14 @@ def rust_k(seq):
     return 0 if seq >= 513 else 32768
 
 
-def configs_for(dtype, seq, workers_list, backends, k_py=None):
+def configs_for(dtype, seq, workers_list, backends, k_py=None, generic=False):
     cs = []
     for w in workers_list:
         for b in backends:
             cs.append(dict(system="guideloom-cli", backend=b, dtype=dtype, seq=seq, workers=w, k=rust_k(seq)))
         cs.append(dict(system="guideloom-lib", backend="auto", dtype=dtype, seq=seq, workers=w, k=rust_k(seq)))
+        if generic:
+            cs.append(dict(system="guideloom-lib-generic", backend="auto", dtype=dtype, seq=seq, workers=w, k=rust_k(seq)))
         if w != 1:
             for m in ("mmap", "pread"):
                 cs.append(dict(system="raw", method=m, dtype=dtype, seq=seq, workers=w, k=rust_k(seq)))
@@ -280,7 +286,7 @@ def throughput_table(results, section, title_rows, cold=False):
     out = []
     for (dtype, seq, w) in sorted(by_w):
         labs = by_w[(dtype, seq, w)]
-        gl = [v for k, v in labs.items() if k.startswith("guideloom-cli")]
+        gl = [v for k, v in labs.items() if k.startswith("guideloom CLI")]
         gl_best = max((med([x["steady_windows_per_s"] for x in v]) for v in gl), default=float("nan"))
         raws = [v for k, v in labs.items() if k.startswith("raw limit")]
         raw_best = max((med([x["steady_windows_per_s"] for x in v]) for v in raws), default=float("nan"))
@@ -437,7 +443,7 @@ def main():
     open(os.path.join(OUT, "results.jsonl"), "w").close()
     if "main" in secs:
         print("== warm, u16, 2,049 tokens, workers 0/1/2", flush=True)
-        measure("main", configs_for("u16", 2049, (0, 1, 2), ok), args.runs, results)
+        measure("main", configs_for("u16", 2049, (0, 1, 2), ok, generic=True), args.runs, results)
     if "u32" in secs:
         print("== warm, u32, 2,049 tokens, workers 2", flush=True)
         measure("u32", configs_for("u32", 2049, (2,), ["auto"]), args.runs, results)

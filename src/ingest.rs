@@ -509,6 +509,35 @@ pub fn write_documents(
     })
 }
 
+/// Appends the documents shard by shard (`starts[s]` = first document of shard `s`; every
+/// shard is created, even when it receives no document) through `append(shard, document)`,
+/// where `None` creates the shard; returns the tokens written.
+fn fill_shards(
+    docs: &[Document],
+    starts: &[usize],
+    pb: &ProgressBar,
+    mut append: impl FnMut(u64, Option<(u64, &Document)>) -> Result<u64, StorageError>,
+) -> Result<u64, IngestError> {
+    let mut total = 0;
+    for (s, &start) in starts.iter().enumerate() {
+        let end = starts.get(s + 1).copied().unwrap_or(docs.len());
+        append(s as u64, None)?;
+        for (ordinal, d) in docs.iter().enumerate().take(end).skip(start) {
+            total += append(s as u64, Some((ordinal as u64, d)))?;
+            pb.inc(1);
+        }
+    }
+    Ok(total)
+}
+
+fn metadata_entries(meta: Value) -> impl Iterator<Item = (String, Value)> {
+    match meta {
+        Value::Object(m) => m.into_iter().collect::<Vec<_>>(),
+        _ => Vec::new(),
+    }
+    .into_iter()
+}
+
 fn write_typed<E: TokenElement>(
     out: &Path,
     docs: &[Document],
@@ -517,21 +546,11 @@ fn write_typed<E: TokenElement>(
     pb: &ProgressBar,
 ) -> Result<u64, IngestError> {
     let mut w = StreamWriter::open(out, TokenFormat::<E, u32>::new())?;
-    if let Value::Object(m) = meta {
-        for (k, v) in m {
-            w.set_metadata(k, v);
-        }
+    for (k, v) in metadata_entries(meta) {
+        w.set_metadata(k, v);
     }
-    let mut total = 0;
-    for (s, &start) in starts.iter().enumerate() {
-        let end = starts.get(s + 1).copied().unwrap_or(docs.len());
-        // Every shard is created, even when it receives no document.
-        w.append(s as u64, &[])?;
-        for d in &docs[start..end] {
-            total += w.append(s as u64, &d.tokens)?;
-            pb.inc(1);
-        }
-    }
+    let total =
+        fill_shards(docs, starts, pb, |shard, doc| w.append(shard, doc.map_or(&[][..], |(_, d)| &d.tokens)))?;
     w.commit()?;
     Ok(total)
 }
@@ -544,25 +563,16 @@ fn write_doc_meta<E: TokenElement>(
     pb: &ProgressBar,
 ) -> Result<u64, IngestError> {
     let mut w = StreamWithMetaWriter::open(out, DocumentTokensFormat::<E, u32>::new())?;
-    if let Value::Object(m) = meta {
-        for (k, v) in m {
-            w.set_metadata(k, v);
-        }
+    for (k, v) in metadata_entries(meta) {
+        w.set_metadata(k, v);
     }
-    let mut total = 0;
-    for (s, &start) in starts.iter().enumerate() {
-        let end = starts.get(s + 1).copied().unwrap_or(docs.len());
-        w.append(s as u64, &[])?;
-        for (ordinal, d) in docs.iter().enumerate().take(end).skip(start) {
-            let doc = TokenDocument {
-                ordinal: ordinal as u64,
-                tokens: d.tokens.clone(),
-                data: d.source.as_bytes().to_vec(),
-            };
-            total += w.append(s as u64, std::slice::from_ref(&doc))?;
-            pb.inc(1);
+    let total = fill_shards(docs, starts, pb, |shard, doc| match doc {
+        None => w.append(shard, &[]),
+        Some((ordinal, d)) => {
+            let doc = TokenDocument { ordinal, tokens: d.tokens.clone(), data: d.source.as_bytes().to_vec() };
+            w.append(shard, std::slice::from_ref(&doc))
         }
-    }
+    })?;
     w.commit()?;
     Ok(total)
 }

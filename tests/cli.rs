@@ -4,7 +4,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 /// Every `--backend` value the CLI accepts.
-pub const BACKENDS: [&str; 2] = ["auto", "pread"];
+pub const BACKENDS: [&str; 4] = ["auto", "pread", "io-uring", "mmap"];
 
 pub fn bin() -> Command {
     Command::new(env!("CARGO_BIN_EXE_guideloom"))
@@ -392,4 +392,90 @@ fn batches_on_a_truncated_shard_names_the_file() {
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(err.contains("shard-00002.stream") && err.contains("shorter than committed"), "{err}");
     assert!(!err.contains("panicked"), "{err}");
+}
+
+#[test]
+fn oam_fromdata_and_read_reproduce_the_golden_cases() {
+    let tmp = tempfile::tempdir().unwrap();
+    let golden = Path::new(env!("CARGO_MANIFEST_DIR")).join("formats/tests/data/oamap/golden");
+    for case in ["list_of_records", "nullable_union", "utf8_strings", "list_of_lists"] {
+        let c: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(golden.join(format!("{case}.json"))).unwrap()).unwrap();
+        let (schema, data) = (tmp.path().join("schema.json"), tmp.path().join("data.json"));
+        std::fs::write(&schema, c["schema"].to_string()).unwrap();
+        std::fs::write(&data, c["data"].to_string()).unwrap();
+        let o = run_ok(&[
+            "oam",
+            "fromdata",
+            "--schema",
+            schema.to_str().unwrap(),
+            "--data",
+            data.to_str().unwrap(),
+        ]);
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        assert_eq!(v["arrays"], c["arrays"], "{case}");
+        let arrays = tmp.path().join("arrays.json");
+        std::fs::write(&arrays, &o.stdout).unwrap();
+        let o = run_ok(&[
+            "oam",
+            "read",
+            "--schema",
+            schema.to_str().unwrap(),
+            "--arrays",
+            arrays.to_str().unwrap(),
+        ]);
+        let back: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        assert_eq!(back, c["data"], "{case}");
+        // Through an .npz file with the schema stored inside.
+        let npz = tmp.path().join("x.npz");
+        let args =
+            ["oam", "fromdata", "--schema", schema.to_str().unwrap(), "--data", data.to_str().unwrap()];
+        run_ok(&[&args[..], &["--out", npz.to_str().unwrap()]].concat());
+        let o = run_ok(&["oam", "read", npz.to_str().unwrap()]);
+        assert_eq!(
+            serde_json::from_slice::<serde_json::Value>(&o.stdout).unwrap(),
+            c["data"],
+            "{case} via npz"
+        );
+    }
+}
+
+#[test]
+fn oam_read_planets_npz_star_258() {
+    let npz = Path::new(env!("CARGO_MANIFEST_DIR")).join("data/exoplanets/planets.npz");
+    let o = run_ok(&["oam", "read", npz.to_str().unwrap(), "--index", "258"]);
+    let star: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let names: Vec<&str> =
+        star["planets"].as_array().unwrap().iter().map(|p| p["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["HD 40307 b", "HD 40307 c", "HD 40307 d", "HD 40307 f", "HD 40307 g"]);
+    let o = bin().args(["oam", "read", npz.to_str().unwrap(), "--index", "2660"]).output().unwrap();
+    assert!(!o.status.success());
+    assert!(!String::from_utf8_lossy(&o.stderr).contains("panicked"));
+}
+
+/// Regression (issue 8): `batches` over an empty storage, over a stream shorter than one
+/// window, and with `--drop-remainder` leaving no batch used to fail with an invalid-config
+/// error; each prints nothing and exits 0 (and `--save-state` writes the state at batch 0).
+#[test]
+fn batches_with_no_batch_print_nothing_and_exit_zero() {
+    let tmp = tempfile::tempdir().unwrap();
+    let empty = tmp.path().join("empty");
+    guideloom::storage::StreamWriter::open(&empty, guideloom::formats::TokenFormat::<u16>::new())
+        .unwrap()
+        .finish()
+        .unwrap();
+    let (known, stream) = known_storage(tmp.path());
+    // At least one 64-token window, fewer than one batch of 1,000.
+    assert!((1..1000).contains(&(stream.len() / 64)));
+    let state = tmp.path().join("state.json");
+    let cases: [(&Path, Vec<&str>); 4] = [
+        (&empty, vec!["--seq-len", "4", "--epochs", "3", "--workers", "2"]),
+        (&known, vec!["--seq-len", "100000", "--shuffle"]),
+        (&known, vec!["--seq-len", "64", "--batch-size", "1000", "--drop-remainder", "--workers", "4"]),
+        (&empty, vec!["--seq-len", "4", "--save-state", state.to_str().unwrap()]),
+    ];
+    for (dir, args) in cases {
+        assert_eq!(batches(dir, &args), Vec::<String>::new(), "{args:?}");
+    }
+    assert!(std::fs::read_to_string(&state).unwrap().contains("\"next_batch\":0"));
 }

@@ -122,6 +122,13 @@ pub struct TokenBatch<E> {
 }
 
 impl<E> TokenBatch<E> {
+    /// A batch of `rows` windows of `seq_len` tokens from a row-major buffer of
+    /// `rows * seq_len` tokens.
+    pub(crate) fn from_parts(data: Vec<E>, rows: usize, seq_len: usize) -> Self {
+        debug_assert_eq!(data.len(), rows * seq_len);
+        TokenBatch { data, rows, seq_len }
+    }
+
     /// `[rows, seq_len]`: records in the batch, tokens per record.
     pub fn shape(&self) -> [usize; 2] {
         [self.rows, self.seq_len]

@@ -39,22 +39,26 @@
 mod batch;
 mod error;
 mod loader;
+mod oamap;
 mod permutation;
 mod rng;
 mod sampler;
 mod source;
 mod state;
 mod storage_sources;
+mod token_windows;
 
 pub use batch::{Batch, Collate, Records, StackTokens, TokenBatch};
 pub use error::{BoxError, LoaderError};
-pub use loader::{Loader, LoaderBuilder, LoaderIter, DEFAULT_WORKERS};
+pub use loader::{Loader, LoaderBuilder, LoaderIter, DEFAULT_WORKERS, SHUTDOWN_GRACE};
+pub use oamap::{GatherColumns, OamapDatasetRecords, OamapRecord, OamapRecords};
 pub use permutation::Permutation;
 pub use rng::{MapContext, RecordRng};
 pub use sampler::{BatchPlan, Sampler, SamplerConfig, Step};
 pub use source::{Cancellation, DataSource, RangeSource, VecSource};
 pub use state::{SourceId, State, STATE_VERSION};
 pub use storage_sources::{Documents, MetaWindows, StreamWindows, WindowReader, Windows};
+pub use token_windows::{ReadTokens, TokenWindows, WindowSpan};
 
 /// A stable 64-bit fingerprint of `words` (SplitMix64-style mixing; identical on every
 /// platform and run).

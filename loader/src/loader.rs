@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
 use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, Sender};
 
@@ -149,9 +150,11 @@ where
     /// Builds the loader.
     ///
     /// # Errors
-    /// [`LoaderError::InvalidConfig`] for an empty source, a zero batch size, world size,
-    /// epoch count or prefetch (with workers), `rank >= world_size`, or a `drop_remainder`
-    /// that leaves no batch.
+    /// [`LoaderError::InvalidConfig`] for a zero batch size, world size, epoch count or
+    /// prefetch (with workers), or `rank >= world_size`.
+    ///
+    /// An empty source, or a `drop_remainder` that leaves no batch, builds a loader with
+    /// `len() == 0` whose iterators yield nothing (and start no thread).
     pub fn build(self) -> Result<Loader<S, U, C>, LoaderError>
     where
         C: Collate<U>,
@@ -340,7 +343,8 @@ where
         self.shared.sampler.batches_per_epoch()
     }
 
-    /// Always `false`: a loader that would yield no batch is refused by `build`.
+    /// Whether an epoch has no batch (an empty source, or `drop_remainder` with fewer records
+    /// than one global batch): the loader then yields nothing.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
@@ -424,27 +428,63 @@ where
 
 type BatchResult<O> = Result<Batch<O>, LoaderError>;
 
+/// How long dropping an iterator waits for its workers to leave before detaching the ones
+/// still inside a source call that ignores the [`Cancellation`].
+pub const SHUTDOWN_GRACE: Duration = Duration::from_millis(500);
+
 struct Pool<O> {
     jobs: Option<Sender<u64>>,
     results: Receiver<(u64, BatchResult<O>)>,
     handles: Vec<JoinHandle<()>>,
+    /// Receives a worker's number when it leaves its loop (sent by [`ExitNotice`]).
+    exited: Receiver<usize>,
     cancel: Cancellation,
     dispatched: u64,
     reorder: BTreeMap<u64, BatchResult<O>>,
 }
 
+/// Sends its worker's number on drop, that is when the worker leaves its loop, even by
+/// unwinding.
+struct ExitNotice(usize, Sender<usize>);
+
+impl Drop for ExitNotice {
+    fn drop(&mut self) {
+        let _ = self.1.send(self.0);
+    }
+}
+
 impl<O> Pool<O> {
-    /// Fires the cancellation, closes the job queue and joins every worker. Workers finish the
-    /// batch in hand (sources that block observe the cancellation) and exit.
+    /// Fires the cancellation, closes the job queue, and joins every worker that leaves within
+    /// [`SHUTDOWN_GRACE`]. Workers finish the batch in hand (sources that block observe the
+    /// cancellation) and exit; a worker stuck in a source call that ignores the cancellation
+    /// is detached instead (it exits when that call returns: its job queue is closed and its
+    /// result has no receiver), so shutting down never hangs.
     fn shutdown(&mut self) {
         self.cancel.cancel();
         self.jobs = None;
-        for h in self.handles.drain(..) {
-            // A worker catches every panic of user code; a join error would be a loader bug,
-            // and there is nobody left to report it to.
-            let _ = h.join();
-        }
         self.reorder.clear();
+        let deadline = Instant::now() + SHUTDOWN_GRACE;
+        let mut left = vec![false; self.handles.len()];
+        let mut waiting = self.handles.len();
+        while waiting > 0 {
+            match self.exited.recv_deadline(deadline) {
+                Ok(i) => {
+                    if let Some(l) = left.get_mut(i).filter(|l| !**l) {
+                        *l = true;
+                        waiting -= 1;
+                    }
+                }
+                Err(_) => break,
+            }
+        }
+        for (h, left) in self.handles.drain(..).zip(left) {
+            if left || h.is_finished() {
+                // A worker catches every panic of user code; a join error would be a loader
+                // bug, and there is nobody left to report it to.
+                let _ = h.join();
+            }
+            // Otherwise dropping the handle detaches the stuck worker.
+        }
     }
 }
 
@@ -459,7 +499,10 @@ impl<O> Drop for Pool<O> {
 ///
 /// With workers it owns a pool of threads (named `guideloom-w<i>`), started on the first
 /// `next`; at most `prefetch` batches are in flight or ready ahead of the consumer. Dropping
-/// it fires the [`Cancellation`] and joins every worker: no thread outlives it.
+/// it (or its ending on an error) fires the [`Cancellation`] and joins every worker; a worker
+/// still inside a source call that ignores the cancellation after [`SHUTDOWN_GRACE`] is
+/// detached rather than waited for, so dropping never hangs (that thread exits as soon as the
+/// call returns).
 pub struct LoaderIter<S: DataSource, U, C: Collate<U>> {
     loader: Loader<S, U, C>,
     next: u64,
@@ -508,9 +551,11 @@ where
     fn start_pool(&mut self) -> Result<(), LoaderError> {
         let (job_tx, job_rx) = crossbeam_channel::unbounded::<u64>();
         let (res_tx, res_rx) = crossbeam_channel::unbounded();
+        let (exit_tx, exit_rx) = crossbeam_channel::unbounded();
         let mut pool = Pool {
             jobs: Some(job_tx),
             results: res_rx,
+            exited: exit_rx,
             handles: Vec::with_capacity(self.loader.workers),
             cancel: Cancellation::new(),
             dispatched: self.next,
@@ -519,7 +564,9 @@ where
         for i in 0..self.loader.workers {
             let shared = Arc::clone(&self.loader.shared);
             let (jobs, results, cancel) = (job_rx.clone(), res_tx.clone(), pool.cancel.clone());
+            let notice = ExitNotice(i, exit_tx.clone());
             let spawned = std::thread::Builder::new().name(format!("guideloom-w{i}")).spawn(move || {
+                let _notice = notice;
                 while let Ok(number) = jobs.recv() {
                     if cancel.is_cancelled() {
                         break;

@@ -115,14 +115,15 @@ impl Sampler {
     /// A sampler over `num_records` records.
     ///
     /// # Errors
-    /// [`LoaderError::InvalidConfig`] when `num_records`, `batch_size`, `world_size` or
-    /// `epochs` is 0, `rank >= world_size`, `batch_size * world_size` overflows, or
-    /// `drop_remainder` leaves no batch in an epoch (`n < B*W`).
+    /// [`LoaderError::InvalidConfig`] when `batch_size`, `world_size` or `epochs` is 0,
+    /// `rank >= world_size`, or `batch_size * world_size` overflows.
+    ///
+    /// An empty source (`num_records == 0`), or `drop_remainder` with fewer records than one
+    /// global batch (`n < B*W`), is valid and has no batch: `batches_per_epoch() == 0`,
+    /// `total_batches() == Some(0)` even when unbounded, and `batch(k)` is `None` for every
+    /// `k` (as torch's `DataLoader` and Grain yield nothing over an empty dataset).
     pub fn new(num_records: u64, config: SamplerConfig) -> Result<Self, LoaderError> {
         let bad = |field, detail: String| Err(LoaderError::InvalidConfig { field, detail });
-        if num_records == 0 {
-            return bad("source", "the data source has no records".into());
-        }
         if config.batch_size == 0 {
             return bad("batch_size", "must be at least 1".into());
         }
@@ -143,20 +144,14 @@ impl Sampler {
         };
         let batches_per_epoch =
             if config.drop_remainder { num_records / global } else { num_records.div_ceil(global) };
-        if batches_per_epoch == 0 {
-            return bad(
-                "drop_remainder",
-                format!(
-                    "{num_records} records cannot fill one global batch of {global}; no batch would remain"
-                ),
-            );
-        }
         let steps_per_epoch = if config.world_size == 1 && !config.drop_remainder {
             num_records
         } else {
             batches_per_epoch * config.batch_size
         };
         let total_batches = match config.epochs {
+            // Nothing to yield, in any number of epochs.
+            _ if batches_per_epoch == 0 => Some(0),
             None => None,
             Some(e) => match batches_per_epoch.checked_mul(e) {
                 Some(t) => Some(t),
@@ -210,6 +205,9 @@ impl Sampler {
     /// This rank's step `step` (its `step`-th record, counted from epoch 0), or `None` past
     /// the last epoch.
     pub fn step(&self, step: u64) -> Option<Step> {
+        if self.steps_per_epoch == 0 {
+            return None;
+        }
         let epoch = step / self.steps_per_epoch;
         if self.config.epochs.is_some_and(|e| epoch >= e) {
             return None;
@@ -224,7 +222,7 @@ impl Sampler {
     /// The records of this rank's batch `number` (absolute, counted from epoch 0), or `None`
     /// past the last batch.
     pub fn batch(&self, number: u64) -> Option<BatchPlan> {
-        if self.total_batches.is_some_and(|t| number >= t) {
+        if self.batches_per_epoch == 0 || self.total_batches.is_some_and(|t| number >= t) {
             return None;
         }
         let epoch = number / self.batches_per_epoch;
@@ -291,10 +289,12 @@ mod tests {
         assert_eq!(s.batches_per_epoch(), 2);
         assert_eq!(s.batch(0).unwrap().indices, [2, 3]);
         assert_eq!(s.batch(1).unwrap().indices, [6, 7]);
-        assert!(matches!(
-            Sampler::new(3, cfg(2, 2, 0, true)),
-            Err(LoaderError::InvalidConfig { field: "drop_remainder", .. })
-        ));
+        // Fewer records than one global batch: valid, no batch.
+        let s = Sampler::new(3, cfg(2, 2, 0, true)).unwrap();
+        assert_eq!(
+            (s.batches_per_epoch(), s.total_batches(), s.batch(0), s.step(0)),
+            (0, Some(0), None, None)
+        );
     }
 
     #[test]
@@ -323,13 +323,26 @@ mod tests {
         }
     }
 
+    /// Regression (issue 8): an empty source used to be `InvalidConfig`; it has no batch, in
+    /// any number of epochs, unbounded included.
+    #[test]
+    fn empty_source_has_no_batch() {
+        for epochs in [Some(1), Some(5), None] {
+            for (b, w, drop) in [(1, 1, false), (4, 2, true), (3, 1, true)] {
+                let s =
+                    Sampler::new(0, SamplerConfig { epochs, shuffle: true, ..cfg(b, w, 0, drop) }).unwrap();
+                assert_eq!((s.batches_per_epoch(), s.steps_per_epoch(), s.total_batches()), (0, 0, Some(0)));
+                assert_eq!((s.batch(0), s.step(0), s.order(0, 0)), (None, None, None));
+            }
+        }
+    }
+
     #[test]
     fn invalid_configs_name_the_field() {
         let f = |n, c| match Sampler::new(n, c) {
             Err(LoaderError::InvalidConfig { field, .. }) => field,
             other => panic!("unexpected {other:?}"),
         };
-        assert_eq!(f(0, cfg(1, 1, 0, false)), "source");
         assert_eq!(f(5, cfg(0, 1, 0, false)), "batch_size");
         assert_eq!(f(5, cfg(1, 0, 0, false)), "world_size");
         assert_eq!(f(5, cfg(1, 2, 2, false)), "rank");

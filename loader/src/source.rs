@@ -18,10 +18,13 @@ use crate::LoaderError;
 ///
 /// # Cancellation
 ///
-/// Dropping a loader iterator joins its workers, so it waits for `get` calls in flight. A
-/// source whose `get` can block for a long or unbounded time (a network, a queue) should
-/// override [`DataSource::get_many_cancellable`] and return [`LoaderError::Cancelled`] once
-/// the [`Cancellation`] fires; local-disk sources need not.
+/// Dropping a loader iterator joins its workers, so it waits for `get` calls in flight, at
+/// most [`SHUTDOWN_GRACE`](crate::SHUTDOWN_GRACE); a worker still inside a call after that is
+/// detached (drop never hangs) and exits when the call returns. A source whose `get` can
+/// block for a long or unbounded time (a network, a queue) should override
+/// [`DataSource::get_many_cancellable`] and return [`LoaderError::Cancelled`] once the
+/// [`Cancellation`] fires, so its workers are joined rather than detached; local-disk sources
+/// need not.
 ///
 /// ```
 /// use guideloom_loader::{DataSource, LoaderError};

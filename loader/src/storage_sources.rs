@@ -28,6 +28,19 @@ pub trait WindowReader: Send + Sync {
     fn fingerprint(&self) -> u64;
 }
 
+impl<R: WindowReader + ?Sized> WindowReader for std::sync::Arc<R> {
+    type Output = R::Output;
+    fn len(&self) -> u64 {
+        (**self).len()
+    }
+    fn read_windows(&self, windows: &[(u64, u64)]) -> Result<Vec<R::Output>, StorageError> {
+        (**self).read_windows(windows)
+    }
+    fn fingerprint(&self) -> u64 {
+        (**self).fingerprint()
+    }
+}
+
 impl<F: StreamFormat> WindowReader for StreamReader<F> {
     type Output = F::Output;
     fn len(&self) -> u64 {

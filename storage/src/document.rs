@@ -13,7 +13,7 @@ use serde_json::{Map, Value};
 use crate::append::{check_file, AppendFile};
 use crate::io::{read_exact_at, FileSet, ReadOptions, ReadRequest, ShardFile};
 use crate::manifest::{FileEntry, FormatSpec, Manifest, ShardEntry, StorageKind, MANIFEST_FILE};
-use crate::stream::{check_kind_dtype, open_or_create_manifest};
+use crate::stream::{check_kind_dtype, open_or_create_manifest, WriterLock};
 use crate::{Result, StorageError};
 
 const INDEX: &str = "index";
@@ -58,18 +58,21 @@ pub struct DocumentWriter<F: DocumentFormat> {
     manifest: Manifest,
     open: BTreeMap<u64, OpenDocShard>,
     buf: Vec<u8>,
+    _lock: WriterLock,
 }
 
 impl<F: DocumentFormat> DocumentWriter<F> {
-    /// Opens or creates the document storage in `dir` for appending with `format`.
+    /// Opens or creates the document storage in `dir` for appending with `format`. The
+    /// writer holds the storage's writer lock until it is dropped.
     ///
     /// # Errors
+    /// [`StorageError::Locked`] while another writer has the storage open;
     /// [`StorageError::KindMismatch`] when `dir` holds another kind; manifest and I/O errors.
     pub fn open(dir: impl AsRef<Path>, format: F) -> Result<Self> {
         let dir = dir.as_ref().to_path_buf();
         let spec = FormatSpec { name: format.name().to_string(), params: format.params() };
-        let manifest = open_or_create_manifest(&dir, StorageKind::Document, Value::Null, spec)?;
-        Ok(DocumentWriter { dir, format, manifest, open: BTreeMap::new(), buf: Vec::new() })
+        let (manifest, lock) = open_or_create_manifest(&dir, StorageKind::Document, Value::Null, spec)?;
+        Ok(DocumentWriter { dir, format, manifest, open: BTreeMap::new(), buf: Vec::new(), _lock: lock })
     }
 
     /// Appends one document to shard `shard`; returns its size in bytes.

@@ -145,6 +145,12 @@ pub enum StorageError {
         #[source]
         source: FormatError,
     },
+    /// Another writer (thread or process) has the storage open for appending.
+    #[error("{dir} is locked by another writer (one writer per storage at a time)")]
+    Locked {
+        /// The storage directory.
+        dir: PathBuf,
+    },
     /// A caller argument is invalid (for example a shard id written by another kind).
     #[error("invalid argument: {0}")]
     InvalidArgument(String),

@@ -22,6 +22,20 @@
 //! directory). Readers trust only the committed counts: bytes past them are ignored, a file
 //! shorter than committed is [`StorageError::ShardTooShort`]. Every offset read from disk is
 //! checked before use.
+//!
+//! # I/O backends
+//!
+//! Readers serve each batch with one [`ReadBackend::read_into`] call. The default
+//! ([`ReadOptions::default`]) is [`AutoBackend`]: io_uring ([`UringBackend`]) when a one-time
+//! probe succeeds, else pread ([`PreadBackend`]); [`auto_backend_choice`] says which and why.
+//! The environment variable `GUIDELOOM_IO=pread|io_uring|mmap|auto` ([`IO_ENV_VAR`]) forces
+//! the choice; `GUIDELOOM_IO=pread` turns io_uring off. [`MmapBackend`] is opt-in (unsafe
+//! constructor) and [`DirectBackend`] reads with `O_DIRECT`. See the [`io`] module.
+//!
+//! # Feature flags
+//!
+//! - `io-uring` (default; Linux only): the io_uring backend. Without it
+//!   [`UringBackend::new`] fails with the reason and [`AutoBackend`] picks pread.
 
 mod append;
 mod document;
@@ -35,7 +49,10 @@ mod verify;
 
 pub use document::{DocumentReader, DocumentWriter};
 pub use error::{Result, StorageError};
-pub use io::{FileSet, PreadBackend, ReadBackend, ReadOptions, ReadRequest, ShardFile};
+pub use io::{
+    auto_backend_choice, AutoBackend, BackendChoice, BackendKind, DirectBackend, FileSet, MappedBytes,
+    MmapBackend, PreadBackend, ReadBackend, ReadOptions, ReadRequest, ShardFile, UringBackend, IO_ENV_VAR,
+};
 pub use manifest::{FileEntry, FormatSpec, Manifest, ShardEntry, StorageKind};
 pub use stream::{StreamReader, StreamWriter};
 pub use stream_meta::{StreamWithMetaReader, StreamWithMetaWriter};

@@ -1,9 +1,14 @@
-//! OAMap array sources on disk: an `.npz` file, or a directory of `<name>.npy` files.
+//! OAMap array sources on disk: an `.npz` file, a directory of `<name>.npy` files, or a
+//! partitioned dataset in OAMap 0.12's numpy-file database layout.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use guideloom_formats::oamap::{open_npz, parse_npy, Array, ArraySource, NpzSource, OamapError, Reader};
+use guideloom_formats::oamap::{
+    fromdata_dataset, open_npz, parse_npy, write_npy, Array, ArraySource, Dataset, DatasetDescription,
+    NpzSource, OamapError, Reader,
+};
+use serde_json::Value;
 
 /// Opens an OAMap `.npz` file whose schema is stored in it (member `object`), as a lazy
 /// [`Reader`]: members are decompressed on first use.
@@ -60,6 +65,130 @@ impl ArraySource for NpyDir {
     }
 }
 
+fn io_err(path: &Path, e: std::io::Error) -> OamapError {
+    OamapError::Npy { name: path.display().to_string(), reason: e.to_string() }
+}
+
+/// Whether a path component is a plain name (no `..`, `.`, empty or separator).
+fn plain(c: &str) -> bool {
+    !c.is_empty() && c != "." && c != ".." && !c.contains('\\')
+}
+
+/// One partition of a dataset in OAMap 0.12's numpy-file database layout
+/// (`NumpyFileBackend`): array `<dataset>/PART/<array>` of partition `p` is the file
+/// `<dir>/data/<dataset>/<p>/<array>.npy`, read on demand.
+#[derive(Debug, Clone)]
+pub struct NumpyFilePartition {
+    dir: PathBuf,
+    partition: usize,
+}
+
+impl NumpyFilePartition {
+    /// Partition `partition` of the database at `dir`.
+    pub fn new(dir: impl Into<PathBuf>, partition: usize) -> Self {
+        NumpyFilePartition { dir: dir.into(), partition }
+    }
+
+    /// The file holding array `name` (`<dataset>/PART/<array>`), or `None` for a name not of
+    /// that shape (or with `..`/`.`/empty components).
+    pub fn path_of(&self, name: &str) -> Option<PathBuf> {
+        let mut parts = name.rsplitn(3, '/');
+        let array = parts.next()?;
+        let _part = parts.next()?;
+        let dataset = parts.next()?;
+        if !plain(array) || !dataset.split('/').all(plain) {
+            return None;
+        }
+        let mut path = self.dir.join("data");
+        path.extend(dataset.split('/'));
+        Some(path.join(self.partition.to_string()).join(format!("{array}.npy")))
+    }
+}
+
+impl ArraySource for NumpyFilePartition {
+    fn get(&self, name: &str) -> Result<Arc<Array>, OamapError> {
+        let path = self.path_of(name).ok_or_else(|| OamapError::MissingArray { name: name.to_string() })?;
+        let bytes = match std::fs::read(&path) {
+            Ok(b) => b,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Err(OamapError::MissingArray { name: name.to_string() })
+            }
+            Err(e) => return Err(io_err(&path, e)),
+        };
+        parse_npy(name, &bytes).map(Arc::new)
+    }
+}
+
+/// The array-name prefix OAMap's `NumpyFileBackend` uses for `dataset`: `<dataset>/PART/obj`.
+pub fn numpy_file_prefix(dataset: &str) -> String {
+    format!("{dataset}/PART/obj")
+}
+
+/// Opens dataset `dataset` of the OAMap numpy-file database at `dir`: the description
+/// `<dir>/data/<dataset>/dataset.json` and, per partition `p`, the arrays
+/// `<dir>/data/<dataset>/<p>/<array>.npy` (read lazily, on first use).
+///
+/// # Errors
+/// [`OamapError::Npy`] naming the file when `dataset.json` cannot be read or is not JSON;
+/// [`OamapError::Dataset`] for a bad dataset name or description; schema errors.
+pub fn open_numpy_file_dataset(dir: &Path, dataset: &str) -> Result<Dataset, OamapError> {
+    if !dataset.split('/').all(plain) {
+        return Err(OamapError::Dataset(format!("bad dataset name {dataset:?}")));
+    }
+    let path = dir.join("data").join(dataset).join("dataset.json");
+    let text = std::fs::read(&path).map_err(|e| io_err(&path, e))?;
+    let json: Value = serde_json::from_slice(&text)
+        .map_err(|e| OamapError::Npy { name: path.display().to_string(), reason: e.to_string() })?;
+    let description = DatasetDescription::from_json(&json, &numpy_file_prefix(dataset))?;
+    let sources = (0..description.num_partitions())
+        .map(|p| Arc::new(NumpyFilePartition::new(dir, p)) as Arc<dyn ArraySource>)
+        .collect();
+    Dataset::new(description, sources)
+}
+
+/// Writes `partitions` (JSON arrays of entries) as dataset `dataset` in OAMap's numpy-file
+/// database layout at `dir` (what `NumpyFileDatabase(dir).fromdata(dataset, schema,
+/// *partitions)` writes): `<dir>/data/<dataset>/<p>/<array>.npy` per partition without the
+/// top-level starts/stops, `<dir>/data/<dataset>/dataset.json`, and the backend description
+/// `<dir>/backends/_.json`. Returns the description written.
+///
+/// # Errors
+/// As [`fromdata_dataset`]; [`OamapError::Npy`] naming the file that cannot be written.
+pub fn write_numpy_file_dataset(
+    dir: &Path,
+    dataset: &str,
+    schema: &Value,
+    partitions: &[Value],
+) -> Result<DatasetDescription, OamapError> {
+    if !dataset.split('/').all(plain) {
+        return Err(OamapError::Dataset(format!("bad dataset name {dataset:?}")));
+    }
+    let (description, arrays) = fromdata_dataset(schema, &numpy_file_prefix(dataset), partitions)?;
+    for (p, set) in arrays.iter().enumerate() {
+        let src = NumpyFilePartition::new(dir, p);
+        for (name, array) in set.iter() {
+            let path = src.path_of(name).ok_or_else(|| OamapError::MissingArray { name: name.clone() })?;
+            if let Some(parent) = path.parent() {
+                std::fs::create_dir_all(parent).map_err(|e| io_err(parent, e))?;
+            }
+            std::fs::write(&path, write_npy(array)).map_err(|e| io_err(&path, e))?;
+        }
+    }
+    let ds_dir = dir.join("data").join(dataset);
+    std::fs::create_dir_all(&ds_dir).map_err(|e| io_err(&ds_dir, e))?;
+    let path = ds_dir.join("dataset.json");
+    std::fs::write(&path, description.to_json().to_string()).map_err(|e| io_err(&path, e))?;
+    let backends = dir.join("backends");
+    std::fs::create_dir_all(&backends).map_err(|e| io_err(&backends, e))?;
+    let backend = serde_json::json!({
+        "class": "oamap.backend.numpyfile.NumpyFileBackend",
+        "directory": dir.display().to_string(),
+    });
+    let path = backends.join("_.json");
+    std::fs::write(&path, backend.to_string()).map_err(|e| io_err(&path, e))?;
+    Ok(description)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -91,5 +220,63 @@ mod tests {
         assert_eq!(open_npz_file(&npz).unwrap().root_json().unwrap(), data);
         assert_eq!(npz_file_source(&npz).unwrap().names().len(), 6);
         assert!(open_npz_file(&dir.path().join("missing.npz")).is_err());
+    }
+
+    #[test]
+    fn numpy_file_dataset_layout_round_trips() {
+        let dir = tempfile::tempdir().unwrap();
+        let schema = serde_json::json!({"type": "list", "content": {"type": "record", "fields": {
+            "x": {"type": "primitive", "dtype": "int32"},
+            "y": {"type": "list", "content": {"type": "primitive", "dtype": "float64"}}}}});
+        let parts = [
+            serde_json::json!([{"x": 1, "y": [1.1]}, {"x": 2, "y": []}, {"x": 3, "y": [3.3, 3.3]}]),
+            serde_json::json!([{"x": 4, "y": [4.4]}, {"x": 5, "y": []}]),
+        ];
+        let desc = write_numpy_file_dataset(dir.path(), "one", &schema, &parts).unwrap();
+        let stored: Value =
+            serde_json::from_slice(&std::fs::read(dir.path().join("data/one/dataset.json")).unwrap())
+                .unwrap();
+        assert_eq!(stored, desc.to_json());
+        assert_eq!(stored["offsets"], serde_json::json!([0, 3, 5]));
+        assert_eq!(stored["schema"]["starts"], "one/PART/obj-B");
+        assert_eq!(stored["schema"]["content"]["fields"][0][1]["data"], "one/PART/obj-L-Fx-Di4");
+        // Exactly OAMap's files: no top-level starts/stops stored.
+        let mut files: Vec<String> = std::fs::read_dir(dir.path().join("data/one/1"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        files.sort();
+        assert_eq!(files, ["obj-L-Fx-Di4.npy", "obj-L-Fy-B.npy", "obj-L-Fy-E.npy", "obj-L-Fy-L-Df8.npy"]);
+        let x1 =
+            parse_npy("x", &std::fs::read(dir.path().join("data/one/1/obj-L-Fx-Di4.npy")).unwrap()).unwrap();
+        assert_eq!(x1.to_json(), serde_json::json!([4, 5]));
+        assert!(dir.path().join("backends/_.json").exists());
+
+        let ds = open_numpy_file_dataset(dir.path(), "one").unwrap();
+        assert_eq!(ds.num_partitions(), 2);
+        assert_eq!(ds.partition_json(0).unwrap(), parts[0]);
+        assert_eq!(ds.partition_json(1).unwrap(), parts[1]);
+        assert_eq!(ds.get_json(3).unwrap(), serde_json::json!({"x": 4, "y": [4.4]}));
+        assert_eq!(ds.locate(3).unwrap(), (1, 0));
+        // Lazy: only the arrays read so far are loaded.
+        let fresh = open_numpy_file_dataset(dir.path(), "one").unwrap();
+        let _ = fresh.partition(1).unwrap().root().unwrap();
+        assert_eq!(fresh.partition(1).unwrap().loaded(), ["one/PART/obj-B", "one/PART/obj-E"]);
+
+        // Damage: a missing partition file names the partition and the array.
+        std::fs::remove_file(dir.path().join("data/one/1/obj-L-Fy-L-Df8.npy")).unwrap();
+        let ds = open_numpy_file_dataset(dir.path(), "one").unwrap();
+        match ds.get_json(3).unwrap_err() {
+            OamapError::InPartition { partition: 1, source } => {
+                assert!(
+                    matches!(*source, OamapError::MissingArray { ref name } if name == "one/PART/obj-L-Fy-L-Df8")
+                )
+            }
+            other => panic!("{other}"),
+        }
+        assert!(open_numpy_file_dataset(dir.path(), "two").is_err());
+        assert!(open_numpy_file_dataset(dir.path(), "../one").is_err());
+        assert!(NumpyFilePartition::new(dir.path(), 0).path_of("../x/y").is_none());
+        assert!(NumpyFilePartition::new(dir.path(), 0).path_of("noslash").is_none());
     }
 }

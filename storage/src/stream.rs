@@ -13,22 +13,49 @@ use crate::io::{FileSet, ReadOptions, ReadRequest, ShardFile};
 use crate::manifest::{FileEntry, FormatSpec, Manifest, ShardEntry, StorageKind, MANIFEST_FILE};
 use crate::{Result, StorageError};
 
-/// Loads the manifest of `dir` if present and checks its kind and dtype against a format;
-/// creates an empty one otherwise (the directory too).
+/// Takes the storage's writer lock, then loads the manifest of `dir` if present and checks
+/// its kind and dtype against a format; creates an empty one otherwise (the directory too).
 pub(crate) fn open_or_create_manifest(
     dir: &Path,
     kind: StorageKind,
     dtype: Value,
     format: FormatSpec,
-) -> Result<Manifest> {
+) -> Result<(Manifest, WriterLock)> {
     fs::create_dir_all(dir).map_err(|e| StorageError::io(dir, e))?;
+    let lock = WriterLock::acquire(dir)?;
     match Manifest::load(dir) {
         Ok(m) => {
             check_kind_dtype(&m, dir, kind, &dtype)?;
-            Ok(m)
+            Ok((m, lock))
         }
-        Err(StorageError::NotAStorage { .. }) => Ok(Manifest::new(kind, dtype, format)),
+        Err(StorageError::NotAStorage { .. }) => Ok((Manifest::new(kind, dtype, format), lock)),
         Err(e) => Err(e),
+    }
+}
+
+/// The exclusive advisory lock (`flock`) a writer holds on `dir/.writer.lock` for its whole
+/// life, so two writers (threads or processes) never append to one storage at once. The
+/// kernel releases it when the writer is dropped or its process dies (also by `SIGKILL`).
+/// Readers take no lock.
+#[derive(Debug)]
+pub(crate) struct WriterLock {
+    _file: fs::File,
+}
+
+impl WriterLock {
+    pub(crate) fn acquire(dir: &Path) -> Result<Self> {
+        let path = dir.join(".writer.lock");
+        let file = fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&path)
+            .map_err(|e| StorageError::io(&path, e))?;
+        match file.try_lock() {
+            Ok(()) => Ok(WriterLock { _file: file }),
+            Err(fs::TryLockError::WouldBlock) => Err(StorageError::Locked { dir: dir.to_path_buf() }),
+            Err(fs::TryLockError::Error(e)) => Err(StorageError::io(&path, e)),
+        }
     }
 }
 
@@ -86,19 +113,22 @@ pub struct StreamWriter<F: StreamFormat> {
     manifest: Manifest,
     open: BTreeMap<u64, (AppendFile, u64)>,
     buf: Vec<u8>,
+    _lock: WriterLock,
 }
 
 impl<F: StreamFormat> StreamWriter<F> {
-    /// Opens or creates the stream storage in `dir` for appending with `format`.
+    /// Opens or creates the stream storage in `dir` for appending with `format`. The writer
+    /// holds the storage's writer lock until it is dropped.
     ///
     /// # Errors
+    /// [`StorageError::Locked`] while another writer has the storage open;
     /// [`StorageError::KindMismatch`] or [`StorageError::DtypeMismatch`] when `dir` holds
     /// another kind or dtype; manifest errors as in [`Manifest::load`]; I/O errors.
     pub fn open(dir: impl AsRef<Path>, format: F) -> Result<Self> {
         let dir = dir.as_ref().to_path_buf();
         let dtype = format.dtype();
         let spec = FormatSpec { name: format.name().to_string(), params: format.params() };
-        let manifest = open_or_create_manifest(&dir, StorageKind::Stream, dtype.to_descr(), spec)?;
+        let (manifest, lock) = open_or_create_manifest(&dir, StorageKind::Stream, dtype.to_descr(), spec)?;
         Ok(StreamWriter {
             dir,
             format,
@@ -106,6 +136,7 @@ impl<F: StreamFormat> StreamWriter<F> {
             manifest,
             open: BTreeMap::new(),
             buf: Vec::new(),
+            _lock: lock,
         })
     }
 
@@ -406,6 +437,33 @@ impl<F: StreamFormat> StreamReader<F> {
     pub fn read_many_raw(&self, windows: &[(u64, u64)], out: &mut Vec<u8>) -> Result<()> {
         let mut segs = Vec::new();
         self.read_many_segmented(windows, out, &mut segs).map(|_| ())
+    }
+
+    /// Reads a batch of windows `(offset, len)` as raw little-endian bytes into `out`, back to
+    /// back in request order, with one backend call. `out.len()` must be
+    /// `sum(len) * itemsize` bytes (for example the bytes of a `[batch, seq_len]` token buffer,
+    /// via `bytemuck::cast_slice_mut`), so a batch lands in its final buffer with one copy.
+    ///
+    /// # Errors
+    /// [`StorageError::InvalidArgument`] when `out` has another length; otherwise as
+    /// [`StreamReader::read`], without decoding.
+    pub fn read_many_into(&self, windows: &[(u64, u64)], out: &mut [u8]) -> Result<()> {
+        let itemsize = self.dtype.itemsize();
+        let mut requests = Vec::with_capacity(windows.len() + 4);
+        let mut total = 0u64;
+        for &(offset, len) in windows {
+            self.layout.segments(offset, len, |i, local, n| {
+                requests.push(ReadRequest { file: i, offset: local * itemsize, len: n * itemsize });
+            })?;
+            total += len * itemsize;
+        }
+        if total != out.len() as u64 {
+            return Err(StorageError::InvalidArgument(format!(
+                "read_many_into: the windows hold {total} bytes but the buffer has {}",
+                out.len()
+            )));
+        }
+        self.options.backend.read_into(&self.files, &requests, out)
     }
 
     /// Reads windows into `out` and records each window's `(length, shard id)` segments in

@@ -26,7 +26,7 @@ use serde_json::{Map, Value};
 use crate::append::{check_file, AppendFile};
 use crate::io::{read_exact_at, FileSet, ReadOptions, ReadRequest, ShardFile};
 use crate::manifest::{FileEntry, FormatSpec, Manifest, ShardEntry, StorageKind, MANIFEST_FILE};
-use crate::stream::{check_kind_dtype, open_or_create_manifest, stream_files, StreamLayout};
+use crate::stream::{check_kind_dtype, open_or_create_manifest, stream_files, StreamLayout, WriterLock};
 use crate::{Result, StorageError};
 
 /// Extension of the payload file.
@@ -77,6 +77,7 @@ pub struct StreamWithMetaWriter<F: StreamWithMetaFormat> {
     buf: Vec<u8>,
     sink: MetaSink<F::Key>,
     idx: Vec<u8>,
+    _lock: WriterLock,
 }
 
 impl<F: StreamWithMetaFormat> std::fmt::Debug for StreamWithMetaWriter<F> {
@@ -99,7 +100,8 @@ impl<F: StreamWithMetaFormat> StreamWithMetaWriter<F> {
         let dir = dir.as_ref().to_path_buf();
         let dtype = format.dtype();
         let spec = FormatSpec { name: format.name().to_string(), params: format.params() };
-        let manifest = open_or_create_manifest(&dir, StorageKind::StreamWithMeta, dtype.to_descr(), spec)?;
+        let (manifest, lock) =
+            open_or_create_manifest(&dir, StorageKind::StreamWithMeta, dtype.to_descr(), spec)?;
         Ok(StreamWithMetaWriter {
             dir,
             format,
@@ -109,6 +111,7 @@ impl<F: StreamWithMetaFormat> StreamWithMetaWriter<F> {
             buf: Vec::new(),
             sink: MetaSink::new(),
             idx: Vec::new(),
+            _lock: lock,
         })
     }
 

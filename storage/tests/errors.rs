@@ -184,3 +184,26 @@ fn verify_names_the_corrupted_shard() {
     let e = guideloom_storage::verify(dir.path()).unwrap_err();
     assert!(matches!(&e, StorageError::ChecksumMismatch { shard: 1, path, .. } if *path == p), "{e}");
 }
+
+#[test]
+fn a_second_writer_is_refused_while_the_first_is_open() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut first = StreamWriter::open(dir.path(), TokenFormat::<u16>::new()).unwrap();
+    first.append(0, &[1]).unwrap();
+    match StreamWriter::open(dir.path(), TokenFormat::<u16>::new()) {
+        Err(StorageError::Locked { dir: d }) => assert_eq!(d, dir.path()),
+        other => panic!("expected Locked, got {other:?}"),
+    }
+    assert!(matches!(DocumentWriter::open(dir.path(), RawBytesFormat), Err(StorageError::Locked { .. })));
+    // Readers take no lock.
+    first.commit().unwrap();
+    assert_eq!(StreamReader::open(dir.path(), TokenFormat::<u16>::new()).unwrap().len(), 1);
+    drop(first);
+    let mut second = StreamWriter::open(dir.path(), TokenFormat::<u16>::new()).unwrap();
+    second.append(0, &[2]).unwrap();
+    second.commit().unwrap();
+    assert_eq!(
+        StreamReader::open(dir.path(), TokenFormat::<u16>::new()).unwrap().read(0, 2).unwrap(),
+        vec![1, 2]
+    );
+}

@@ -1,8 +1,11 @@
 //! guideloom-storage integration tests (one binary; one module per area).
 
+mod backends;
 mod common;
+mod crash;
 mod document;
 mod errors;
+mod hostile;
 mod meta;
 mod props;
 mod stream;

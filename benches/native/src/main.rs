@@ -8,7 +8,9 @@
 //!   limit: shuffled non-overlapping windows copied into one batch buffer per thread (memcpy out
 //!   of an mmap, or one pread per window, or O_DIRECT pread of the aligned span + copy).
 //! - `lib DIR u16|u32 SEQ BATCH WORKERS MAX_BATCHES(0 = epoch) SEED`: guideloom through the
-//!   library: `StreamWindows` + `Loader` (shuffle, `StackTokens`), backend from `GUIDELOOM_IO`.
+//!   library's token-window fast path: `TokenWindows` + `Loader` (shuffle, `windows.collate()`:
+//!   one read per batch into the `[B, L]` buffer); backend from `GUIDELOOM_IO`.
+//!   `lib-generic ...`: the generic path, `StreamWindows` (a `Vec` per window) + `StackTokens`.
 //! - `resume DIR u16|u32 SEQ BATCH POSITION`: checkpoint size at batch POSITION and the time of
 //!   `iter_from(state)` + first batch in a fresh loader (no replay), checked against
 //!   `Loader::batch(POSITION)`.
@@ -23,7 +25,7 @@ use std::sync::Mutex;
 use std::time::Instant;
 
 use guideloom_formats::{TokenElement, TokenFormat};
-use guideloom_loader::{Loader, StackTokens, State, StreamWindows};
+use guideloom_loader::{Loader, StackTokens, State, StreamWindows, TokenWindows};
 use guideloom_storage::StreamWriter;
 use serde_json::json;
 
@@ -34,8 +36,8 @@ fn main() {
         (Some("mkdata"), Some("u16")) => mkdata::<u16>(&a[1], n(3), n(4), &a[5], a.get(6)),
         (Some("mkdata"), Some("u32")) => mkdata::<u32>(&a[1], n(3), n(4), &a[5], a.get(6)),
         (Some("raw"), Some(d)) => raw(&a[1], if d == "u16" { 2 } else { 4 }, n(3), n(4), n(5), n(6), n(7), &a[8]),
-        (Some("lib"), Some("u16")) => lib::<u16>(&a[1], n(3), n(4), n(5), n(6), n(7)),
-        (Some("lib"), Some("u32")) => lib::<u32>(&a[1], n(3), n(4), n(5), n(6), n(7)),
+        (Some(c @ ("lib" | "lib-generic")), Some("u16")) => lib::<u16>(c == "lib", &a[1], n(3), n(4), n(5), n(6), n(7)),
+        (Some(c @ ("lib" | "lib-generic")), Some("u32")) => lib::<u32>(c == "lib", &a[1], n(3), n(4), n(5), n(6), n(7)),
         (Some("resume"), Some("u16")) => resume::<u16>(&a[1], n(3), n(4), n(5)),
         (Some("resume"), Some("u32")) => resume::<u32>(&a[1], n(3), n(4), n(5)),
         _ => {
@@ -233,35 +235,64 @@ fn raw(path: &str, size: usize, seq: u64, batch: u64, threads: u64, max_batches:
     );
 }
 
-fn lib<T: Tok>(dir: &str, seq: u64, batch: u64, workers: u64, max_batches: u64, seed: u64) {
-    let t0 = Instant::now();
-    let windows = StreamWindows::open(dir, TokenFormat::<T>::new(), seq).expect("open storage");
-    let open_s = t0.elapsed().as_secs_f64();
-    let loader = Loader::builder(windows)
-        .shuffle(seed)
-        .epochs(1)
-        .batch_size(batch)
-        .workers(workers as usize)
-        .collate(StackTokens)
-        .build()
-        .expect("loader");
-    let epoch_windows = guideloom_loader::DataSource::len(loader.source());
+fn lib<T: Tok>(fast: bool, dir: &str, seq: u64, batch: u64, workers: u64, max_batches: u64, seed: u64) {
+    if fast {
+        // The token-window fast path: one read of the whole batch into its [B, L] buffer.
+        let t0 = Instant::now();
+        let windows = TokenWindows::<T>::open(dir, seq).expect("open storage");
+        let open_s = t0.elapsed().as_secs_f64();
+        let collate = windows.collate();
+        let loader = Loader::builder(windows)
+            .shuffle(seed)
+            .epochs(1)
+            .batch_size(batch)
+            .workers(workers as usize)
+            .collate(collate)
+            .build()
+            .expect("loader");
+        let epoch_windows = guideloom_loader::DataSource::len(loader.source());
+        consume(t0, open_s, epoch_windows, seq, max_batches, loader.iter().map(|b| b.expect("batch").data));
+    } else {
+        // The generic path: a Vec per window (StreamWindows), stacked by StackTokens.
+        let t0 = Instant::now();
+        let windows = StreamWindows::open(dir, TokenFormat::<T>::new(), seq).expect("open storage");
+        let open_s = t0.elapsed().as_secs_f64();
+        let loader = Loader::builder(windows)
+            .shuffle(seed)
+            .epochs(1)
+            .batch_size(batch)
+            .workers(workers as usize)
+            .collate(StackTokens)
+            .build()
+            .expect("loader");
+        let epoch_windows = guideloom_loader::DataSource::len(loader.source());
+        consume(t0, open_s, epoch_windows, seq, max_batches, loader.iter().map(|b| b.expect("batch").data));
+    }
+}
+
+fn consume<T: Tok>(
+    t0: Instant,
+    open_s: f64,
+    epoch_windows: u64,
+    seq: u64,
+    max_batches: u64,
+    batches: impl Iterator<Item = guideloom_loader::TokenBatch<T>>,
+) {
     let mut first = None;
-    let (mut batches, mut wins, mut checksum) = (0u64, 0u64, 0u64);
-    for b in loader.iter() {
-        let b = b.expect("batch");
-        checksum = checksum.wrapping_add(b.data.data().iter().map(|&t| Into::<u64>::into(t)).sum::<u64>());
+    let (mut n, mut wins, mut checksum) = (0u64, 0u64, 0u64);
+    for b in batches {
+        checksum = checksum.wrapping_add(b.data().iter().map(|&t| Into::<u64>::into(t)).sum::<u64>());
         first.get_or_insert_with(|| t0.elapsed().as_secs_f64());
-        batches += 1;
-        wins += b.data.shape()[0] as u64;
-        if max_batches > 0 && batches >= max_batches {
+        n += 1;
+        wins += b.shape()[0] as u64;
+        if max_batches > 0 && n >= max_batches {
             break;
         }
     }
     let seconds = t0.elapsed().as_secs_f64();
     println!(
         "{}",
-        json!({"batches": batches, "windows": wins, "tokens": wins * seq, "seconds": seconds, "open_s": open_s,
+        json!({"batches": n, "windows": wins, "tokens": wins * seq, "seconds": seconds, "open_s": open_s,
                "first_batch_s": first.unwrap_or(seconds), "checksum": checksum.to_string(), "epoch_windows": epoch_windows,
                "backend": std::env::var("GUIDELOOM_IO").unwrap_or_else(|_| "auto".into())})
     );

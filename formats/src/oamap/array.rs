@@ -322,7 +322,7 @@ impl Array {
     /// [`OamapError::Npy`] naming `name` when the byte count is not a whole number of items.
     pub fn from_bytes(name: &str, dtype: OaDtype, bytes: &[u8]) -> Result<Self, OamapError> {
         let size = dtype.size.max(1);
-        if bytes.len() % size != 0 {
+        if !bytes.len().is_multiple_of(size) {
             return Err(OamapError::Npy {
                 name: name.to_string(),
                 reason: format!("{} bytes is not a whole number of {}-byte items", bytes.len(), size),

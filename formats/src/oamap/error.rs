@@ -88,6 +88,26 @@ pub enum OamapError {
         /// One past its last byte.
         stop: u64,
     },
+    /// A dataset description (offsets, partition count, top-level type) is not usable.
+    #[error("invalid OAMap dataset: {0}")]
+    Dataset(String),
+    /// A global entry index is past the end of a dataset (or of one partition).
+    #[error("entry {index} out of range (length {len})")]
+    EntryOutOfRange {
+        /// The entry asked for.
+        index: u64,
+        /// Number of entries.
+        len: u64,
+    },
+    /// An error while reading or writing one partition of a dataset.
+    #[error("partition {partition}: {source}")]
+    InPartition {
+        /// The partition number.
+        partition: usize,
+        /// What went wrong there (naming the array).
+        #[source]
+        source: Box<OamapError>,
+    },
 }
 
 impl OamapError {

@@ -3,7 +3,7 @@
 //! the batch — the layout a training loop consumes, with no per-record objects.
 
 use super::schema::{NodeId, NodeKind, Schema};
-use super::{Array, ArrayData, OaDtype, OamapError, Reader};
+use super::{Array, ArrayData, Dataset, OaDtype, OamapError, Reader};
 
 /// Which fields to gather: dotted paths from the top-level list's record
 /// (`"planets.orbital_period.val"`), lists traversed implicitly, pointers followed.
@@ -142,6 +142,60 @@ pub fn gather_into(
         .as_list()
         .ok_or_else(|| OamapError::Path { path: String::new(), reason: "the root is not a list".into() })?;
     let (start, _) = top.range();
+    let len = top.len();
+    gather_with(projection, records, out, |r| {
+        if r >= len {
+            return Err(OamapError::Path {
+                path: r.to_string(),
+                reason: format!("record index past the top-level list of {len}"),
+            });
+        }
+        Ok((reader, start + r, None))
+    })
+}
+
+/// [`gather`] over a partitioned [`Dataset`]: `records` are global entry indices, in any
+/// order and from any partitions; the batch holds them in `records` order with offsets
+/// rebased across partitions, exactly as gathering the same entries from one unpartitioned
+/// array set.
+///
+/// # Errors
+/// [`OamapError::EntryOutOfRange`] for an index past the dataset;
+/// [`OamapError::InPartition`] around array errors.
+pub fn gather_dataset(
+    dataset: &Dataset,
+    records: &[u64],
+    projection: &Projection,
+) -> Result<ColumnarBatch, OamapError> {
+    let mut out = ColumnarBatch::default();
+    gather_dataset_into(dataset, records, projection, &mut out)?;
+    Ok(out)
+}
+
+/// [`gather_dataset`] into an existing batch, reusing its buffers (see [`gather_into`]).
+///
+/// # Errors
+/// As [`gather_dataset`].
+pub fn gather_dataset_into(
+    dataset: &Dataset,
+    records: &[u64],
+    projection: &Projection,
+    out: &mut ColumnarBatch,
+) -> Result<(), OamapError> {
+    gather_with(projection, records, out, |r| {
+        let (reader, j, p) = dataset.resolve(r)?;
+        Ok((reader, j, Some(p)))
+    })
+}
+
+/// The shared gather loop: `resolve(record)` gives the reader holding the record, the
+/// record's index in that reader's top-level list content, and its partition (for errors).
+fn gather_with<'a, R: Copy>(
+    projection: &Projection,
+    records: &[R],
+    out: &mut ColumnarBatch,
+    resolve: impl Fn(R) -> Result<(&'a Reader, usize, Option<usize>), OamapError>,
+) -> Result<(), OamapError> {
     if out.columns.len() != projection.columns.len()
         || out.columns.iter().zip(&projection.columns).any(|(c, p)| c.path != p.path)
     {
@@ -167,13 +221,11 @@ pub fn gather_into(
         clear(&mut col.values);
         col.valid.clear();
         for &r in records {
-            if r >= top.len() {
-                return Err(OamapError::Path {
-                    path: r.to_string(),
-                    reason: format!("record index past the top-level list of {}", top.len()),
-                });
-            }
-            walk(reader, plan, col, 0, 0, start + r)?;
+            let (reader, i, partition) = resolve(r)?;
+            walk(reader, plan, col, 0, 0, i).map_err(|e| match partition {
+                Some(partition) => OamapError::InPartition { partition, source: Box::new(e) },
+                None => e,
+            })?;
         }
     }
     Ok(())

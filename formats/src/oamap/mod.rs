@@ -5,9 +5,12 @@
 //!   anywhere; `UTF8String`/`ByteString` extensions) with OAMap's array-naming convention.
 //! - [`Array`] / [`ArraySource`]: named arrays and where they come from.
 //! - [`fromdata`]: nested values -> arrays (the compact form OAMap writes).
+//! - [`Dataset`] / [`fromdata_dataset`]: a top-level list split into partitions (OAMap 0.12's
+//!   `Database`/`Dataset`).
 
 mod array;
 mod cli;
+mod dataset;
 mod dtype;
 mod error;
 mod gather;
@@ -22,9 +25,12 @@ pub use cli::{
     arrays_from_json, arrays_to_json, oam_fromdata_json, oam_fromdata_npz, oam_read_json, oam_read_npz,
     open_npz,
 };
+pub use dataset::{fromdata_dataset, Dataset, DatasetDescription, PartitionArrays};
 pub use dtype::{Kind, OaDtype};
 pub use error::OamapError;
-pub use gather::{gather, gather_into, Column, ColumnarBatch, Projection};
+pub use gather::{
+    gather, gather_dataset, gather_dataset_into, gather_into, Column, ColumnarBatch, Projection,
+};
 pub use npy::{parse_npy, write_npy, write_npz, NpzSource};
 pub use reader::{scalar_json, ListView, OValue, Reader, RecordView};
 pub use schema::{ArrayNames, ExplicitNames, Extension, Node, NodeId, NodeKind, Schema};

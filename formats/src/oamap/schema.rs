@@ -473,8 +473,18 @@ impl Schema {
         let nm = &node.names;
         match &node.kind {
             NodeKind::Primitive { dtype } => {
+                let plain = !explicit
+                    && !node.nullable
+                    && node.explicit.data.is_none()
+                    && node.name.is_none()
+                    && node.doc.is_none()
+                    && !labels.contains_key(&id);
+                if plain {
+                    // OAMap writes a primitive with only defaults as numpy's `str(dtype)`.
+                    return json!(numpy_str(*dtype));
+                }
                 m.insert("type".into(), json!("primitive"));
-                m.insert("dtype".into(), json!(dtype.code()[1..]));
+                m.insert("dtype".into(), json!(dtype.code()));
                 if explicit {
                     m.insert("data".into(), json!(nm.first));
                 } else if let Some(x) = &node.explicit.data {
@@ -558,6 +568,15 @@ impl Schema {
             m.insert("label".into(), json!(l));
         }
         Value::Object(m)
+    }
+}
+
+/// numpy's `str(dtype)`: `int32`, `float64`, `bool`, `>f8` (big-endian), `|S4`.
+fn numpy_str(dtype: OaDtype) -> String {
+    if dtype.kind == Kind::Bytes || (dtype.big_endian && dtype.size > 1) {
+        dtype.descr()
+    } else {
+        dtype.name()
     }
 }
 

@@ -5,7 +5,7 @@ use std::time::Instant;
 
 use guideloom::formats::TokenFormat;
 use guideloom::ingest::{self, IngestOptions, Split, Tokenizer};
-use guideloom::loader::{Loader, StackTokens, State, StreamWindows};
+use guideloom::loader::{Loader, ReadTokens, State, TokenWindows};
 use guideloom::storage::{Manifest, StreamReader};
 
 use crate::CliResult;
@@ -36,15 +36,19 @@ fn default_corpus() -> CliResult<Vec<PathBuf>> {
     Ok(files)
 }
 
-fn loader(dir: &Path) -> CliResult<Loader<StreamWindows<TokenFormat<u32>>, Vec<u32>, StackTokens>> {
-    let windows = StreamWindows::open(dir, TokenFormat::<u32>::new(), SEQ_LEN)?;
+/// Shuffled windows read straight into `[BATCH, SEQ_LEN]` buffers (the token-window fast path).
+fn loader(
+    dir: &Path,
+) -> CliResult<Loader<TokenWindows<u32>, guideloom::loader::WindowSpan, ReadTokens<u32>>> {
+    let windows = TokenWindows::<u32>::open(dir, SEQ_LEN)?;
+    let collate = windows.collate();
     Ok(Loader::builder(windows)
         .shuffle(SEED)
         .epochs(EPOCHS)
         .batch_size(BATCH)
         .workers(WORKERS)
         .prefetch(PREFETCH)
-        .collate(StackTokens)
+        .collate(collate)
         .build()?)
 }
 
@@ -63,7 +67,7 @@ pub fn run(corpus: Vec<PathBuf>, workdir: Option<PathBuf>) -> CliResult {
         std::fs::remove_dir_all(&store).map_err(|e| format!("cannot clear {}: {e}", store.display()))?;
     }
 
-    println!("== 1. ingest: {} with the cl100k BPE (embedded; no download)", display_list(&corpus));
+    outln!("== 1. ingest: {} with the cl100k BPE (embedded; no download)", display_list(&corpus));
     let t = Instant::now();
     let opts = IngestOptions {
         tokenizer: Tokenizer::Cl100k,
@@ -75,7 +79,7 @@ pub fn run(corpus: Vec<PathBuf>, workdir: Option<PathBuf>) -> CliResult {
     };
     let report = ingest::ingest_text(&store, &corpus, &opts)?;
     let secs = t.elapsed().as_secs_f64();
-    println!(
+    outln!(
         "   {} documents, {} tokens ({}), {} shards, {:.1} MB of text in {:.2} s ({:.1} MB/s)",
         report.documents,
         report.tokens,
@@ -89,17 +93,17 @@ pub fn run(corpus: Vec<PathBuf>, workdir: Option<PathBuf>) -> CliResult {
         return Err(format!("expected cl100k ids to need u32 storage, got {}", report.dtype).into());
     }
 
-    println!("\n== 2. storage summary ({})", store.display());
+    outln!("\n== 2. storage summary ({})", store.display());
     let m = Manifest::load(&store)?;
     let dtype = guideloom::formats::Dtype::from_descr(&m.dtype)?;
-    println!(
+    outln!(
         "   kind {}, dtype {dtype}, format {}, fingerprint {:016x}",
         m.kind,
         m.format.name,
         m.fingerprint()
     );
     for s in &m.shards {
-        println!(
+        outln!(
             "   shard {}: {} tokens, {} bytes, crc32c {:08x}",
             s.id,
             s.elements.unwrap_or(0),
@@ -108,14 +112,14 @@ pub fn run(corpus: Vec<PathBuf>, workdir: Option<PathBuf>) -> CliResult {
         );
     }
     let v = guideloom::storage::verify(&store)?;
-    println!("   verify: {} shards, {} bytes, all checksums match", v.shards, v.bytes);
+    outln!("   verify: {} shards, {} bytes, all checksums match", v.shards, v.bytes);
 
-    println!(
+    outln!(
         "\n== 3. training loop: shuffled {SEQ_LEN}-token windows, batch {BATCH}, {EPOCHS} epochs, {WORKERS} workers, prefetch {PREFETCH}"
     );
     let l = loader(&store)?;
     let total = l.total_batches().unwrap_or(0);
-    println!(
+    outln!(
         "   {} windows, {} batches per epoch, {total} batches in all",
         guideloom::loader::DataSource::len(l.source()),
         l.len()
@@ -146,19 +150,19 @@ pub fn run(corpus: Vec<PathBuf>, workdir: Option<PathBuf>) -> CliResult {
     let elapsed = start.elapsed().as_secs_f64();
     drop(it);
     let tokens = seen.len() as u64 * BATCH * SEQ_LEN;
-    println!("   consumed {} batches (checksum {loss_proxy:016x})", seen.len());
+    outln!("   consumed {} batches (checksum {loss_proxy:016x})", seen.len());
     if let Some((w, ids)) = first_window {
         let bpe = Tokenizer::Cl100k.load()?;
         let text = bpe.decode(&ids).unwrap_or_else(|_| "<a window cut inside a UTF-8 character>".into());
-        println!("   batch 0 starts with window {w}; its first {} tokens decode to:", ids.len());
-        println!("   {:?}", text.replace('\n', " "));
+        outln!("   batch 0 starts with window {w}; its first {} tokens decode to:", ids.len());
+        outln!("   {:?}", text.replace('\n', " "));
     }
 
-    println!("\n== 4. checkpoint and resume");
+    outln!("\n== 4. checkpoint and resume");
     let state = saved.ok_or("the run ended before the checkpoint")?;
     let state_path = workdir.join("loader-state.json");
     std::fs::write(&state_path, state.to_json())?;
-    println!(
+    outln!(
         "   saved the state after {save_at} batches: {} bytes of JSON in {}",
         state.to_json().len(),
         state_path.display()
@@ -179,13 +183,13 @@ pub fn run(corpus: Vec<PathBuf>, workdir: Option<PathBuf>) -> CliResult {
         )
         .into());
     }
-    println!(
+    outln!(
         "   resume check: passed (the {} batches after the first {save_at} equal the uninterrupted run, in a fresh loader)",
         resumed.len()
     );
 
-    println!("\n== 5. throughput (uninterrupted run, {WORKERS} workers)");
-    println!(
+    outln!("\n== 5. throughput (uninterrupted run, {WORKERS} workers)");
+    outln!(
         "   {:.0} windows/s, {:.1} M tokens/s, {:.1} MB/s of u32 tokens; first batch after {:.2} ms",
         seen.len() as f64 * BATCH as f64 / elapsed,
         tokens as f64 / elapsed / 1e6,
@@ -193,7 +197,7 @@ pub fn run(corpus: Vec<PathBuf>, workdir: Option<PathBuf>) -> CliResult {
         first_batch.map_or(0.0, |d| d.as_secs_f64() * 1e3)
     );
     let r = StreamReader::open(&store, TokenFormat::<u32>::new())?;
-    println!("   storage read through {} ({} tokens)", r.options().backend.name(), r.len());
+    outln!("   storage read through {} ({} tokens)", r.options().backend.name(), r.len());
     Ok(())
 }
 

@@ -1,5 +1,14 @@
 //! The `guideloom` command-line tool: ingest, inspect, batches, bench, demo.
 
+/// `println!` that returns an error instead of panicking when stdout is closed (for example
+/// `guideloom batches ... | head`).
+macro_rules! outln {
+    ($($t:tt)*) => {{
+        use std::io::Write as _;
+        writeln!(std::io::stdout().lock(), $($t)*)?
+    }};
+}
+
 mod demo;
 mod run;
 
@@ -37,6 +46,40 @@ enum Command {
     Bench(BenchArgs),
     /// The main job: ingest the bundled corpus, train-loop over it, checkpoint, resume, verify.
     Demo(DemoArgs),
+    /// Object-array-mapped (OAMap) datasets: nested JSON to named arrays and back.
+    #[command(subcommand)]
+    Oam(OamCommand),
+}
+
+#[derive(Subcommand, Debug)]
+enum OamCommand {
+    /// Nested JSON data -> OAMap arrays: prints {"arrays": {name: [...]}, "dtypes": {...}}, or
+    /// writes an .npz (with the schema stored in it) with --out.
+    Fromdata {
+        /// Schema JSON (the simple form or OAMap's own schema JSON).
+        #[arg(long)]
+        schema: PathBuf,
+        /// The data, a JSON value (usually a list of records).
+        #[arg(long)]
+        data: PathBuf,
+        /// Write FILE.npz instead of printing JSON.
+        #[arg(long)]
+        out: Option<PathBuf>,
+    },
+    /// OAMap arrays -> the value as JSON (from --schema + --arrays JSON, or from an .npz).
+    Read {
+        /// An .npz written by OAMap or by `oam fromdata --out` (schema stored inside).
+        npz: Option<PathBuf>,
+        /// Schema JSON (with --arrays).
+        #[arg(long, requires = "arrays", conflicts_with = "npz")]
+        schema: Option<PathBuf>,
+        /// Arrays JSON, the shape `oam fromdata` prints (with --schema).
+        #[arg(long, requires = "schema")]
+        arrays: Option<PathBuf>,
+        /// Print only element I of the top-level list.
+        #[arg(long)]
+        index: Option<usize>,
+    },
 }
 
 /// I/O backend names on the command line.
@@ -260,9 +303,17 @@ fn main() -> ExitCode {
         Command::Batches(a) => batches(a),
         Command::Bench(a) => bench(a),
         Command::Demo(a) => demo::run(a.corpus, a.workdir),
+        Command::Oam(c) => oam(c),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
+        // A closed stdout (`| head`) ends the output; it is not a failure.
+        Err(e)
+            if e.downcast_ref::<std::io::Error>()
+                .is_some_and(|e| e.kind() == std::io::ErrorKind::BrokenPipe) =>
+        {
+            ExitCode::SUCCESS
+        }
         Err(e) => {
             let mut msg = e.to_string();
             let mut src = e.source();
@@ -366,31 +417,31 @@ fn inspect(a: InspectArgs) -> CliResult {
         if let Some(v) = &verified {
             s["verified"] = json!(v.is_ok());
         }
-        println!("{s}");
+        outln!("{s}");
     } else {
-        println!("storage   {}", a.dir.display());
-        println!("kind      {}", s["kind"].as_str().unwrap_or("?"));
+        outln!("storage   {}", a.dir.display());
+        outln!("kind      {}", s["kind"].as_str().unwrap_or("?"));
         match guideloom::formats::Dtype::from_descr(&m.dtype) {
-            Ok(d) => println!("dtype     {d}"),
-            Err(_) => println!("dtype     {}", m.dtype),
+            Ok(d) => outln!("dtype     {d}"),
+            Err(_) => outln!("dtype     {}", m.dtype),
         }
-        println!("format    {} {}", m.format.name, m.format.params);
-        println!("elements  {}", s["elements"]);
+        outln!("format    {} {}", m.format.name, m.format.params);
+        outln!("elements  {}", s["elements"]);
         if let Some(d) = s["documents"].as_u64() {
-            println!("documents {d}");
+            outln!("documents {d}");
         }
-        println!("bytes     {}", s["bytes"]);
-        println!("shards    {}", m.shards.len());
+        outln!("bytes     {}", s["bytes"]);
+        outln!("shards    {}", m.shards.len());
         for sh in &m.shards {
             let count = match (sh.elements, sh.documents) {
                 (Some(e), _) => format!("{e} elements"),
                 (None, Some(d)) => format!("{d} documents"),
                 _ => String::new(),
             };
-            println!("  shard {:>5}  {count:>18}  {:>14} bytes  crc32c {:08x}", sh.id, sh.bytes, sh.checksum);
+            outln!("  shard {:>5}  {count:>18}  {:>14} bytes  crc32c {:08x}", sh.id, sh.bytes, sh.checksum);
         }
         if !m.metadata.is_empty() {
-            println!("metadata  {}", Value::Object(m.metadata.clone()));
+            outln!("metadata  {}", Value::Object(m.metadata.clone()));
         }
     }
     match verified {
@@ -448,13 +499,13 @@ fn bench(a: BenchArgs) -> CliResult {
         max_batches: a.max_batches,
         json: a.json,
     };
-    let t = run::with_source(&b.args, &b)?;
+    let t = b.run()?;
     let backend = run::read_options(b.args.backend)?.backend.name();
     let extra = json!({"backend": backend, "workers": b.args.workers, "seq_len": b.args.seq_len, "batch_size": b.args.batch_size});
     if b.json {
-        println!("{}", t.to_json(extra));
+        outln!("{}", t.to_json(extra));
     } else {
-        println!(
+        outln!(
             "{} batches, {} windows, {} tokens in {:.3} s: {:.0} windows/s, {:.1} M tokens/s, {:.1} MB/s; first batch after {:.2} ms ({backend}, {} workers)",
             t.batches,
             t.windows,
@@ -472,11 +523,51 @@ fn bench(a: BenchArgs) -> CliResult {
 
 /// Read options for a `--backend` value.
 pub(crate) fn backend_options(b: BackendArg) -> CliResult<guideloom::storage::ReadOptions> {
-    let opts = guideloom::storage::ReadOptions::default();
-    match b {
-        BackendArg::Auto | BackendArg::Pread => Ok(opts),
-        BackendArg::IoUring | BackendArg::Mmap => {
-            Err(format!("backend {b:?} is not available in this build").into())
+    use guideloom::storage::{AutoBackend, PreadBackend, ReadOptions, UringBackend};
+    use std::sync::Arc;
+    let backend: Arc<dyn guideloom::storage::ReadBackend> = match b {
+        // Honors GUIDELOOM_IO.
+        BackendArg::Auto => Arc::new(AutoBackend::new()),
+        BackendArg::IoUring => Arc::new(UringBackend::new()?),
+        BackendArg::Pread => Arc::new(PreadBackend),
+        // `--backend mmap` is the user's explicit opt-in to the mmap contract (shard files are
+        // not truncated or rewritten while this process reads them), exactly as
+        // GUIDELOOM_IO=mmap is; the storage crate's safe opt-in path takes it.
+        BackendArg::Mmap => Arc::new(AutoBackend::for_env_value(Some("mmap"))),
+    };
+    Ok(ReadOptions::default().with_backend(backend))
+}
+
+fn read_json(p: &std::path::Path) -> CliResult<Value> {
+    let text = std::fs::read(p).map_err(|e| format!("cannot read {}: {e}", p.display()))?;
+    serde_json::from_slice(&text).map_err(|e| format!("{} is not valid JSON: {e}", p.display()).into())
+}
+
+fn oam(c: OamCommand) -> CliResult {
+    use guideloom::formats::oamap;
+    match c {
+        OamCommand::Fromdata { schema, data, out } => {
+            let (schema, data) = (read_json(&schema)?, read_json(&data)?);
+            match out {
+                Some(path) => {
+                    let bytes = oamap::oam_fromdata_npz(&schema, &data)?;
+                    std::fs::write(&path, bytes)
+                        .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+                }
+                None => outln!("{}", oamap::oam_fromdata_json(&schema, &data)?),
+            }
+        }
+        OamCommand::Read { npz, schema, arrays, index } => {
+            let value = match (npz, schema, arrays) {
+                (Some(p), _, _) => {
+                    let bytes = std::fs::read(&p).map_err(|e| format!("cannot read {}: {e}", p.display()))?;
+                    oamap::oam_read_npz(bytes, index)?
+                }
+                (None, Some(s), Some(a)) => oamap::oam_read_json(&read_json(&s)?, &read_json(&a)?, index)?,
+                _ => return Err("give an .npz file, or --schema and --arrays".into()),
+            };
+            outln!("{value}");
         }
     }
+    Ok(())
 }

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use guideloom::formats::{DocumentTokensFormat, Dtype, Primitive, TokenElement, TokenFormat};
-use guideloom::loader::{DataSource, Loader, State, StreamWindows};
+use guideloom::loader::{DataSource, Loader, LoaderBuilder, State, StreamWindows, TokenWindows};
 use guideloom::storage::{Manifest, ReadOptions, StorageKind, StreamReader, StreamWithMetaReader};
 use serde_json::json;
 
@@ -134,6 +134,15 @@ where
     S: DataSource + 'static,
     S::Item: 'static,
 {
+    Ok(builder(args, source).build()?)
+}
+
+/// The loader builder of `args` over `source`.
+pub fn builder<S>(args: &LoaderArgs, source: S) -> LoaderBuilder<S>
+where
+    S: DataSource + 'static,
+    S::Item: 'static,
+{
     let mut b = Loader::builder(source)
         .seed(args.seed)
         .batch_size(args.batch_size)
@@ -150,7 +159,7 @@ where
     if let Some(p) = args.prefetch {
         b = b.prefetch(p);
     }
-    Ok(b.build()?)
+    b
 }
 
 /// `guideloom batches`.
@@ -244,7 +253,7 @@ pub struct Throughput {
     pub bytes: u64,
     pub seconds: f64,
     pub first_batch_seconds: f64,
-    /// Sum of all token ids delivered (over one epoch: independent of order and workers).
+    /// Sum of all token ids delivered (over one epoch: independent of order, workers, backend).
     pub checksum: u64,
 }
 
@@ -269,41 +278,64 @@ impl Throughput {
     }
 }
 
-impl SourceFn<Throughput> for &Bench {
-    fn call<S>(self, source: S) -> CliResult<Throughput>
-    where
-        S: DataSource + 'static,
-        S::Item: WindowRecord,
-    {
-        let start = Instant::now();
+impl Bench {
+    /// Runs the configured loader and measures it. Plain token streams go through the
+    /// token-window fast path ([`TokenWindows`]: one read straight into each `[B, L]` batch);
+    /// stream-with-meta storages through their format's unpack.
+    pub fn run(&self) -> CliResult<Throughput> {
         let mut args = self.args.clone();
         if self.max_batches.is_none() && self.seconds.is_some() {
             // Timed runs repeat epochs until the time is up.
             args.epochs = None;
         }
-        let loader = build(&args, source)?;
-        let token_bytes = Manifest::load(&self.args.dir)
-            .ok()
-            .and_then(|m| Dtype::from_descr(&m.dtype).ok())
-            .map_or(0, |d| d.itemsize());
+        let m = Manifest::load(&args.dir)?;
+        let dtype = Dtype::from_descr(&m.dtype)?;
+        let stride = args.stride.unwrap_or(args.seq_len);
+        let start = Instant::now();
+        match (m.kind, &dtype) {
+            (StorageKind::Stream, Dtype::Primitive(Primitive::U16)) => self.fast::<u16>(&args, stride, start),
+            (StorageKind::Stream, Dtype::Primitive(Primitive::U32)) => self.fast::<u32>(&args, stride, start),
+            _ => with_source(&args, self),
+        }
+    }
+
+    fn fast<E: TokenElement>(&self, args: &LoaderArgs, stride: u64, start: Instant) -> CliResult<Throughput> {
+        let windows =
+            TokenWindows::<E>::open_with(&args.dir, args.seq_len, stride, read_options(args.backend)?)?;
+        let collate = windows.collate();
+        let loader = builder(args, windows).collate(collate).build()?;
+        let batches = loader.iter().map(|b| {
+            b.map(|b| {
+                let sum = b.data.data().iter().map(|&t| Into::<u64>::into(t)).sum::<u64>();
+                (b.data.shape()[0] as u64, b.data.data().len() as u64, sum)
+            })
+        });
+        self.measure(start, batches, std::mem::size_of::<E>() as u64)
+    }
+
+    fn measure(
+        &self,
+        start: Instant,
+        batches: impl Iterator<Item = Result<(u64, u64, u64), guideloom::loader::LoaderError>>,
+        token_bytes: u64,
+    ) -> CliResult<Throughput> {
         let mut first = None;
-        let (mut batches, mut windows, mut tokens, mut checksum) = (0u64, 0u64, 0u64, 0u64);
-        let limit = self.max_batches;
+        let (mut n, mut windows, mut tokens, mut checksum) = (0u64, 0u64, 0u64, 0u64);
         let deadline = self.seconds.map(std::time::Duration::from_secs_f64);
-        for b in loader.iter() {
-            let b = b?;
+        for b in batches {
+            let (w, t, sum) = b?;
             first.get_or_insert_with(|| start.elapsed().as_secs_f64());
-            batches += 1;
-            windows += b.data.len() as u64;
-            tokens += b.data.iter().map(WindowRecord::token_count).sum::<u64>();
-            checksum = checksum.wrapping_add(b.data.iter().map(WindowRecord::token_sum).sum::<u64>());
-            if limit.is_some_and(|k| batches >= k) || deadline.is_some_and(|d| start.elapsed() >= d) {
+            n += 1;
+            windows += w;
+            tokens += t;
+            checksum = checksum.wrapping_add(sum);
+            if self.max_batches.is_some_and(|k| n >= k) || deadline.is_some_and(|d| start.elapsed() >= d) {
                 break;
             }
         }
         let seconds = start.elapsed().as_secs_f64();
         Ok(Throughput {
-            batches,
+            batches: n,
             windows,
             tokens,
             bytes: tokens * token_bytes,
@@ -311,5 +343,31 @@ impl SourceFn<Throughput> for &Bench {
             first_batch_seconds: first.unwrap_or(seconds),
             checksum,
         })
+    }
+}
+
+impl SourceFn<Throughput> for &Bench {
+    fn call<S>(self, source: S) -> CliResult<Throughput>
+    where
+        S: DataSource + 'static,
+        S::Item: WindowRecord,
+    {
+        let start = Instant::now();
+        let token_bytes = Manifest::load(&self.args.dir)
+            .ok()
+            .and_then(|m| Dtype::from_descr(&m.dtype).ok())
+            .map_or(0, |d| d.itemsize());
+        let mut args = self.args.clone();
+        if self.max_batches.is_none() && self.seconds.is_some() {
+            args.epochs = None;
+        }
+        let loader = build(&args, source)?;
+        let batches = loader.iter().map(|b| {
+            b.map(|b| {
+                let sum = b.data.iter().map(WindowRecord::token_sum).sum::<u64>();
+                (b.data.len() as u64, b.data.iter().map(WindowRecord::token_count).sum::<u64>(), sum)
+            })
+        });
+        self.measure(start, batches, token_bytes)
     }
 }

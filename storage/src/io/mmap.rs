@@ -1,0 +1,124 @@
+//! The mmap backend: reads copy out of read-only maps of the shard files, cached per file in
+//! the [`FileSet`] (bounded like its descriptors); [`MmapBackend::map_range`] hands out
+//! zero-copy slices.
+
+use std::ops::Range;
+use std::sync::Arc;
+
+use super::{FileSet, ReadBackend, ReadRequest};
+use crate::{Result, StorageError};
+
+/// Reads through read-only memory maps of the shard files (memmap2).
+///
+/// Each file is mapped once, over its committed length (or its actual length if the file is
+/// shorter, in which case reads past it are [`StorageError::ShortRead`]); empty files are
+/// never mapped. Maps are cached alongside the file's descriptor in the [`FileSet`] and
+/// released with it, so a storage with thousands of shards holds at most
+/// `max_open_files` maps.
+///
+/// Fastest when the data is in the page cache (a read is one `memcpy`, no system call);
+/// reading evicted data takes a page fault per page.
+#[derive(Debug, Clone, Copy)]
+pub struct MmapBackend {
+    _private: (),
+}
+
+impl MmapBackend {
+    /// The mmap backend.
+    ///
+    /// # Safety
+    /// A map shows the file's current contents, not a snapshot. For as long as any storage
+    /// reader using this backend (or any [`MappedBytes`] it returned) is alive, no process
+    /// may truncate or rewrite the mapped shard files:
+    /// - truncating a file below a mapped byte makes any later access to that byte raise
+    ///   `SIGBUS`, which kills the process (it is not an error Rust can catch);
+    /// - rewriting bytes in place changes data that safe code already holds as `&[u8]`
+    ///   (undefined behaviour, and readers see bytes that differ from what was committed).
+    ///
+    /// guideloom's own writers only append past the committed length and publish through the
+    /// manifest, which is safe with live maps; the hazard is other tools (or a `StreamWriter`
+    /// resuming an uncommitted session, which truncates stray uncommitted bytes, not mapped
+    /// committed ones). Setting `GUIDELOOM_IO=mmap` is the user's explicit acceptance of this
+    /// contract for [`super::AutoBackend`].
+    pub unsafe fn new() -> Self {
+        MmapBackend { _private: () }
+    }
+
+    /// The `len` bytes at `offset` of file `file` as a zero-copy slice of the file's map.
+    ///
+    /// # Errors
+    /// [`StorageError::ShortRead`] when the range is not inside the mapped bytes;
+    /// [`StorageError::Io`] when the file cannot be opened or mapped;
+    /// [`StorageError::InvalidArgument`] for a file index out of range.
+    pub fn map_range(&self, files: &FileSet, request: ReadRequest) -> Result<MappedBytes> {
+        let len = usize::try_from(request.len)
+            .map_err(|_| StorageError::InvalidArgument("mapped range too large".into()))?;
+        if len == 0 {
+            files.checked(request.file)?;
+            return Ok(MappedBytes { map: None, range: 0..0 });
+        }
+        // SAFETY: `self` exists only through `MmapBackend::new`, whose caller accepted the
+        // contract `FileSet::map` needs (no truncation or rewriting of mapped files).
+        let map = unsafe { files.map(request.file) }?;
+        let mapped = map.as_ref().map_or(0, |m| m.len());
+        let start = usize::try_from(request.offset).ok().filter(|&s| s <= mapped);
+        let range = start.and_then(|s| s.checked_add(len).filter(|&e| e <= mapped).map(|e| s..e));
+        match range {
+            Some(range) => Ok(MappedBytes { map, range }),
+            None => Err(StorageError::ShortRead {
+                path: files.file(request.file).path.clone(),
+                offset: request.offset,
+                expected: request.len,
+                got: (mapped as u64).saturating_sub(request.offset).min(request.len),
+            }),
+        }
+    }
+}
+
+impl ReadBackend for MmapBackend {
+    fn name(&self) -> &'static str {
+        "mmap"
+    }
+
+    fn read_into(&self, files: &FileSet, requests: &[ReadRequest], out: &mut [u8]) -> Result<()> {
+        let out_len = out.len();
+        let mut pos = 0usize;
+        for r in requests {
+            let src = self.map_range(files, *r)?;
+            let dst = pos
+                .checked_add(src.len())
+                .and_then(|end| out.get_mut(pos..end))
+                .ok_or_else(|| super::too_short(out_len))?;
+            dst.copy_from_slice(&src);
+            pos += src.len();
+        }
+        if pos != out.len() {
+            return Err(super::too_short(out.len()));
+        }
+        Ok(())
+    }
+}
+
+/// A zero-copy view of mapped shard bytes; keeps its map alive (the map outlives the
+/// [`FileSet`] cache entry if needed). Dereferences to `[u8]`.
+#[derive(Debug, Clone)]
+pub struct MappedBytes {
+    map: Option<Arc<memmap2::Mmap>>,
+    range: Range<usize>,
+}
+
+impl std::ops::Deref for MappedBytes {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        match &self.map {
+            Some(m) => &m[self.range.clone()],
+            None => &[],
+        }
+    }
+}
+
+impl AsRef<[u8]> for MappedBytes {
+    fn as_ref(&self) -> &[u8] {
+        self
+    }
+}

@@ -1,0 +1,472 @@
+//! The I/O backends: one suite run over every backend (`common::backends()`), short reads,
+//! the `GUIDELOOM_IO` override and the descriptor cap.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use guideloom_formats::{RawBytesFormat, TokenFormat};
+use guideloom_storage::io::choose_backend;
+use guideloom_storage::{
+    AutoBackend, BackendKind, DocumentReader, DocumentWriter, FileSet, Manifest, MmapBackend, ReadBackend,
+    ReadOptions, ReadRequest, StorageError, StreamReader, StreamWriter,
+};
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+
+use crate::common::backends;
+
+/// Shard sizes in u16 elements: empty shards at the start, in the middle and at the end.
+const SHARDS: [u64; 9] = [0, 700, 1, 0, 0, 3000, 5, 2048, 0];
+
+/// Writes a u16 token stream over [`SHARDS`]; returns the stream's bytes (the reference).
+fn token_storage(dir: &Path) -> Vec<u8> {
+    let mut w = StreamWriter::open(dir, TokenFormat::<u16>::new()).unwrap();
+    let mut all = Vec::new();
+    let mut next = 0u32;
+    for (shard, &n) in SHARDS.iter().enumerate() {
+        let tokens: Vec<u32> = (0..n as u32).map(|i| (next + i).wrapping_mul(40_503) >> 16).collect();
+        next += n as u32;
+        w.append(shard as u64, &tokens).unwrap();
+        all.extend(tokens.iter().flat_map(|&t| (t as u16).to_le_bytes()));
+    }
+    w.commit().unwrap();
+    all
+}
+
+/// The reference: the concatenated shard files read with `std::fs::read`, cut to their
+/// committed lengths.
+fn reference(files: &FileSet) -> Vec<Vec<u8>> {
+    files
+        .files()
+        .iter()
+        .map(|f| {
+            let mut b = std::fs::read(&f.path).unwrap();
+            b.truncate(f.committed as usize);
+            b
+        })
+        .collect()
+}
+
+#[test]
+fn windows_across_shard_boundaries_empty_shards_and_empty_reads() {
+    let dir = tempfile::tempdir().unwrap();
+    let all = token_storage(dir.path());
+    let total = all.len() as u64 / 2;
+    let tok = |i: u64| u16::from_le_bytes([all[2 * i as usize], all[2 * i as usize + 1]]);
+    // (offset, len) in elements: across the empty shards 3-4, starting at shard ends, the
+    // whole stream, empty windows at both ends and in the middle.
+    let windows: Vec<(u64, u64)> = vec![
+        (699, 3),
+        (700, 1),
+        (0, total),
+        (701, 3000),
+        (total, 0),
+        (0, 0),
+        (3705, 2049),
+        (3500, 0),
+        (690, 2020),
+    ];
+    for (name, opts) in backends() {
+        let r = StreamReader::open_with(dir.path(), TokenFormat::<u16>::new(), opts).unwrap();
+        assert_eq!(r.len(), total, "{name}");
+        let got = r.read_many(&windows).unwrap();
+        for (w, g) in windows.iter().zip(&got) {
+            let want: Vec<u16> = (w.0..w.0 + w.1).map(tok).collect();
+            assert_eq!(g, &want, "{name}: window {w:?}");
+        }
+        let mut raw = Vec::new();
+        r.read_many_raw(&[(5, 0)], &mut raw).unwrap();
+        assert!(raw.is_empty(), "{name}");
+    }
+}
+
+#[test]
+fn documents_across_shards_with_empty_shards_and_empty_documents() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut w = DocumentWriter::open(dir.path(), RawBytesFormat).unwrap();
+    let mut docs: Vec<Vec<u8>> = Vec::new();
+    for shard in 0..6u64 {
+        let n = [3usize, 0, 5, 0, 1, 40][shard as usize];
+        for d in 0..n {
+            let len = (d * 977 + shard as usize * 13) % 9000;
+            let doc: Vec<u8> = (0..len).map(|i| (i * 31 + d + shard as usize) as u8).collect();
+            w.append(shard, &doc).unwrap();
+            docs.push(doc);
+        }
+    }
+    w.append(6, b"").unwrap();
+    docs.push(Vec::new());
+    w.commit().unwrap();
+    let mut order: Vec<u64> = (0..docs.len() as u64).rev().collect();
+    order.extend([0, 49, 8, 8, 3]);
+    for (name, opts) in backends() {
+        let r = DocumentReader::open_with(dir.path(), RawBytesFormat, opts).unwrap();
+        assert_eq!(r.len(), docs.len() as u64, "{name}");
+        let got = r.get_many(&order).unwrap();
+        for (&i, g) in order.iter().zip(&got) {
+            assert_eq!(g, &docs[i as usize], "{name}: document {i}");
+        }
+        assert_eq!(r.get_many(&[]).unwrap(), Vec::<Vec<u8>>::new(), "{name}");
+    }
+}
+
+/// 10,000 random requests (random file, offset and length, some of length 0), in batches of
+/// random size and random order, compared byte for byte with `std::fs::read`; run with a
+/// descriptor cap of 3 so files are closed and reopened between and within batches.
+#[test]
+fn ten_thousand_random_requests_match_a_reference_read() {
+    let dir = tempfile::tempdir().unwrap();
+    token_storage(dir.path());
+    for (name, opts) in backends() {
+        let opts = opts.with_max_open_files(3);
+        let r = StreamReader::open_with(dir.path(), TokenFormat::<u16>::new(), opts).unwrap();
+        let files = r.files();
+        let reference = reference(files);
+        let mut rng = ChaCha8Rng::seed_from_u64(4);
+        let mut done = 0;
+        let mut out = Vec::new();
+        while done < 10_000 {
+            let n = rng.random_range(1..=64usize).min(10_000 - done);
+            let requests: Vec<ReadRequest> = (0..n)
+                .map(|_| {
+                    let file = rng.random_range(0..files.len());
+                    let committed = files.file(file).committed;
+                    let offset = rng.random_range(0..=committed);
+                    let len =
+                        if rng.random_ratio(1, 10) { 0 } else { rng.random_range(0..=committed - offset) };
+                    ReadRequest { file, offset, len }
+                })
+                .collect();
+            let want: Vec<u8> = requests
+                .iter()
+                .flat_map(|q| &reference[q.file][q.offset as usize..(q.offset + q.len) as usize])
+                .copied()
+                .collect();
+            out.clear();
+            out.resize(want.len(), 0xA5);
+            r.options().backend.read_into(files, &requests, &mut out).unwrap();
+            assert!(out == want, "{name}: batch of {n} requests from request {done} differs");
+            assert!(files.open_count() <= 3 + 1, "{name}: {} descriptors cached", files.open_count());
+            done += n;
+        }
+    }
+}
+
+#[test]
+fn a_wrong_output_length_is_an_error_not_a_panic() {
+    let dir = tempfile::tempdir().unwrap();
+    token_storage(dir.path());
+    for (name, opts) in backends() {
+        let r = StreamReader::open_with(dir.path(), TokenFormat::<u16>::new(), opts).unwrap();
+        let req = [ReadRequest { file: 1, offset: 0, len: 10 }];
+        let e = r.options().backend.read_into(r.files(), &req, &mut [0u8; 9]).unwrap_err();
+        assert!(matches!(e, StorageError::InvalidArgument(_)), "{name}: {e}");
+        let bad = [ReadRequest { file: 99, offset: 0, len: 0 }];
+        let e = r.options().backend.read_into(r.files(), &bad, &mut []).unwrap_err();
+        assert!(matches!(e, StorageError::InvalidArgument(_)), "{name}: {e}");
+    }
+}
+
+/// A file truncated after the reader opened: every backend reports the typed short read with
+/// the bytes that exist, never garbage (mmap maps only what the file holds when first read).
+#[test]
+fn file_truncated_after_open_is_a_short_read_for_every_backend() {
+    for (name, opts) in backends() {
+        let dir = tempfile::tempdir().unwrap();
+        token_storage(dir.path());
+        let r = StreamReader::open_with(dir.path(), TokenFormat::<u16>::new(), opts).unwrap();
+        let p = r.files().file(5).path.clone();
+        std::fs::OpenOptions::new().write(true).open(&p).unwrap().set_len(4099).unwrap();
+        // Shard 5 starts at element 701: elements 701..2750 are bytes 0..4098 of the file.
+        let e = r.read_many(&[(0, 3), (701 + 2000, 100)]).unwrap_err();
+        match e {
+            StorageError::ShortRead { path, offset, expected, got } => {
+                assert_eq!((path, offset, expected, got), (p, 4000, 200, 99), "{name}")
+            }
+            e => panic!("{name}: unexpected {e}"),
+        }
+        // What is still there reads fine.
+        assert_eq!(r.read_many(&[(701, 3)]).unwrap().len(), 1, "{name}");
+    }
+}
+
+/// A FIFO as a shard file: io_uring reads of a pipe return at most what the pipe holds (64
+/// KiB), so a 200,000-byte request completes only through resubmitted short reads; then a
+/// writer that stops early gives the typed short read at end of file.
+#[cfg(all(target_os = "linux", feature = "io-uring"))]
+#[test]
+fn io_uring_completes_short_reads_and_reports_eof() {
+    let Ok(backend) = guideloom_storage::UringBackend::new() else {
+        eprintln!("note: io_uring unavailable, test skipped");
+        return;
+    };
+    use guideloom_storage::ShardFile;
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("shard-00000.stream");
+    let c = std::ffi::CString::new(fifo.as_os_str().to_str().unwrap()).unwrap();
+    // SAFETY: `c` is a valid NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    let data: Vec<u8> = (0..200_000u32).map(|i| (i * 7 + i / 251) as u8).collect();
+    for (sent, want_err) in [(200_000usize, false), (150_000, true)] {
+        let files = FileSet::new(vec![ShardFile { path: fifo.clone(), shard: 0, committed: 200_000 }], 4);
+        let (p, d) = (fifo.clone(), data.clone());
+        let writer = std::thread::spawn(move || {
+            use std::io::Write;
+            let mut f = std::fs::OpenOptions::new().write(true).open(p).unwrap();
+            for chunk in d[..sent].chunks(10_000) {
+                f.write_all(chunk).unwrap();
+            }
+        });
+        let mut out = vec![0u8; 200_000];
+        let r = backend.read_into(&files, &[ReadRequest { file: 0, offset: 0, len: 200_000 }], &mut out);
+        writer.join().unwrap();
+        if want_err {
+            match r.unwrap_err() {
+                StorageError::ShortRead { expected: 200_000, got: 150_000, .. } => {}
+                e => panic!("unexpected {e}"),
+            }
+            assert!(out[..150_000] == data[..150_000]);
+        } else {
+            r.unwrap();
+            assert!(out == data);
+        }
+    }
+}
+
+/// A test backend wrapper whose reads come back in pieces of at most 3 bytes through a
+/// `read_into` per piece: the storage readers still get exact bytes (they depend only on the
+/// `read_into` contract, not on one call per request).
+#[derive(Debug)]
+struct Trickle(Arc<dyn ReadBackend>, AtomicUsize);
+
+impl ReadBackend for Trickle {
+    fn name(&self) -> &'static str {
+        "trickle"
+    }
+    fn read_into(
+        &self,
+        files: &FileSet,
+        requests: &[ReadRequest],
+        out: &mut [u8],
+    ) -> guideloom_storage::Result<()> {
+        let mut pos = 0usize;
+        for r in requests {
+            let mut done = 0u64;
+            while done < r.len {
+                let n = (r.len - done).min(3);
+                let piece = ReadRequest { file: r.file, offset: r.offset + done, len: n };
+                self.0.read_into(files, &[piece], &mut out[pos..pos + n as usize])?;
+                self.1.fetch_add(1, Ordering::Relaxed);
+                pos += n as usize;
+                done += n;
+            }
+        }
+        Ok(())
+    }
+}
+
+#[test]
+fn readers_are_exact_over_a_backend_returning_pieces() {
+    let dir = tempfile::tempdir().unwrap();
+    let all = token_storage(dir.path());
+    for (name, opts) in backends() {
+        let t = Arc::new(Trickle(Arc::clone(&opts.backend), AtomicUsize::new(0)));
+        let r = StreamReader::open_with(dir.path(), TokenFormat::<u16>::new(), opts.with_backend(t.clone()))
+            .unwrap();
+        let mut raw = Vec::new();
+        r.read_many_raw(&[(690, 20), (3, 1)], &mut raw).unwrap();
+        let mut want = all[1380..1420].to_vec();
+        want.extend_from_slice(&all[6..8]);
+        assert_eq!(raw, want, "{name}");
+        assert_eq!(t.1.load(Ordering::Relaxed), 14 + 1, "{name}");
+    }
+}
+
+#[test]
+fn mmap_map_range_is_a_zero_copy_view() {
+    let dir = tempfile::tempdir().unwrap();
+    let all = token_storage(dir.path());
+    // SAFETY: nothing truncates or rewrites this private temp storage while it is mapped.
+    let mmap = unsafe { MmapBackend::new() };
+    let r = StreamReader::open_with(dir.path(), TokenFormat::<u16>::new(), ReadOptions::default()).unwrap();
+    let a = mmap.map_range(r.files(), ReadRequest { file: 5, offset: 10, len: 100 }).unwrap();
+    assert_eq!(&a[..], &all[2 * 701 + 10..2 * 701 + 110]);
+    let b = mmap.map_range(r.files(), ReadRequest { file: 5, offset: 10, len: 100 }).unwrap();
+    assert_eq!(a.as_ptr(), b.as_ptr(), "one cached map per file");
+    assert!(mmap.map_range(r.files(), ReadRequest { file: 0, offset: 0, len: 0 }).unwrap().is_empty());
+    let e = mmap.map_range(r.files(), ReadRequest { file: 5, offset: 5990, len: 20 }).unwrap_err();
+    assert!(matches!(e, StorageError::ShortRead { expected: 20, got: 10, .. }), "{e}");
+    let e = mmap.map_range(r.files(), ReadRequest { file: 0, offset: 0, len: 1 }).unwrap_err();
+    assert!(matches!(e, StorageError::ShortRead { expected: 1, got: 0, .. }), "{e}");
+}
+
+#[test]
+fn env_values_choose_the_backend() {
+    assert_eq!(choose_backend(Some("pread")).kind, BackendKind::Pread);
+    assert_eq!(choose_backend(Some(" PREAD ")).kind, BackendKind::Pread);
+    assert_eq!(choose_backend(Some("pread")).reason, "forced by GUIDELOOM_IO=pread");
+    assert_eq!(choose_backend(Some("io_uring")).kind, BackendKind::IoUring);
+    assert_eq!(choose_backend(Some("mmap")).kind, BackendKind::Mmap);
+    let probe = guideloom_storage::io::io_uring_probe();
+    for v in [None, Some(""), Some("auto"), Some("bogus")] {
+        let c = choose_backend(v);
+        let want = if probe.is_ok() { BackendKind::IoUring } else { BackendKind::Pread };
+        assert_eq!(c.kind, want, "{v:?}: {}", c.reason);
+    }
+    assert!(choose_backend(Some("bogus")).reason.contains("not recognised"));
+    assert_eq!(AutoBackend::for_env_value(Some("pread")).name(), "pread");
+    assert_eq!(AutoBackend::for_env_value(Some("mmap")).name(), "mmap");
+}
+
+/// Re-runs this test binary with only `test` selected and `env` set (environment variables
+/// are process-global; tests of this binary run in parallel threads).
+fn run_child(test: &str, env: &[(&str, &str)]) {
+    let mut cmd = Command::new(std::env::current_exe().unwrap());
+    cmd.args([test, "--exact", "--test-threads=1", "--nocapture"]);
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let out = cmd.output().unwrap();
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "child {test} failed:\n{text}");
+    assert!(text.contains("1 passed"), "child {test} did not run:\n{text}");
+    assert!(text.contains("child-checked"), "child {test} checked nothing:\n{text}");
+}
+
+#[test]
+fn guideloom_io_pread_makes_auto_pick_pread() {
+    run_child("backends::auto_env_child", &[("GUIDELOOM_IO", "pread"), ("GUIDELOOM_TEST_EXPECT", "pread")]);
+    run_child("backends::auto_env_child", &[("GUIDELOOM_IO", "mmap"), ("GUIDELOOM_TEST_EXPECT", "mmap")]);
+}
+
+/// Child half of [`guideloom_io_pread_makes_auto_pick_pread`]; does nothing in a normal run.
+#[test]
+fn auto_env_child() {
+    let Ok(expect) = std::env::var("GUIDELOOM_TEST_EXPECT") else { return };
+    let choice = guideloom_storage::auto_backend_choice();
+    assert_eq!(choice.kind.name(), expect);
+    assert_eq!(choice.reason, format!("forced by GUIDELOOM_IO={expect}"));
+    let opts = ReadOptions::default();
+    assert_eq!(opts.backend.name(), expect);
+    let dir = tempfile::tempdir().unwrap();
+    let all = token_storage(dir.path());
+    let r = StreamReader::open_with(dir.path(), TokenFormat::<u16>::new(), opts).unwrap();
+    let mut raw = Vec::new();
+    r.read_many_raw(&[(0, r.len())], &mut raw).unwrap();
+    assert!(raw == all);
+    println!("child-checked");
+}
+
+fn count_fds() -> usize {
+    std::fs::read_dir("/proc/self/fd").unwrap().count()
+}
+
+/// Writes a stream storage of 5,000 small shards (u16 elements; shard sizes 0..=120) without
+/// the writer (which would fsync 5,000 files); returns its bytes.
+fn many_shards(dir: &Path, shards: u64) -> Vec<u8> {
+    let mut w = StreamWriter::open(dir, TokenFormat::<u16>::new()).unwrap();
+    w.append(0, &[0]).unwrap();
+    w.commit().unwrap();
+    drop(w);
+    let mut m = Manifest::load(dir).unwrap();
+    let template = m.shards[0].clone();
+    m.shards.clear();
+    let mut all = Vec::new();
+    for s in 0..shards {
+        let n = (s * 37) % 121;
+        let bytes: Vec<u8> = (0..n).flat_map(|i| ((s * 1000 + i) as u16).to_le_bytes()).collect();
+        let p: PathBuf = Manifest::shard_path(dir, s, "stream");
+        std::fs::write(&p, &bytes).unwrap();
+        let mut e = template.clone();
+        e.id = s;
+        e.elements = Some(n);
+        e.bytes = 2 * n;
+        e.checksum = crc32c::crc32c(&bytes);
+        m.shards.push(e);
+        all.extend(bytes);
+    }
+    m.commit(dir).unwrap();
+    all
+}
+
+#[test]
+fn five_thousand_shards_never_exceed_the_descriptor_cap() {
+    run_child("backends::descriptor_cap_child", &[("GUIDELOOM_TEST_FD_CHILD", "1")]);
+}
+
+/// Child half of [`five_thousand_shards_never_exceed_the_descriptor_cap`] (alone in its
+/// process, so `/proc/self/fd` counts only its own descriptors); does nothing in a normal run.
+#[test]
+fn descriptor_cap_child() {
+    if std::env::var("GUIDELOOM_TEST_FD_CHILD").is_err() {
+        return;
+    }
+    const CAP: usize = 64;
+    // On tmpfs when there is one: creating and deleting 5,000 files on this ext4 (mounted
+    // with `discard`) takes about 20 s. tmpfs refuses O_DIRECT, so the direct backends (same
+    // descriptor cache, covered with a cap of 3 by the random-request test) run only when
+    // the storage is on a disk filesystem.
+    let shm = Path::new("/dev/shm");
+    let on_shm = shm.is_dir();
+    let dir = if on_shm { tempfile::tempdir_in(shm) } else { tempfile::tempdir() }.unwrap();
+    let all = many_shards(dir.path(), 5_000);
+    let total = all.len() as u64 / 2;
+    let backends: Vec<_> =
+        backends().into_iter().filter(|(n, _)| !(on_shm && n.contains("direct"))).collect();
+    // Taken after the io_uring probe; each reading thread's ring adds one descriptor.
+    let baseline = count_fds();
+    for (name, opts) in backends {
+        let r = StreamReader::open_with(dir.path(), TokenFormat::<u16>::new(), opts.with_max_open_files(CAP))
+            .unwrap();
+        // A sampler thread watches the count while reads are in flight (its own read_dir
+        // holds one descriptor).
+        let stop = Arc::new(AtomicBool::new(false));
+        let peak = Arc::new(AtomicUsize::new(0));
+        let sampler = {
+            let (stop, peak) = (Arc::clone(&stop), Arc::clone(&peak));
+            std::thread::spawn(move || {
+                while !stop.load(Ordering::Relaxed) {
+                    peak.fetch_max(count_fds(), Ordering::Relaxed);
+                }
+            })
+        };
+        let mut rng = ChaCha8Rng::seed_from_u64(5_000);
+        let mut touched = std::collections::HashSet::new();
+        let mut raw = Vec::new();
+        for _ in 0..100 {
+            let batch: Vec<(u64, u64)> = (0..32)
+                .map(|_| {
+                    let len = rng.random_range(0..400u64);
+                    (rng.random_range(0..=total - len), len)
+                })
+                .collect();
+            r.read_many_raw(&batch, &mut raw).unwrap();
+            let want: Vec<u8> = batch
+                .iter()
+                .flat_map(|&(o, l)| &all[2 * o as usize..2 * (o + l) as usize])
+                .copied()
+                .collect();
+            assert!(raw == want, "{name}");
+            for &(o, _) in &batch {
+                touched.insert(o * 5_000 / total);
+            }
+            let now = count_fds();
+            assert!(now <= baseline + CAP + 2, "{name}: {now} descriptors open, baseline {baseline}");
+        }
+        stop.store(true, Ordering::Relaxed);
+        sampler.join().unwrap();
+        let peak = peak.load(Ordering::Relaxed);
+        assert!(
+            peak <= baseline + CAP + 4,
+            "{name}: peak of {peak} descriptors, baseline {baseline}, cap {CAP}"
+        );
+        println!("{name}: peak {peak} descriptors (baseline {baseline}, cap {CAP})");
+        assert!(touched.len() > 2_000, "{name}: reads touched only {} regions", touched.len());
+        assert!(r.files().open_count() <= CAP, "{name}");
+    }
+    // After dropping the readers only this thread's ring is left.
+    assert!(count_fds() <= baseline + 1);
+    println!("child-checked");
+}
