@@ -37,6 +37,8 @@ pub trait WindowRecord: Send + 'static {
     fn write_tokens(&self, out: &mut String);
     fn write_documents(&self, out: &mut String) -> bool;
     fn token_count(&self) -> u64;
+    /// The sum of the token ids (`guideloom bench`'s order-independent checksum).
+    fn token_sum(&self) -> u64;
 }
 
 fn write_list<T: std::fmt::Display>(out: &mut String, items: impl IntoIterator<Item = T>) {
@@ -60,6 +62,9 @@ impl<E: TokenElement> WindowRecord for Vec<E> {
     fn token_count(&self) -> u64 {
         self.len() as u64
     }
+    fn token_sum(&self) -> u64 {
+        self.iter().map(|&t| Into::<u64>::into(t)).sum()
+    }
 }
 
 impl<E: TokenElement> WindowRecord for guideloom::formats::DocumentTokens<E> {
@@ -72,6 +77,9 @@ impl<E: TokenElement> WindowRecord for guideloom::formats::DocumentTokens<E> {
     }
     fn token_count(&self) -> u64 {
         self.tokens.len() as u64
+    }
+    fn token_sum(&self) -> u64 {
+        self.tokens.token_sum()
     }
 }
 
@@ -245,6 +253,8 @@ pub struct Throughput {
     pub bytes: u64,
     pub seconds: f64,
     pub first_batch_seconds: f64,
+    /// Sum of all token ids delivered (over one epoch: independent of order, workers, backend).
+    pub checksum: u64,
 }
 
 impl Throughput {
@@ -259,6 +269,7 @@ impl Throughput {
             "tokens_per_s": self.tokens as f64 / self.seconds,
             "bytes_per_s": self.bytes as f64 / self.seconds,
             "first_batch_s": self.first_batch_seconds,
+            "checksum": self.checksum.to_string(),
         });
         if let (Some(o), serde_json::Value::Object(e)) = (v.as_object_mut(), extra) {
             o.extend(e);
@@ -293,26 +304,31 @@ impl Bench {
             TokenWindows::<E>::open_with(&args.dir, args.seq_len, stride, read_options(args.backend)?)?;
         let collate = windows.collate();
         let loader = builder(args, windows).collate(collate).build()?;
-        let batches =
-            loader.iter().map(|b| b.map(|b| (b.data.shape()[0] as u64, b.data.data().len() as u64)));
+        let batches = loader.iter().map(|b| {
+            b.map(|b| {
+                let sum = b.data.data().iter().map(|&t| Into::<u64>::into(t)).sum::<u64>();
+                (b.data.shape()[0] as u64, b.data.data().len() as u64, sum)
+            })
+        });
         self.measure(start, batches, std::mem::size_of::<E>() as u64)
     }
 
     fn measure(
         &self,
         start: Instant,
-        batches: impl Iterator<Item = Result<(u64, u64), guideloom::loader::LoaderError>>,
+        batches: impl Iterator<Item = Result<(u64, u64, u64), guideloom::loader::LoaderError>>,
         token_bytes: u64,
     ) -> CliResult<Throughput> {
         let mut first = None;
-        let (mut n, mut windows, mut tokens) = (0u64, 0u64, 0u64);
+        let (mut n, mut windows, mut tokens, mut checksum) = (0u64, 0u64, 0u64, 0u64);
         let deadline = self.seconds.map(std::time::Duration::from_secs_f64);
         for b in batches {
-            let (w, t) = b?;
+            let (w, t, sum) = b?;
             first.get_or_insert_with(|| start.elapsed().as_secs_f64());
             n += 1;
             windows += w;
             tokens += t;
+            checksum = checksum.wrapping_add(sum);
             if self.max_batches.is_some_and(|k| n >= k) || deadline.is_some_and(|d| start.elapsed() >= d) {
                 break;
             }
@@ -325,6 +341,7 @@ impl Bench {
             bytes: tokens * token_bytes,
             seconds,
             first_batch_seconds: first.unwrap_or(seconds),
+            checksum,
         })
     }
 }
@@ -346,7 +363,10 @@ impl SourceFn<Throughput> for &Bench {
         }
         let loader = build(&args, source)?;
         let batches = loader.iter().map(|b| {
-            b.map(|b| (b.data.len() as u64, b.data.iter().map(WindowRecord::token_count).sum::<u64>()))
+            b.map(|b| {
+                let sum = b.data.iter().map(WindowRecord::token_sum).sum::<u64>();
+                (b.data.len() as u64, b.data.iter().map(WindowRecord::token_count).sum::<u64>(), sum)
+            })
         });
         self.measure(start, batches, token_bytes)
     }
