@@ -330,7 +330,7 @@ impl<F: DocumentFormat> DocumentReader<F> {
 }
 
 /// Reads and validates a shard's offset index.
-fn load_index(dir: &Path, s: &ShardEntry, docs: u64) -> Result<Vec<u64>> {
+pub(crate) fn load_index(dir: &Path, s: &ShardEntry, docs: u64) -> Result<Vec<u64>> {
     let path = Manifest::shard_path(dir, s.id, INDEX);
     let corrupt = |entry: u64, reason: String| StorageError::CorruptIndex {
         shard: s.id,

@@ -30,9 +30,9 @@ use crate::stream::{check_kind_dtype, open_or_create_manifest, stream_files, Str
 use crate::{Result, StorageError};
 
 /// Extension of the payload file.
-const META: &str = "meta";
+pub(crate) const META: &str = "meta";
 /// Extension of the run index file.
-const METAIDX: &str = "metaidx";
+pub(crate) const METAIDX: &str = "metaidx";
 /// Bytes of one run-index entry (first element u64, payload offset u64).
 const ENTRY: u64 = 16;
 
@@ -251,7 +251,7 @@ impl<F: StreamWithMetaFormat> StreamWithMetaWriter<F> {
 /// shard's element count; `payloads` has one more entry (the `.meta` committed length),
 /// starting at 0 and never decreasing.
 #[derive(Debug, Clone)]
-struct ShardRuns {
+pub(crate) struct ShardRuns {
     starts: Vec<u64>,
     payloads: Vec<u64>,
 }
@@ -500,7 +500,7 @@ impl<F: StreamWithMetaFormat> StreamWithMetaReader<F> {
 }
 
 /// Reads and validates a shard's run index (see [`ShardRuns`]).
-fn load_runs(dir: &Path, s: &ShardEntry, meta_bytes: u64, index_bytes: u64) -> Result<ShardRuns> {
+pub(crate) fn load_runs(dir: &Path, s: &ShardEntry, meta_bytes: u64, index_bytes: u64) -> Result<ShardRuns> {
     let path = Manifest::shard_path(dir, s.id, METAIDX);
     let corrupt = |entry: u64, reason: String| StorageError::CorruptIndex {
         shard: s.id,
@@ -509,7 +509,7 @@ fn load_runs(dir: &Path, s: &ShardEntry, meta_bytes: u64, index_bytes: u64) -> R
         reason,
     };
     let elements = s.elements.unwrap_or(0);
-    if index_bytes % ENTRY != 0 {
+    if !index_bytes.is_multiple_of(ENTRY) {
         return Err(corrupt(
             index_bytes / ENTRY,
             format!("committed length {index_bytes} is not a whole number of {ENTRY}-byte entries"),
