@@ -122,3 +122,22 @@ impl AsRef<[u8]> for MappedBytes {
         self
     }
 }
+
+/// The fraction (0 to 1) of `map`'s pages that are in the page cache, from `mincore(2)`;
+/// `None` when the kernel does not say.
+pub(crate) fn resident_fraction(map: &memmap2::Mmap) -> Option<f64> {
+    const PAGE: usize = 4096; // the smallest page size Linux uses; a larger one needs fewer bytes
+    let pages = map.len().div_ceil(PAGE);
+    if pages == 0 {
+        return None;
+    }
+    let mut vec = vec![0u8; pages];
+    // SAFETY: `map` is a live mapping of `map.len()` bytes at a page-aligned address (mmap(2)
+    // returns one), and `vec` holds at least one byte per page of that range, which is all
+    // mincore(2) writes; it only reads page-table state, not the mapped bytes.
+    let rc = unsafe { libc::mincore(map.as_ptr() as *mut libc::c_void, map.len(), vec.as_mut_ptr()) };
+    if rc != 0 {
+        return None;
+    }
+    Some(vec.iter().filter(|&&b| b & 1 == 1).count() as f64 / pages as f64)
+}
