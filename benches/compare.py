@@ -434,6 +434,8 @@ def main():
     ap.add_argument("--backends", default="auto,pread,io-uring,mmap")
     ap.add_argument("--keep-data", action="store_true")
     ap.add_argument("--report-only", action="store_true", help="rebuild the tables from benches/out/results.json")
+    ap.add_argument("--merge", action="store_true",
+                    help="keep the results of the sections not run now from benches/out/results.json")
     args = ap.parse_args()
     secs = args.sections.split(",")
     backends = args.backends.split(",")
@@ -453,6 +455,9 @@ def main():
         except subprocess.CalledProcessError as e:
             print(f"backend {b} not available in this build: {e.stderr.strip()}", flush=True)
     results = []
+    if args.merge and os.path.exists(res_path):
+        sec_of = {"resume-cli": "resume"}
+        results = [r for r in json.load(open(res_path)) if sec_of.get(r.get("section"), r.get("section")) not in secs]
     open(os.path.join(OUT, "results.jsonl"), "w").close()
     if "main" in secs:
         print("== warm, u16, 2,049 tokens, workers 0/1/2", flush=True)
