@@ -68,6 +68,27 @@ pub enum IngestError {
         /// Why it failed.
         reason: String,
     },
+    /// The output directory already holds a storage and appending was not asked for.
+    #[error("{path} already holds a guideloom storage; pass --append to add documents to it, or choose another --out")]
+    Exists {
+        /// The output directory.
+        path: PathBuf,
+    },
+    /// Appending would mix incompatible data (another tokenizer, split or end-of-text rule).
+    #[error("cannot append to {path}: it was written with {field} = {existing}, this ingest uses {new}")]
+    AppendMismatch {
+        /// The output directory.
+        path: PathBuf,
+        /// The metadata field that differs.
+        field: String,
+        /// Its value in the storage (`none` when absent).
+        existing: String,
+        /// Its value for this ingest.
+        new: String,
+    },
+    /// A caller argument is invalid.
+    #[error("invalid argument: {0}")]
+    InvalidArgument(String),
     /// No input file was found.
     #[error("no input files found in {0:?}")]
     NoInput(Vec<PathBuf>),
@@ -144,6 +165,17 @@ pub enum Split {
     Line,
 }
 
+impl Split {
+    /// The command-line name (`file`, `blank-line`, `line`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Split::File => "file",
+            Split::BlankLine => "blank-line",
+            Split::Line => "line",
+        }
+    }
+}
+
 /// The stored element type.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum DtypeChoice {
@@ -172,6 +204,9 @@ pub struct IngestOptions {
     /// Write a stream-with-meta storage ([`DocumentTokensFormat`]) whose runs are the
     /// documents, each payload holding the document ordinal and its source (default off).
     pub doc_meta: bool,
+    /// Add the documents to an existing storage of the same tokenizer/split/eos settings, in
+    /// new shards after its last one (default off: an existing storage is an error).
+    pub append: bool,
     /// Show a progress bar on stderr (hidden anyway when stderr is not a terminal).
     pub progress: bool,
 }
@@ -185,6 +220,7 @@ impl Default for IngestOptions {
             shards: 1,
             dtype: DtypeChoice::Auto,
             doc_meta: false,
+            append: false,
             progress: false,
         }
     }
@@ -341,12 +377,34 @@ pub fn ingest_text(out: &Path, paths: &[PathBuf], opts: &IngestOptions) -> Resul
     pb.finish_and_clear();
     let meta = json!({
         "tokenizer": opts.tokenizer.name(),
-        "split": format!("{:?}", opts.split).to_lowercase(),
+        "split": opts.split.name(),
         "eos": opts.eos,
         "eos_id": opts.tokenizer.eos_id(),
     });
-    let target = if opts.doc_meta { Target::DocMeta } else { Target::Stream };
-    write_documents(out, &docs, opts.shards, opts.dtype, total_bytes, meta, opts.progress, target)
+    let write = WriteOptions {
+        shards: opts.shards,
+        dtype: opts.dtype,
+        target: if opts.doc_meta { Target::DocMeta } else { Target::Stream },
+        append: opts.append,
+        progress: opts.progress,
+    };
+    write_documents(out, &docs, total_bytes, meta, &write)
+}
+
+/// How [`write_documents`] writes.
+#[derive(Debug, Clone, Copy)]
+pub struct WriteOptions {
+    /// Number of new shards, at least 1; each holds a contiguous run of documents.
+    pub shards: u64,
+    /// Element type.
+    pub dtype: DtypeChoice,
+    /// Storage kind.
+    pub target: Target,
+    /// Add to an existing storage (new shards after its last one, document ordinals
+    /// continuing its count) instead of refusing it.
+    pub append: bool,
+    /// Show progress bars on stderr.
+    pub progress: bool,
 }
 
 /// The storage kind [`write_documents`] writes.
@@ -369,7 +427,8 @@ pub enum JsonlField {
 }
 
 /// Ingests JSON Lines files: each non-empty line an object whose field is a list of token ids
-/// (or a text to tokenize) = one document.
+/// (or a text to tokenize) = one document. `write.target` must be [`Target::Stream`] for token
+/// ids; both targets work.
 ///
 /// # Errors
 /// [`IngestError::BadJsonl`] naming file and line for malformed lines, missing fields or ids
@@ -379,9 +438,7 @@ pub fn ingest_jsonl(
     out: &Path,
     files: &[PathBuf],
     field: &JsonlField,
-    shards: u64,
-    dtype: DtypeChoice,
-    progress: bool,
+    write: &WriteOptions,
 ) -> Result<IngestReport, IngestError> {
     let bpe = match field {
         JsonlField::Text(_, t) => Some(t.load()?),
@@ -392,7 +449,17 @@ pub fn ingest_jsonl(
     for path in files {
         let f = fs::File::open(path).map_err(|source| IngestError::Read { path: path.clone(), source })?;
         for (i, line) in std::io::BufReader::new(f).lines().enumerate() {
-            let line = line.map_err(|source| IngestError::Read { path: path.clone(), source })?;
+            let line = line.map_err(|source| {
+                if source.kind() == std::io::ErrorKind::InvalidData {
+                    IngestError::BadJsonl {
+                        path: path.clone(),
+                        line: i as u64 + 1,
+                        reason: "not valid UTF-8".into(),
+                    }
+                } else {
+                    IngestError::Read { path: path.clone(), source }
+                }
+            })?;
             total_bytes += line.len() as u64 + 1;
             if line.trim().is_empty() {
                 continue;
@@ -432,7 +499,7 @@ pub fn ingest_jsonl(
         JsonlField::Tokens(f) => json!({"source": "jsonl", "tokens_field": f}),
         JsonlField::Text(f, t) => json!({"source": "jsonl", "text_field": f, "tokenizer": t.name()}),
     };
-    write_documents(out, &docs, shards, dtype, total_bytes, meta, progress, Target::Stream)
+    write_documents(out, &docs, total_bytes, meta, write)
 }
 
 /// Index of the first document of each shard: contiguous runs balanced by token count.
@@ -454,21 +521,58 @@ pub fn shard_starts(docs: &[Document], shards: u64) -> Vec<usize> {
     starts
 }
 
-/// Writes documents as a token storage of kind `target` (see [`ingest_text`]).
+/// Writes documents as a token storage (see [`ingest_text`]). `meta` (a JSON object) goes to
+/// the manifest's user metadata, with `documents` set to the storage's document count.
+///
+/// An existing storage at `out` is refused unless `write.append`; appending requires the
+/// same metadata values (tokenizer, split, end-of-text rule ...) and the same kind, writes new
+/// shards after the last existing one, continues document ordinals, and keeps the existing
+/// element type (`auto` picks it).
 ///
 /// # Errors
-/// [`IngestError::TokenTooLarge`], storage errors.
-#[allow(clippy::too_many_arguments)] // one call site per command; a struct would only rename them
+/// [`IngestError::Exists`], [`IngestError::AppendMismatch`],
+/// [`IngestError::TokenTooLarge`], [`IngestError::InvalidArgument`] for zero shards, storage
+/// errors.
 pub fn write_documents(
     out: &Path,
     docs: &[Document],
-    shards: u64,
-    dtype: DtypeChoice,
     input_bytes: u64,
     mut meta: Value,
-    progress: bool,
-    target: Target,
+    write: &WriteOptions,
 ) -> Result<IngestReport, IngestError> {
+    if write.shards == 0 {
+        return Err(IngestError::InvalidArgument("the number of shards must be at least 1".into()));
+    }
+    let existing = match guideloom_storage::Manifest::load(out) {
+        Ok(m) => Some(m),
+        Err(StorageError::NotAStorage { .. }) => None,
+        Err(e) => return Err(e.into()),
+    };
+    let (first_shard, first_ordinal, existing_dtype) = match &existing {
+        None => (0, 0, None),
+        Some(_) if !write.append => return Err(IngestError::Exists { path: out.to_path_buf() }),
+        Some(m) => {
+            if let Value::Object(new) = &meta {
+                for (k, v) in new {
+                    let old = m.metadata.get(k);
+                    if old != Some(v) {
+                        return Err(IngestError::AppendMismatch {
+                            path: out.to_path_buf(),
+                            field: k.clone(),
+                            existing: old.map_or_else(|| "none".to_string(), Value::to_string),
+                            new: v.to_string(),
+                        });
+                    }
+                }
+            }
+            let next = m.shards.last().map_or(Some(0), |s| s.id.checked_add(1)).ok_or_else(|| {
+                IngestError::InvalidArgument("the storage's last shard id is u64::MAX".into())
+            })?;
+            let documents = m.metadata.get("documents").and_then(Value::as_u64).unwrap_or(0);
+            (next, documents, Some(m.dtype.clone()))
+        }
+    };
+    let (shards, dtype, progress, target) = (write.shards, write.dtype, write.progress, write.target);
     let too_large = |limit: u64, dtype: &'static str| {
         docs.iter().enumerate().find_map(|(i, d)| {
             d.tokens.iter().find(|&&t| u64::from(t) > limit).map(|&t| IngestError::TokenTooLarge {
@@ -485,19 +589,27 @@ pub fn write_documents(
             None => true,
         },
         DtypeChoice::U32 => false,
-        DtypeChoice::Auto => too_large(u64::from(u16::MAX), "u16").is_none(),
+        DtypeChoice::Auto => match existing_dtype.as_ref().and_then(Value::as_str) {
+            Some("<u2") => match too_large(u64::from(u16::MAX), "u16") {
+                Some(e) => return Err(e),
+                None => true,
+            },
+            Some(_) => false,
+            None => too_large(u64::from(u16::MAX), "u16").is_none(),
+        },
     };
     if let Value::Object(m) = &mut meta {
-        m.insert("documents".into(), json!(docs.len()));
+        m.insert("documents".into(), json!(first_ordinal + docs.len() as u64));
     }
     let starts = shard_starts(docs, shards);
+    let place = Placement { starts: &starts, first_shard, first_ordinal };
     let pb = progress_bar(progress, docs.len() as u64);
     pb.set_message("writing documents");
     let tokens = match (target, use_u16) {
-        (Target::Stream, true) => write_typed::<u16>(out, docs, &starts, meta, &pb)?,
-        (Target::Stream, false) => write_typed::<u32>(out, docs, &starts, meta, &pb)?,
-        (Target::DocMeta, true) => write_doc_meta::<u16>(out, docs, &starts, meta, &pb)?,
-        (Target::DocMeta, false) => write_doc_meta::<u32>(out, docs, &starts, meta, &pb)?,
+        (Target::Stream, true) => write_typed::<u16>(out, docs, &place, meta, &pb)?,
+        (Target::Stream, false) => write_typed::<u32>(out, docs, &place, meta, &pb)?,
+        (Target::DocMeta, true) => write_doc_meta::<u16>(out, docs, &place, meta, &pb)?,
+        (Target::DocMeta, false) => write_doc_meta::<u32>(out, docs, &place, meta, &pb)?,
     };
     pb.finish_and_clear();
     Ok(IngestReport {
@@ -509,21 +621,30 @@ pub fn write_documents(
     })
 }
 
-/// Appends the documents shard by shard (`starts[s]` = first document of shard `s`; every
-/// shard is created, even when it receives no document) through `append(shard, document)`,
-/// where `None` creates the shard; returns the tokens written.
+/// Where documents go: `starts[s]` = index of the first document of new shard `s`, whose id
+/// is `first_shard + s`; document `i` gets ordinal `first_ordinal + i`.
+struct Placement<'a> {
+    starts: &'a [usize],
+    first_shard: u64,
+    first_ordinal: u64,
+}
+
+/// Appends the documents shard by shard (every shard is created, even when it receives no
+/// document) through `append(shard, document)`, where `None` creates the shard; returns the
+/// tokens written.
 fn fill_shards(
     docs: &[Document],
-    starts: &[usize],
+    place: &Placement<'_>,
     pb: &ProgressBar,
     mut append: impl FnMut(u64, Option<(u64, &Document)>) -> Result<u64, StorageError>,
 ) -> Result<u64, IngestError> {
     let mut total = 0;
-    for (s, &start) in starts.iter().enumerate() {
-        let end = starts.get(s + 1).copied().unwrap_or(docs.len());
-        append(s as u64, None)?;
-        for (ordinal, d) in docs.iter().enumerate().take(end).skip(start) {
-            total += append(s as u64, Some((ordinal as u64, d)))?;
+    for (s, &start) in place.starts.iter().enumerate() {
+        let end = place.starts.get(s + 1).copied().unwrap_or(docs.len());
+        let shard = place.first_shard + s as u64;
+        append(shard, None)?;
+        for (i, d) in docs.iter().enumerate().take(end).skip(start) {
+            total += append(shard, Some((place.first_ordinal + i as u64, d)))?;
             pb.inc(1);
         }
     }
@@ -541,7 +662,7 @@ fn metadata_entries(meta: Value) -> impl Iterator<Item = (String, Value)> {
 fn write_typed<E: TokenElement>(
     out: &Path,
     docs: &[Document],
-    starts: &[usize],
+    place: &Placement<'_>,
     meta: Value,
     pb: &ProgressBar,
 ) -> Result<u64, IngestError> {
@@ -550,7 +671,7 @@ fn write_typed<E: TokenElement>(
         w.set_metadata(k, v);
     }
     let total =
-        fill_shards(docs, starts, pb, |shard, doc| w.append(shard, doc.map_or(&[][..], |(_, d)| &d.tokens)))?;
+        fill_shards(docs, place, pb, |shard, doc| w.append(shard, doc.map_or(&[][..], |(_, d)| &d.tokens)))?;
     w.commit()?;
     Ok(total)
 }
@@ -558,7 +679,7 @@ fn write_typed<E: TokenElement>(
 fn write_doc_meta<E: TokenElement>(
     out: &Path,
     docs: &[Document],
-    starts: &[usize],
+    place: &Placement<'_>,
     meta: Value,
     pb: &ProgressBar,
 ) -> Result<u64, IngestError> {
@@ -566,7 +687,7 @@ fn write_doc_meta<E: TokenElement>(
     for (k, v) in metadata_entries(meta) {
         w.set_metadata(k, v);
     }
-    let total = fill_shards(docs, starts, pb, |shard, doc| match doc {
+    let total = fill_shards(docs, place, pb, |shard, doc| match doc {
         None => w.append(shard, &[]),
         Some((ordinal, d)) => {
             let doc = TokenDocument { ordinal, tokens: d.tokens.clone(), data: d.source.as_bytes().to_vec() };

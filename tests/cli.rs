@@ -168,7 +168,14 @@ fn errors_are_one_sentence_without_panic() {
     let o = bin().args(["inspect", "/nonexistent/storage"]).output().unwrap();
     assert!(!o.status.success());
     let err = String::from_utf8_lossy(&o.stderr);
-    assert_eq!(err.trim(), "error: /nonexistent/storage is not a guideloom storage (no manifest.json)");
+    assert_eq!(err.trim(), "error: /nonexistent/storage is not a directory");
+    let empty = tempfile::tempdir().unwrap();
+    let o = bin().arg("inspect").arg(empty.path()).output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(
+        err.trim(),
+        format!("error: {} is not a guideloom storage (no manifest.json)", empty.path().display())
+    );
 }
 
 /// A JSONL-ingested storage of known ids over 3 shards: document `d` holds ids
@@ -478,4 +485,114 @@ fn batches_with_no_batch_print_nothing_and_exit_zero() {
         assert_eq!(batches(dir, &args), Vec::<String>::new(), "{args:?}");
     }
     assert!(std::fs::read_to_string(&state).unwrap().contains("\"next_batch\":0"));
+}
+
+#[test]
+fn ingest_refuses_an_existing_storage_unless_append_and_append_continues_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (a, b) = (tmp.path().join("a.jsonl"), tmp.path().join("b.jsonl"));
+    std::fs::write(&a, "{\"ids\": [1, 2]}\n{\"ids\": [3]}\n").unwrap();
+    std::fs::write(&b, "{\"ids\": [4, 5, 6]}\n").unwrap();
+    let out = tmp.path().join("s");
+    let o = out.to_str().unwrap();
+    run_ok(&["ingest", "jsonl", "--out", o, "--tokens-field", "ids", "--shards", "2", a.to_str().unwrap()]);
+    let again = bin()
+        .args(["ingest", "jsonl", "--out", o, "--tokens-field", "ids", b.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(!again.status.success());
+    assert!(
+        String::from_utf8_lossy(&again.stderr).contains("--append"),
+        "{}",
+        String::from_utf8_lossy(&again.stderr)
+    );
+    run_ok(&["ingest", "jsonl", "--out", o, "--tokens-field", "ids", "--append", b.to_str().unwrap()]);
+    let m = guideloom::storage::Manifest::load(&out).unwrap();
+    assert_eq!(m.shards.iter().map(|s| s.id).collect::<Vec<_>>(), [0, 1, 2], "appended after the last shard");
+    assert_eq!(m.metadata["documents"], 3);
+    let r =
+        guideloom::storage::StreamReader::open(&out, guideloom::formats::TokenFormat::<u16>::new()).unwrap();
+    assert_eq!(r.read(0, r.len()).unwrap(), vec![1, 2, 3, 4, 5, 6]);
+    // Another field (or tokenizer) is refused, naming it.
+    let txt = tmp.path().join("t.jsonl");
+    std::fs::write(&txt, "{\"text\": \"hello\"}\n").unwrap();
+    let mixed = bin()
+        .args(["ingest", "jsonl", "--out", o, "--text-field", "text", "--append", txt.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(!mixed.status.success());
+    let err = String::from_utf8_lossy(&mixed.stderr);
+    assert!(err.contains("cannot append") && err.contains("text_field = none"), "{err}");
+}
+
+#[test]
+fn doc_meta_append_continues_document_ordinals() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (a, b) = (tmp.path().join("a.txt"), tmp.path().join("b.txt"));
+    std::fs::write(&a, "one\ntwo\n").unwrap();
+    std::fs::write(&b, "three\n").unwrap();
+    let out = tmp.path().join("dm");
+    let o = out.to_str().unwrap();
+    let base = ["ingest", "text", "--out", o, "--split", "line", "--doc-meta", "--tokenizer", "gpt2"];
+    run_ok(&[&base[..], &[a.to_str().unwrap()]].concat());
+    run_ok(&[&base[..], &["--append", b.to_str().unwrap()]].concat());
+    let lines = batches(&out, &["--seq-len", "3"]);
+    let v: serde_json::Value = serde_json::from_str(&lines[0]).unwrap();
+    assert_eq!(v["documents"], serde_json::json!([[0, 1, 2]]), "one token per line: ordinals 0, 1, then 2");
+}
+
+#[test]
+fn bad_numbers_are_one_sentence_errors() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (dir, _) = known_storage(tmp.path());
+    let d = dir.to_str().unwrap();
+    for (args, needle) in [
+        (vec!["bench", d, "--seq-len", "8", "--seconds=-1"], "--seconds"),
+        (vec!["bench", d, "--seq-len", "8", "--seconds", "nan"], "--seconds"),
+        (vec!["bench", d, "--seq-len", "8", "--seconds", "inf"], "--seconds"),
+        (vec!["bench", d, "--seq-len", "8", "--max-batches", "0"], "--max-batches"),
+        (vec!["bench", d, "--seq-len", "100000"], "no batch"),
+        (vec!["batches", d, "--seq-len", "8", "--workers", "100000"], "at most 1024"),
+        (vec!["ingest", "jsonl", "--out", "/tmp/x", "--tokens-field", "i", "--shards", "0", d], "shards"),
+    ] {
+        let o = bin().args(&args).output().unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(if args[0] == "ingest" { 2 } else { 1 }), "{args:?}: {err}");
+        assert!(err.contains(needle), "{args:?}: {err}");
+        assert!(!err.contains("panicked"), "{args:?}: {err}");
+    }
+}
+
+#[test]
+fn oam_fromdata_refuses_float32_overflow_instead_of_a_silent_null() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (schema, data) = (tmp.path().join("s.json"), tmp.path().join("d.json"));
+    std::fs::write(&schema, r#"{"type": "list", "content": {"type": "primitive", "dtype": "float32"}}"#)
+        .unwrap();
+    std::fs::write(&data, "[1e300, 2.5]").unwrap();
+    let o = bin()
+        .args(["oam", "fromdata", "--schema", schema.to_str().unwrap(), "--data", data.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("out of range for float32"));
+}
+
+#[test]
+fn save_state_with_a_closed_stdout_records_what_was_delivered() {
+    use std::io::BufRead;
+    let tmp = tempfile::tempdir().unwrap();
+    let (dir, _) = known_storage(tmp.path());
+    let state = tmp.path().join("state.json");
+    let mut child = bin()
+        .args(["batches", dir.to_str().unwrap(), "--seq-len", "2", "--epochs", "50", "--save-state"])
+        .arg(&state)
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut first = String::new();
+    std::io::BufReader::new(child.stdout.take().unwrap()).read_line(&mut first).unwrap(); // then closed
+    assert!(child.wait().unwrap().success());
+    let s = guideloom::loader::State::from_json(&std::fs::read_to_string(&state).unwrap()).unwrap();
+    assert!(s.next_batch >= 1 && s.next_batch < 75 * 50, "{}", s.next_batch);
 }

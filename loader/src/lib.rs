@@ -50,7 +50,7 @@ mod token_windows;
 
 pub use batch::{Batch, Collate, Records, StackTokens, TokenBatch};
 pub use error::{BoxError, LoaderError};
-pub use loader::{Loader, LoaderBuilder, LoaderIter, DEFAULT_WORKERS, SHUTDOWN_GRACE};
+pub use loader::{Loader, LoaderBuilder, LoaderIter, DEFAULT_WORKERS, MAX_WORKERS, SHUTDOWN_GRACE};
 pub use oamap::{GatherColumns, OamapDatasetRecords, OamapRecord, OamapRecords};
 pub use permutation::Permutation;
 pub use rng::{MapContext, RecordRng};

@@ -16,6 +16,10 @@ use crate::{
 
 type MapFn<T, U> = Arc<dyn Fn(T, &mut MapContext) -> Result<U, BoxError> + Send + Sync>;
 
+/// Most worker threads a loader starts (a larger request is a configuration error, not an
+/// abort when the system runs out of thread stacks).
+pub const MAX_WORKERS: usize = 1024;
+
 /// Default number of worker threads.
 pub const DEFAULT_WORKERS: usize = 2;
 
@@ -94,8 +98,8 @@ where
         self
     }
 
-    /// Worker threads (default [`DEFAULT_WORKERS`]); 0 produces batches inline on the
-    /// consumer's thread.
+    /// Worker threads (default [`DEFAULT_WORKERS`], at most [`MAX_WORKERS`]); 0 produces
+    /// batches inline on the consumer's thread.
     pub fn workers(mut self, workers: usize) -> Self {
         self.workers = workers;
         self
@@ -151,7 +155,7 @@ where
     ///
     /// # Errors
     /// [`LoaderError::InvalidConfig`] for a zero batch size, world size, epoch count or
-    /// prefetch (with workers), or `rank >= world_size`.
+    /// prefetch (with workers), more than [`MAX_WORKERS`] workers, or `rank >= world_size`.
     ///
     /// An empty source, or a `drop_remainder` that leaves no batch, builds a loader with
     /// `len() == 0` whose iterators yield nothing (and start no thread).
@@ -160,6 +164,12 @@ where
         C: Collate<U>,
     {
         let sampler = Sampler::new(self.source.len(), self.config)?;
+        if self.workers > MAX_WORKERS {
+            return Err(LoaderError::InvalidConfig {
+                field: "workers",
+                detail: format!("{} worker threads asked; at most {MAX_WORKERS}", self.workers),
+            });
+        }
         let prefetch = self.prefetch.unwrap_or(2 * self.workers).max(usize::from(self.prefetch.is_none()));
         if self.workers > 0 && prefetch == 0 {
             return Err(LoaderError::InvalidConfig {

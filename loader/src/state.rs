@@ -73,7 +73,7 @@ impl State {
         if self.version != STATE_VERSION {
             return Err(LoaderError::StateVersion { expected: STATE_VERSION, found: self.version });
         }
-        fn cmp<T: PartialEq + std::fmt::Debug>(
+        fn cmp<T: PartialEq + std::fmt::Display>(
             field: &'static str,
             ours: T,
             theirs: T,
@@ -83,8 +83,8 @@ impl State {
             } else {
                 Err(LoaderError::StateMismatch {
                     field,
-                    expected: format!("{ours:?}"),
-                    found: format!("{theirs:?}"),
+                    expected: ours.to_string(),
+                    found: theirs.to_string(),
                 })
             }
         }
@@ -93,7 +93,14 @@ impl State {
         cmp("source.fingerprint", expected.source.fingerprint, self.source.fingerprint)?;
         cmp("seed", a.seed, b.seed)?;
         cmp("shuffle", a.shuffle, b.shuffle)?;
-        cmp("epochs", a.epochs, b.epochs)?;
+        let epochs = |e: Option<u64>| e.map_or_else(|| "unbounded".to_string(), |n| n.to_string());
+        if a.epochs != b.epochs {
+            return Err(LoaderError::StateMismatch {
+                field: "epochs",
+                expected: epochs(a.epochs),
+                found: epochs(b.epochs),
+            });
+        }
         cmp("batch_size", a.batch_size, b.batch_size)?;
         cmp("drop_remainder", a.drop_remainder, b.drop_remainder)?;
         cmp("rank", a.rank, b.rank)?;

@@ -1,6 +1,7 @@
 //! Append-only shard files for writers: positional writes behind a small buffer, a running
 //! crc32c, and truncation of bytes left past the committed length by an interrupted session.
 
+use std::collections::{HashSet, VecDeque};
 use std::fs::{File, OpenOptions};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
@@ -11,11 +12,41 @@ use crate::{Result, StorageError};
 /// Bytes buffered before a write reaches the file.
 const FLUSH_AT: usize = 1 << 20;
 
+/// Most shards of one writer whose files stay open at once; appending to more parks the least
+/// recently opened ones (flushed, fsynced, closed; reopened on their next write).
+pub(crate) const MAX_OPEN_SHARDS: usize = 32;
+
+/// Which shards of a writer may have open files, oldest first, bounded by
+/// [`MAX_OPEN_SHARDS`].
+#[derive(Debug, Default)]
+pub(crate) struct OpenShards {
+    order: VecDeque<u64>,
+    members: HashSet<u64>,
+}
+
+impl OpenShards {
+    /// Records an append to `shard`; when that (re)opens its files beyond the bound, returns
+    /// the least recently opened shard, whose files must be parked.
+    pub(crate) fn touch(&mut self, shard: u64) -> Option<u64> {
+        if !self.members.insert(shard) {
+            return None;
+        }
+        self.order.push_back(shard);
+        if self.order.len() > MAX_OPEN_SHARDS {
+            let victim = self.order.pop_front()?;
+            self.members.remove(&victim);
+            return Some(victim);
+        }
+        None
+    }
+}
+
 /// One shard file opened for appending.
 #[derive(Debug)]
 pub(crate) struct AppendFile {
     path: PathBuf,
-    file: File,
+    /// `None` while parked (everything written is on disk and fsynced).
+    file: Option<File>,
     /// Bytes already written to the file (past the committed length when dirty).
     flushed: u64,
     pending: Vec<u8>,
@@ -53,7 +84,7 @@ impl AppendFile {
         }
         Ok(AppendFile {
             path: path.to_path_buf(),
-            file,
+            file: Some(file),
             flushed: committed.bytes,
             pending: Vec::new(),
             crc: committed.checksum,
@@ -76,22 +107,55 @@ impl AppendFile {
         Ok(())
     }
 
+    /// The open file, reopening a parked one.
+    fn file(&mut self) -> Result<&File> {
+        if self.file.is_none() {
+            let f = OpenOptions::new()
+                .write(true)
+                .open(&self.path)
+                .map_err(|e| StorageError::io(&self.path, e))?;
+            self.file = Some(f);
+        }
+        self.file.as_ref().ok_or_else(|| StorageError::InvalidArgument("append file vanished".into()))
+    }
+
+    /// Whether the file is parked (closed, everything written durable).
+    pub(crate) fn is_parked(&self) -> bool {
+        self.file.is_none()
+    }
+
+    /// Flushes, fsyncs and closes the file; the next write reopens it.
+    pub(crate) fn park(&mut self) -> Result<()> {
+        self.sync()?;
+        self.file = None;
+        Ok(())
+    }
+
     /// Writes pending bytes to the file (not yet durable).
     pub(crate) fn flush(&mut self) -> Result<()> {
         if !self.pending.is_empty() {
-            self.file
-                .write_all_at(&self.pending, self.flushed)
-                .map_err(|e| StorageError::io(&self.path, e))?;
+            let at = self.flushed;
+            let pending = std::mem::take(&mut self.pending);
+            let written = match self.file() {
+                Ok(f) => f.write_all_at(&pending, at).map_err(|e| StorageError::io(&self.path, e)),
+                Err(e) => Err(e),
+            };
+            self.pending = pending;
+            written?;
             self.flushed += self.pending.len() as u64;
             self.pending.clear();
         }
         Ok(())
     }
 
-    /// Flushes and fsyncs; returns the entry to commit.
+    /// Flushes and fsyncs; returns the entry to commit. A parked file with nothing new is
+    /// already durable.
     pub(crate) fn sync(&mut self) -> Result<FileEntry> {
-        self.flush()?;
-        self.file.sync_data().map_err(|e| StorageError::io(&self.path, e))?;
+        if !(self.is_parked() && self.pending.is_empty()) {
+            self.flush()?;
+            let path = self.path.clone();
+            self.file()?.sync_data().map_err(|e| StorageError::io(&path, e))?;
+        }
         Ok(FileEntry { bytes: self.flushed, checksum: self.crc })
     }
 }

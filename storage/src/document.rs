@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use guideloom_formats::DocumentFormat;
 use serde_json::{Map, Value};
 
-use crate::append::{check_file, AppendFile};
+use crate::append::{check_file, AppendFile, OpenShards};
 use crate::io::{read_exact_at, FileSet, ReadOptions, ReadRequest, ShardFile};
 use crate::manifest::{FileEntry, FormatSpec, Manifest, ShardEntry, StorageKind, MANIFEST_FILE};
 use crate::stream::{check_kind_dtype, open_or_create_manifest, WriterLock};
@@ -57,6 +57,7 @@ pub struct DocumentWriter<F: DocumentFormat> {
     format: F,
     manifest: Manifest,
     open: BTreeMap<u64, OpenDocShard>,
+    open_shards: OpenShards,
     buf: Vec<u8>,
     _lock: WriterLock,
 }
@@ -72,7 +73,15 @@ impl<F: DocumentFormat> DocumentWriter<F> {
         let dir = dir.as_ref().to_path_buf();
         let spec = FormatSpec { name: format.name().to_string(), params: format.params() };
         let (manifest, lock) = open_or_create_manifest(&dir, StorageKind::Document, Value::Null, spec)?;
-        Ok(DocumentWriter { dir, format, manifest, open: BTreeMap::new(), buf: Vec::new(), _lock: lock })
+        Ok(DocumentWriter {
+            dir,
+            format,
+            manifest,
+            open: BTreeMap::new(),
+            open_shards: OpenShards::default(),
+            buf: Vec::new(),
+            _lock: lock,
+        })
     }
 
     /// Appends one document to shard `shard`; returns its size in bytes.
@@ -83,6 +92,10 @@ impl<F: DocumentFormat> DocumentWriter<F> {
     pub fn append(&mut self, shard: u64, document: &F::Input) -> Result<u64> {
         self.buf.clear();
         self.format.pack(document, &mut self.buf).map_err(|source| StorageError::Format { shard, source })?;
+        if let Some(victim) = self.open_shards.touch(shard).and_then(|v| self.open.get_mut(&v)) {
+            victim.data.park()?;
+            victim.index.park()?;
+        }
         if !self.open.contains_key(&shard) {
             let (data, index, documents) = match self.manifest.shard(shard) {
                 Some(s) => (
@@ -317,7 +330,7 @@ impl<F: DocumentFormat> DocumentReader<F> {
 }
 
 /// Reads and validates a shard's offset index.
-fn load_index(dir: &Path, s: &ShardEntry, docs: u64) -> Result<Vec<u64>> {
+pub(crate) fn load_index(dir: &Path, s: &ShardEntry, docs: u64) -> Result<Vec<u64>> {
     let path = Manifest::shard_path(dir, s.id, INDEX);
     let corrupt = |entry: u64, reason: String| StorageError::CorruptIndex {
         shard: s.id,

@@ -19,6 +19,9 @@ use crate::{Result, StorageError};
 /// The manifest format version this build reads and writes.
 pub const FORMAT_VERSION: u64 = 1;
 
+/// The largest `manifest.json` a reader accepts, in bytes (256 MiB: about a million shards).
+pub const MAX_MANIFEST_BYTES: u64 = 256 << 20;
+
 /// The manifest's file name inside a storage directory.
 pub const MANIFEST_FILE: &str = "manifest.json";
 
@@ -145,13 +148,24 @@ impl Manifest {
     /// [`StorageError::UnsupportedVersion`] for another version.
     pub fn load(dir: &Path) -> Result<Self> {
         let path = dir.join(MANIFEST_FILE);
-        let text = match fs::read(&path) {
-            Ok(t) => t,
+        let file = match File::open(&path) {
+            Ok(f) => f,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 return Err(StorageError::NotAStorage { dir: dir.to_path_buf() })
             }
             Err(e) => return Err(StorageError::io(&path, e)),
         };
+        // A manifest is a few hundred bytes per shard; never read an unbounded file (a
+        // damaged or hostile manifest, a link to a device) into memory.
+        let mut text = Vec::new();
+        std::io::Read::read_to_end(&mut std::io::Read::take(file, MAX_MANIFEST_BYTES + 1), &mut text)
+            .map_err(|e| StorageError::io(&path, e))?;
+        if text.len() as u64 > MAX_MANIFEST_BYTES {
+            return Err(StorageError::InvalidManifest {
+                path,
+                reason: format!("larger than the {MAX_MANIFEST_BYTES}-byte limit of a manifest"),
+            });
+        }
         let value: Value = serde_json::from_slice(&text)
             .map_err(|e| StorageError::InvalidManifest { path: path.clone(), reason: e.to_string() })?;
         let version = value.get("format_version").and_then(Value::as_u64);

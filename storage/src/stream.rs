@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use guideloom_formats::{Dtype, StreamFormat, Window};
 use serde_json::{Map, Value};
 
-use crate::append::{check_file, AppendFile};
+use crate::append::{check_file, AppendFile, OpenShards};
 use crate::io::{FileSet, ReadOptions, ReadRequest, ShardFile};
 use crate::manifest::{FileEntry, FormatSpec, Manifest, ShardEntry, StorageKind, MANIFEST_FILE};
 use crate::{Result, StorageError};
@@ -86,7 +86,9 @@ pub(crate) fn check_kind_dtype(m: &Manifest, dir: &Path, kind: StorageKind, dtyp
 }
 
 /// Writes a stream storage: [`StreamWriter::append`] records to shards, then
-/// [`StreamWriter::commit`].
+/// [`StreamWriter::commit`]. At most 32 shards keep their files open at once: appending to
+/// another one flushes, fsyncs and closes the least recently opened (it reopens on its next
+/// append), so a writer may fill thousands of shards.
 ///
 /// Opening a directory that already holds a stream storage continues it: new records are
 /// appended after the committed ones of each shard, and bytes an interrupted session left
@@ -112,6 +114,7 @@ pub struct StreamWriter<F: StreamFormat> {
     itemsize: u64,
     manifest: Manifest,
     open: BTreeMap<u64, (AppendFile, u64)>,
+    open_shards: OpenShards,
     buf: Vec<u8>,
     _lock: WriterLock,
 }
@@ -135,6 +138,7 @@ impl<F: StreamFormat> StreamWriter<F> {
             itemsize: dtype.itemsize(),
             manifest,
             open: BTreeMap::new(),
+            open_shards: OpenShards::default(),
             buf: Vec::new(),
             _lock: lock,
         })
@@ -171,6 +175,9 @@ impl<F: StreamFormat> StreamWriter<F> {
     }
 
     fn shard_file(&mut self, shard: u64) -> Result<(&mut AppendFile, &mut u64)> {
+        if let Some((victim, _)) = self.open_shards.touch(shard).and_then(|v| self.open.get_mut(&v)) {
+            victim.park()?;
+        }
         if !self.open.contains_key(&shard) {
             let (committed, elements) = match self.manifest.shard(shard) {
                 Some(s) => (FileEntry { bytes: s.bytes, checksum: s.checksum }, s.elements.unwrap_or(0)),

@@ -23,16 +23,16 @@ use std::path::{Path, PathBuf};
 use guideloom_formats::{FormatError, MetaSink, MetaWindow, StreamWithMetaFormat, Window};
 use serde_json::{Map, Value};
 
-use crate::append::{check_file, AppendFile};
+use crate::append::{check_file, AppendFile, OpenShards};
 use crate::io::{read_exact_at, FileSet, ReadOptions, ReadRequest, ShardFile};
 use crate::manifest::{FileEntry, FormatSpec, Manifest, ShardEntry, StorageKind, MANIFEST_FILE};
 use crate::stream::{check_kind_dtype, open_or_create_manifest, stream_files, StreamLayout, WriterLock};
 use crate::{Result, StorageError};
 
 /// Extension of the payload file.
-const META: &str = "meta";
+pub(crate) const META: &str = "meta";
 /// Extension of the run index file.
-const METAIDX: &str = "metaidx";
+pub(crate) const METAIDX: &str = "metaidx";
 /// Bytes of one run-index entry (first element u64, payload offset u64).
 const ENTRY: u64 = 16;
 
@@ -77,6 +77,7 @@ pub struct StreamWithMetaWriter<F: StreamWithMetaFormat> {
     buf: Vec<u8>,
     sink: MetaSink<F::Key>,
     idx: Vec<u8>,
+    open_shards: OpenShards,
     _lock: WriterLock,
 }
 
@@ -111,6 +112,7 @@ impl<F: StreamWithMetaFormat> StreamWithMetaWriter<F> {
             buf: Vec::new(),
             sink: MetaSink::new(),
             idx: Vec::new(),
+            open_shards: OpenShards::default(),
             _lock: lock,
         })
     }
@@ -137,6 +139,11 @@ impl<F: StreamWithMetaFormat> StreamWithMetaWriter<F> {
                 self.buf.len(),
                 self.itemsize
             ))));
+        }
+        if let Some(victim) = self.open_shards.touch(shard).and_then(|v| self.open.get_mut(&v)) {
+            victim.data.park()?;
+            victim.meta.park()?;
+            victim.index.park()?;
         }
         if !self.open.contains_key(&shard) {
             let s = self.open_shard(shard)?;
@@ -244,7 +251,7 @@ impl<F: StreamWithMetaFormat> StreamWithMetaWriter<F> {
 /// shard's element count; `payloads` has one more entry (the `.meta` committed length),
 /// starting at 0 and never decreasing.
 #[derive(Debug, Clone)]
-struct ShardRuns {
+pub(crate) struct ShardRuns {
     starts: Vec<u64>,
     payloads: Vec<u64>,
 }
@@ -493,7 +500,7 @@ impl<F: StreamWithMetaFormat> StreamWithMetaReader<F> {
 }
 
 /// Reads and validates a shard's run index (see [`ShardRuns`]).
-fn load_runs(dir: &Path, s: &ShardEntry, meta_bytes: u64, index_bytes: u64) -> Result<ShardRuns> {
+pub(crate) fn load_runs(dir: &Path, s: &ShardEntry, meta_bytes: u64, index_bytes: u64) -> Result<ShardRuns> {
     let path = Manifest::shard_path(dir, s.id, METAIDX);
     let corrupt = |entry: u64, reason: String| StorageError::CorruptIndex {
         shard: s.id,
@@ -502,7 +509,7 @@ fn load_runs(dir: &Path, s: &ShardEntry, meta_bytes: u64, index_bytes: u64) -> R
         reason,
     };
     let elements = s.elements.unwrap_or(0);
-    if index_bytes % ENTRY != 0 {
+    if !index_bytes.is_multiple_of(ENTRY) {
         return Err(corrupt(
             index_bytes / ENTRY,
             format!("committed length {index_bytes} is not a whole number of {ENTRY}-byte entries"),

@@ -142,3 +142,36 @@ fn offsets_past_4_gib_in_a_sparse_stream() {
     assert_eq!(r.read(big / 2 - 1, 4).unwrap(), vec![0, 7, 8, 9]);
     assert_eq!(r.read(0, 2).unwrap(), vec![1, 0]);
 }
+
+/// Open descriptors of this process that point into `dir`.
+fn fds_into(dir: &std::path::Path) -> usize {
+    std::fs::read_dir("/proc/self/fd")
+        .unwrap()
+        .filter_map(|e| std::fs::read_link(e.ok()?.path()).ok())
+        .filter(|p| p.starts_with(dir))
+        .count()
+}
+
+#[test]
+fn writer_keeps_at_most_32_shard_files_open_and_reopens_parked_ones() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut w = StreamWriter::open(dir.path(), TokenFormat::<u16>::new()).unwrap();
+    let mut peak = 0;
+    // Two rounds over 300 shards: every shard is parked, then reopened and appended to.
+    for round in 0..2u32 {
+        for s in 0..300u64 {
+            w.append(s, &[s as u32, round]).unwrap();
+            peak = peak.max(fds_into(dir.path()));
+        }
+    }
+    w.append(7, &vec![9; 700_000]).unwrap(); // a parked shard that flushes on append
+    w.commit().unwrap();
+    assert!(peak <= 32 + 1, "{peak} descriptors into the storage (32 shards + the lock file)");
+    drop(w);
+    let r = StreamReader::open(dir.path(), TokenFormat::<u16>::new()).unwrap();
+    assert_eq!(r.len(), 300 * 4 + 700_000);
+    assert_eq!(r.read(0, 4).unwrap(), vec![0, 0, 0, 1]);
+    assert_eq!(r.read(4 * 299 + 700_000, 4).unwrap(), vec![299, 0, 299, 1]);
+    assert_eq!(r.read(4 * 7, 6).unwrap(), vec![7, 0, 7, 1, 9, 9]);
+    guideloom_storage::verify(dir.path()).unwrap();
+}

@@ -272,6 +272,15 @@ impl Array {
                 _ => Err(format!("{v} is not a number")),
             }
         }
+        // A finite value too large for float32 would become an infinity, which JSON (and so
+        // the golden arrays form) cannot carry: refuse it instead of storing a silent null.
+        fn f32_of(x: f64, v: &Value) -> Result<f32, String> {
+            let y = x as f32;
+            if x.is_finite() && !y.is_finite() {
+                return Err(format!("{v} is out of range for float32"));
+            }
+            Ok(y)
+        }
         fn complex(v: &Value) -> Result<[f64; 2], String> {
             match v {
                 Value::Array(p) if p.len() == 2 => Ok([float(&p[0])?, float(&p[1])?]),
@@ -295,11 +304,11 @@ impl Array {
             ArrayData::U16(x) => x.push(int(v)?),
             ArrayData::U32(x) => x.push(int(v)?),
             ArrayData::U64(x) => x.push(int(v)?),
-            ArrayData::F32(x) => x.push(float(v)? as f32),
+            ArrayData::F32(x) => x.push(f32_of(float(v)?, v)?),
             ArrayData::F64(x) => x.push(float(v)?),
             ArrayData::C64(x) => {
                 let [a, b] = complex(v)?;
-                x.push([a as f32, b as f32])
+                x.push([f32_of(a, v)?, f32_of(b, v)?])
             }
             ArrayData::C128(x) => x.push(complex(v)?),
             ArrayData::Bytes { width, data } => {

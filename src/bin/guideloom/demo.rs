@@ -10,6 +10,15 @@ use guideloom::storage::{Manifest, StreamReader};
 
 use crate::CliResult;
 
+/// Prints a line; a closed stdout does not stop the demo, whose exit status reports the resume
+/// check.
+macro_rules! say {
+    ($($t:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stdout().lock(), $($t)*);
+    }};
+}
+
 const SEQ_LEN: u64 = 1_025;
 const BATCH: u64 = 16;
 const SEED: u64 = 2_024;
@@ -17,7 +26,6 @@ const EPOCHS: u64 = 2;
 const WORKERS: usize = 2;
 const PREFETCH: usize = 4;
 
-/// The bundled corpus: `data/austen` of the source tree, or of the current directory.
 /// The bundled corpus: the six `*.txt` novels of `data/austen` (of the source tree, or of the
 /// current directory), in name order.
 fn default_corpus() -> CliResult<Vec<PathBuf>> {
@@ -64,10 +72,18 @@ pub fn run(corpus: Vec<PathBuf>, workdir: Option<PathBuf>) -> CliResult {
     };
     let store = workdir.join("austen.gl");
     if store.exists() {
+        // Only a storage an earlier demo wrote is replaced; anything else is left alone.
+        if !store.join("manifest.json").is_file() {
+            return Err(format!(
+                "{} exists and is not a guideloom storage; remove it or choose another --workdir",
+                store.display()
+            )
+            .into());
+        }
         std::fs::remove_dir_all(&store).map_err(|e| format!("cannot clear {}: {e}", store.display()))?;
     }
 
-    outln!("== 1. ingest: {} with the cl100k BPE (embedded; no download)", display_list(&corpus));
+    say!("== 1. ingest: {} with the cl100k BPE (embedded; no download)", display_list(&corpus));
     let t = Instant::now();
     let opts = IngestOptions {
         tokenizer: Tokenizer::Cl100k,
@@ -79,7 +95,7 @@ pub fn run(corpus: Vec<PathBuf>, workdir: Option<PathBuf>) -> CliResult {
     };
     let report = ingest::ingest_text(&store, &corpus, &opts)?;
     let secs = t.elapsed().as_secs_f64();
-    outln!(
+    say!(
         "   {} documents, {} tokens ({}), {} shards, {:.1} MB of text in {:.2} s ({:.1} MB/s)",
         report.documents,
         report.tokens,
@@ -93,17 +109,12 @@ pub fn run(corpus: Vec<PathBuf>, workdir: Option<PathBuf>) -> CliResult {
         return Err(format!("expected cl100k ids to need u32 storage, got {}", report.dtype).into());
     }
 
-    outln!("\n== 2. storage summary ({})", store.display());
+    say!("\n== 2. storage summary ({})", store.display());
     let m = Manifest::load(&store)?;
     let dtype = guideloom::formats::Dtype::from_descr(&m.dtype)?;
-    outln!(
-        "   kind {}, dtype {dtype}, format {}, fingerprint {:016x}",
-        m.kind,
-        m.format.name,
-        m.fingerprint()
-    );
+    say!("   kind {}, dtype {dtype}, format {}, fingerprint {:016x}", m.kind, m.format.name, m.fingerprint());
     for s in &m.shards {
-        outln!(
+        say!(
             "   shard {}: {} tokens, {} bytes, crc32c {:08x}",
             s.id,
             s.elements.unwrap_or(0),
@@ -112,14 +123,21 @@ pub fn run(corpus: Vec<PathBuf>, workdir: Option<PathBuf>) -> CliResult {
         );
     }
     let v = guideloom::storage::verify(&store)?;
-    outln!("   verify: {} shards, {} bytes, all checksums match", v.shards, v.bytes);
+    say!("   verify: {} shards, {} bytes, all checksums match", v.shards, v.bytes);
 
-    outln!(
+    say!(
         "\n== 3. training loop: shuffled {SEQ_LEN}-token windows, batch {BATCH}, {EPOCHS} epochs, {WORKERS} workers, prefetch {PREFETCH}"
     );
     let l = loader(&store)?;
     let total = l.total_batches().unwrap_or(0);
-    outln!(
+    if total < 3 {
+        return Err(format!(
+            "the corpus is too small for the demo: {} windows of {SEQ_LEN} tokens make {total} batches of {BATCH}; it needs at least 3",
+            guideloom::loader::DataSource::len(l.source())
+        )
+        .into());
+    }
+    say!(
         "   {} windows, {} batches per epoch, {total} batches in all",
         guideloom::loader::DataSource::len(l.source()),
         l.len()
@@ -150,19 +168,19 @@ pub fn run(corpus: Vec<PathBuf>, workdir: Option<PathBuf>) -> CliResult {
     let elapsed = start.elapsed().as_secs_f64();
     drop(it);
     let tokens = seen.len() as u64 * BATCH * SEQ_LEN;
-    outln!("   consumed {} batches (checksum {loss_proxy:016x})", seen.len());
+    say!("   consumed {} batches (checksum {loss_proxy:016x})", seen.len());
     if let Some((w, ids)) = first_window {
         let bpe = Tokenizer::Cl100k.load()?;
         let text = bpe.decode(&ids).unwrap_or_else(|_| "<a window cut inside a UTF-8 character>".into());
-        outln!("   batch 0 starts with window {w}; its first {} tokens decode to:", ids.len());
-        outln!("   {:?}", text.replace('\n', " "));
+        say!("   batch 0 starts with window {w}; its first {} tokens decode to:", ids.len());
+        say!("   {:?}", text.replace('\n', " "));
     }
 
-    outln!("\n== 4. checkpoint and resume");
+    say!("\n== 4. checkpoint and resume");
     let state = saved.ok_or("the run ended before the checkpoint")?;
     let state_path = workdir.join("loader-state.json");
     std::fs::write(&state_path, state.to_json())?;
-    outln!(
+    say!(
         "   saved the state after {save_at} batches: {} bytes of JSON in {}",
         state.to_json().len(),
         state_path.display()
@@ -183,13 +201,13 @@ pub fn run(corpus: Vec<PathBuf>, workdir: Option<PathBuf>) -> CliResult {
         )
         .into());
     }
-    outln!(
+    say!(
         "   resume check: passed (the {} batches after the first {save_at} equal the uninterrupted run, in a fresh loader)",
         resumed.len()
     );
 
-    outln!("\n== 5. throughput (uninterrupted run, {WORKERS} workers)");
-    outln!(
+    say!("\n== 5. throughput (uninterrupted run, {WORKERS} workers)");
+    say!(
         "   {:.0} windows/s, {:.1} M tokens/s, {:.1} MB/s of u32 tokens; first batch after {:.2} ms",
         seen.len() as f64 * BATCH as f64 / elapsed,
         tokens as f64 / elapsed / 1e6,
@@ -197,7 +215,7 @@ pub fn run(corpus: Vec<PathBuf>, workdir: Option<PathBuf>) -> CliResult {
         first_batch.map_or(0.0, |d| d.as_secs_f64() * 1e3)
     );
     let r = StreamReader::open(&store, TokenFormat::<u32>::new())?;
-    outln!("   storage read through {} ({} tokens)", r.options().backend.name(), r.len());
+    say!("   storage read through {} ({} tokens)", r.options().backend.name(), r.len());
     Ok(())
 }
 

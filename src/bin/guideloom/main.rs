@@ -88,6 +88,7 @@ pub enum BackendArg {
     /// io_uring when available, else pread (or what GUIDELOOM_IO says).
     Auto,
     /// io_uring.
+    #[value(alias = "io_uring")]
     IoUring,
     /// Positional reads.
     Pread,
@@ -243,8 +244,8 @@ struct IngestTextArgs {
     /// Append the tokenizer's end-of-text id after each document.
     #[arg(long)]
     eos: bool,
-    /// Number of shards (contiguous runs of documents).
-    #[arg(long, default_value_t = 1)]
+    /// Number of shards (contiguous runs of documents), at least 1.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
     shards: u64,
     /// Element type: auto = u16 when every id < 65,536, else u32.
     #[arg(long, value_enum, default_value = "auto")]
@@ -252,6 +253,10 @@ struct IngestTextArgs {
     /// Write a stream-with-meta storage whose runs are documents (ordinal + source path).
     #[arg(long)]
     doc_meta: bool,
+    /// Add the documents to the existing storage in --out (same tokenizer, split and --eos),
+    /// in new shards after its last one. Without it an existing storage is an error.
+    #[arg(long)]
+    append: bool,
     /// Input files or directories.
     #[arg(required = true)]
     paths: Vec<PathBuf>,
@@ -271,12 +276,16 @@ struct IngestJsonlArgs {
     /// BPE vocabulary for --text-field.
     #[arg(long, value_enum, default_value = "cl100k")]
     tokenizer: TokenizerArg,
-    /// Number of shards (contiguous runs of documents).
-    #[arg(long, default_value_t = 1)]
+    /// Number of shards (contiguous runs of documents), at least 1.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
     shards: u64,
     /// Element type: auto = u16 when every id < 65,536, else u32.
     #[arg(long, value_enum, default_value = "auto")]
     dtype: DtypeArg,
+    /// Add the documents to the existing storage in --out (same fields and tokenizer), in new
+    /// shards after its last one. Without it an existing storage is an error.
+    #[arg(long)]
+    append: bool,
     /// Input JSON Lines files.
     #[arg(required = true)]
     files: Vec<PathBuf>,
@@ -296,6 +305,15 @@ struct InspectArgs {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    if let Ok(v) = std::env::var(guideloom::storage::io::IO_ENV_VAR) {
+        let known = ["", "auto", "pread", "io_uring", "io-uring", "uring", "mmap"];
+        if !known.contains(&v.trim().to_ascii_lowercase().as_str()) {
+            eprintln!(
+                "warning: {}={v:?} is not one of auto, pread, io_uring, mmap; using auto",
+                guideloom::storage::io::IO_ENV_VAR
+            );
+        }
+    }
     let result = match cli.command {
         Command::Ingest(IngestCommand::Text(a)) => ingest_text(a),
         Command::Ingest(IngestCommand::Jsonl(a)) => ingest_jsonl(a),
@@ -343,6 +361,7 @@ fn ingest_text(a: IngestTextArgs) -> CliResult {
         shards: a.shards,
         dtype: a.dtype.into(),
         doc_meta: a.doc_meta,
+        append: a.append,
         progress: true,
     };
     let r = ingest::ingest_text(&a.out, &a.paths, &opts)?;
@@ -356,7 +375,14 @@ fn ingest_jsonl(a: IngestJsonlArgs) -> CliResult {
         (None, Some(f)) => JsonlField::Text(f, a.tokenizer.into()),
         (None, None) => return Err("one of --tokens-field or --text-field is required".into()),
     };
-    let r = ingest::ingest_jsonl(&a.out, &a.files, &field, a.shards, a.dtype.into(), true)?;
+    let write = ingest::WriteOptions {
+        shards: a.shards,
+        dtype: a.dtype.into(),
+        target: ingest::Target::Stream,
+        append: a.append,
+        progress: true,
+    };
+    let r = ingest::ingest_jsonl(&a.out, &a.files, &field, &write)?;
     print_report(&a.out, &r);
     Ok(())
 }
@@ -374,13 +400,24 @@ fn print_report(out: &std::path::Path, r: &ingest::IngestReport) {
 }
 
 /// The summary `inspect --json` prints.
-fn summary(dir: &std::path::Path, m: &Manifest) -> Value {
-    let elements: u64 = m.shards.iter().filter_map(|s| s.elements).sum();
+fn summary(dir: &std::path::Path, m: &Manifest) -> CliResult<Value> {
+    fn sum(dir: &std::path::Path, it: impl Iterator<Item = u64>) -> CliResult<u64> {
+        let mut total = 0u64;
+        for v in it {
+            total = total
+                .checked_add(v)
+                .ok_or_else(|| format!("{}: the manifest's counts or sizes overflow u64", dir.display()))?;
+        }
+        Ok(total)
+    }
+    let elements = sum(dir, m.shards.iter().filter_map(|s| s.elements))?;
     let documents: Option<u64> = match m.kind {
-        StorageKind::Document => Some(m.shards.iter().filter_map(|s| s.documents).sum()),
+        StorageKind::Document => Some(sum(dir, m.shards.iter().filter_map(|s| s.documents))?),
         _ => m.metadata.get("documents").and_then(Value::as_u64),
     };
-    let bytes: u64 = m.shards.iter().map(|s| s.bytes + s.files.values().map(|f| f.bytes).sum::<u64>()).sum();
+    let files =
+        m.shards.iter().flat_map(|s| std::iter::once(s.bytes).chain(s.files.values().map(|f| f.bytes)));
+    let bytes = sum(dir, files)?;
     let shards: Vec<Value> = m
         .shards
         .iter()
@@ -395,7 +432,7 @@ fn summary(dir: &std::path::Path, m: &Manifest) -> Value {
             o
         })
         .collect();
-    json!({
+    Ok(json!({
         "path": dir.display().to_string(),
         "kind": m.kind.as_str(),
         "dtype": m.dtype,
@@ -406,12 +443,15 @@ fn summary(dir: &std::path::Path, m: &Manifest) -> Value {
         "shards": shards,
         "metadata": m.metadata,
         "fingerprint": format!("{:016x}", m.fingerprint()),
-    })
+    }))
 }
 
 fn inspect(a: InspectArgs) -> CliResult {
+    if !a.dir.is_dir() {
+        return Err(format!("{} is not a directory", a.dir.display()).into());
+    }
     let m = Manifest::load(&a.dir)?;
-    let mut s = summary(&a.dir, &m);
+    let mut s = summary(&a.dir, &m)?;
     let verified = if a.verify { Some(storage::verify(&a.dir)) } else { None };
     if a.json {
         if let Some(v) = &verified {
@@ -493,6 +533,14 @@ fn batches(a: BatchesArgs) -> CliResult {
 }
 
 fn bench(a: BenchArgs) -> CliResult {
+    if let Some(t) = a.seconds {
+        if !(t.is_finite() && t > 0.0 && t <= 1e6) {
+            return Err(format!("--seconds must be a positive number of seconds up to 1e6, got {t}").into());
+        }
+    }
+    if a.max_batches == Some(0) {
+        return Err("--max-batches must be at least 1".into());
+    }
     let b = run::Bench {
         args: loader_args(a.window, Some(1), 0, 1, false),
         seconds: a.seconds,
@@ -500,6 +548,14 @@ fn bench(a: BenchArgs) -> CliResult {
         json: a.json,
     };
     let t = b.run()?;
+    if t.batches == 0 {
+        return Err(format!(
+            "no batch to measure: {} holds no window of {} tokens for this configuration",
+            b.args.dir.display(),
+            b.args.seq_len
+        )
+        .into());
+    }
     let backend = run::read_options(b.args.backend)?.backend.name();
     let extra = json!({"backend": backend, "workers": b.args.workers, "seq_len": b.args.seq_len, "batch_size": b.args.batch_size});
     if b.json {

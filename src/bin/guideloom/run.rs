@@ -178,6 +178,16 @@ impl SourceFn<()> for &Batches {
         S::Item: WindowRecord,
     {
         let loader = build(&self.args, source)?;
+        if loader.is_empty() {
+            eprintln!(
+                "note: no batch: {} holds {} windows of {} tokens (batch size {}, world size {})",
+                self.args.dir.display(),
+                DataSource::len(loader.source()),
+                self.args.seq_len,
+                self.args.batch_size,
+                self.args.world_size
+            );
+        }
         let mut it = match &self.resume {
             Some(p) => loader.iter_from(&read_state(p)?)?,
             None => loader.iter(),
@@ -186,6 +196,10 @@ impl SourceFn<()> for &Batches {
         let mut out = std::io::BufWriter::new(stdout.lock());
         let mut printed = 0u64;
         let mut line = String::new();
+        // The state after the last batch known to have reached stdout: with --save-state each
+        // line is flushed, so a closed pipe saves the state of what the reader received.
+        let mut delivered = it.state();
+        let mut written: std::io::Result<()> = Ok(());
         while self.max_batches.is_none_or(|k| printed < k) {
             let Some(batch) = it.next() else { break };
             let batch = batch?;
@@ -217,15 +231,24 @@ impl SourceFn<()> for &Batches {
                 let _ = write!(line, ",\"documents\":[{docs}]");
             }
             line.push('}');
-            writeln!(out, "{line}")?;
+            written = writeln!(out, "{line}").and_then(|()| match self.save_state {
+                Some(_) => out.flush(),
+                None => Ok(()),
+            });
+            if written.is_err() {
+                break;
+            }
             printed += 1;
+            delivered = it.state();
         }
-        out.flush()?;
+        if written.is_ok() {
+            written = out.flush();
+        }
         if let Some(p) = &self.save_state {
-            std::fs::write(p, it.state().to_json())
+            std::fs::write(p, delivered.to_json())
                 .map_err(|e| format!("cannot write state file {}: {e}", p.display()))?;
         }
-        Ok(())
+        Ok(written?)
     }
 }
 
