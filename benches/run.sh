@@ -6,7 +6,7 @@
 # runs every system interleaved and deletes the data sets at the end (unless --keep-data).
 #
 #   benches/run.sh [--runs N] [--sections main,u32,verify,sweep,cold,startup,resume]
-#                  [--backends auto,pread,io-uring,mmap] [--keep-data] [--report-only]
+#                  [--backends auto,pread,io-uring,mmap] [--keep-data] [--report-only] [--merge]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
