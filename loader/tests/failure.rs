@@ -4,26 +4,14 @@
 //! `guideloom-w*`, read from `/proc/self/task`) see only the test's own loader.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::Arc;
 use std::time::Duration;
 
 use guideloom_loader::{Cancellation, DataSource, Loader, LoaderError};
 
-static SERIAL: Mutex<()> = Mutex::new(());
+mod common;
 
-fn serial() -> MutexGuard<'static, ()> {
-    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-/// Live threads of this process named like loader workers.
-fn worker_threads() -> usize {
-    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else { return 0 };
-    tasks
-        .filter_map(|t| t.ok())
-        .filter_map(|t| std::fs::read_to_string(t.path().join("comm")).ok())
-        .filter(|name| name.starts_with("guideloom-w"))
-        .count()
-}
+use common::{serial, worker_threads};
 
 #[derive(Clone, Copy)]
 enum Fault {

@@ -9,28 +9,16 @@
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use guideloom_formats::{RawBytesFormat, TokenFormat};
 use guideloom_loader::{DataSource, Documents, Loader, LoaderError, StreamWindows, VecSource};
 use guideloom_storage::{DocumentWriter, StreamWriter};
 
-static SERIAL: Mutex<()> = Mutex::new(());
+mod common;
 
-fn serial() -> MutexGuard<'static, ()> {
-    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-/// Live threads of this process named like loader workers.
-fn worker_threads() -> usize {
-    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else { return 0 };
-    tasks
-        .filter_map(|t| t.ok())
-        .filter_map(|t| std::fs::read_to_string(t.path().join("comm")).ok())
-        .filter(|name| name.starts_with("guideloom-w"))
-        .count()
-}
+use common::{serial, worker_threads};
 
 /// Open descriptors of this process.
 fn open_fds() -> usize {
