@@ -414,23 +414,19 @@ impl<F: StreamFormat> StreamReader<F> {
     /// # Errors
     /// As [`StreamReader::read`]; the first failing window fails the batch.
     pub fn read_many(&self, windows: &[(u64, u64)]) -> Result<Vec<F::Output>> {
-        let mut bytes = Vec::new();
-        let mut segs = Vec::new();
-        let seg_ranges = self.read_many_segmented(windows, &mut bytes, &mut segs)?;
+        let plan = self.plan(windows)?;
+        let mut bytes = vec![0u8; plan.bytes];
+        self.options.backend.read_into(&self.files, &plan.requests, &mut bytes)?;
         let itemsize = self.dtype.itemsize();
         let mut out = Vec::with_capacity(windows.len());
         let mut pos = 0usize;
-        for (w, seg) in windows.iter().zip(seg_ranges) {
+        for (w, seg) in windows.iter().zip(plan.ranges) {
             let n = (w.1 * itemsize) as usize;
-            let (lens, shards): (Vec<u64>, Vec<u64>) = segs[seg].iter().copied().unzip();
-            let first = lens.first().map_or(0, |_| shards[0]);
-            let window = Window::new(&bytes[pos..pos + n], itemsize, &lens, &shards)
-                .map_err(|source| StorageError::Format { shard: first, source })?;
-            out.push(
-                self.format
-                    .unpack(&window)
-                    .map_err(|source| StorageError::Format { shard: first, source })?,
-            );
+            let (lens, shards) = (&plan.lens[seg.clone()], &plan.shards[seg]);
+            let first = shards.first().copied().unwrap_or(0);
+            let format = |source| StorageError::Format { shard: first, source };
+            let window = Window::new(&bytes[pos..pos + n], itemsize, lens, shards).map_err(format)?;
+            out.push(self.format.unpack(&window).map_err(format)?);
             pos += n;
         }
         Ok(out)
@@ -442,8 +438,10 @@ impl<F: StreamFormat> StreamReader<F> {
     /// # Errors
     /// As [`StreamReader::read`], without decoding.
     pub fn read_many_raw(&self, windows: &[(u64, u64)], out: &mut Vec<u8>) -> Result<()> {
-        let mut segs = Vec::new();
-        self.read_many_segmented(windows, out, &mut segs).map(|_| ())
+        let plan = self.plan(windows)?;
+        out.clear();
+        out.resize(plan.bytes, 0);
+        self.options.backend.read_into(&self.files, &plan.requests, out)
     }
 
     /// Reads a batch of windows `(offset, len)` as raw little-endian bytes into `out`, back to
@@ -455,52 +453,52 @@ impl<F: StreamFormat> StreamReader<F> {
     /// [`StorageError::InvalidArgument`] when `out` has another length; otherwise as
     /// [`StreamReader::read`], without decoding.
     pub fn read_many_into(&self, windows: &[(u64, u64)], out: &mut [u8]) -> Result<()> {
-        let itemsize = self.dtype.itemsize();
-        let mut requests = Vec::with_capacity(windows.len() + 4);
-        let mut total = 0u64;
-        for &(offset, len) in windows {
-            self.layout.segments(offset, len, |i, local, n| {
-                requests.push(ReadRequest { file: i, offset: local * itemsize, len: n * itemsize });
-            })?;
-            total += len * itemsize;
-        }
-        if total != out.len() as u64 {
+        let plan = self.plan(windows)?;
+        if plan.bytes != out.len() {
             return Err(StorageError::InvalidArgument(format!(
-                "read_many_into: the windows hold {total} bytes but the buffer has {}",
+                "read_many_into: the windows hold {} bytes but the buffer has {}",
+                plan.bytes,
                 out.len()
             )));
         }
-        self.options.backend.read_into(&self.files, &requests, out)
+        self.options.backend.read_into(&self.files, &plan.requests, out)
     }
 
-    /// Reads windows into `out` and records each window's `(length, shard id)` segments in
-    /// `segs`; returns, per window, its range in `segs`.
-    fn read_many_segmented(
-        &self,
-        windows: &[(u64, u64)],
-        out: &mut Vec<u8>,
-        segs: &mut Vec<(u64, u64)>,
-    ) -> Result<Vec<std::ops::Range<usize>>> {
+    /// The byte requests of a batch of windows and each window's segmentation.
+    fn plan(&self, windows: &[(u64, u64)]) -> Result<BatchPlan> {
         let itemsize = self.dtype.itemsize();
-        let mut requests = Vec::with_capacity(windows.len() + 4);
-        let mut ranges = Vec::with_capacity(windows.len());
+        let mut plan = BatchPlan {
+            requests: Vec::with_capacity(windows.len() + 4),
+            lens: Vec::with_capacity(windows.len() + 4),
+            shards: Vec::with_capacity(windows.len() + 4),
+            ranges: Vec::with_capacity(windows.len()),
+            bytes: 0,
+        };
         let mut total = 0u64;
         for &(offset, len) in windows {
-            let start = segs.len();
+            let start = plan.lens.len();
             self.layout.segments(offset, len, |i, local, n| {
-                requests.push(ReadRequest { file: i, offset: local * itemsize, len: n * itemsize });
-                segs.push((n, self.layout.ids[i]));
+                plan.requests.push(ReadRequest { file: i, offset: local * itemsize, len: n * itemsize });
+                plan.lens.push(n);
+                plan.shards.push(self.layout.ids[i]);
             })?;
-            ranges.push(start..segs.len());
+            plan.ranges.push(start..plan.lens.len());
             total += len * itemsize;
         }
-        let total =
+        plan.bytes =
             usize::try_from(total).map_err(|_| StorageError::InvalidArgument("batch too large".into()))?;
-        out.clear();
-        out.resize(total, 0);
-        self.options.backend.read_into(&self.files, &requests, out)?;
-        Ok(ranges)
+        Ok(plan)
     }
+}
+
+/// A batch of windows turned into byte requests: window `i`'s segments are
+/// `lens[ranges[i]]` elements from shards `shards[ranges[i]]`; `bytes` in all.
+struct BatchPlan {
+    requests: Vec<ReadRequest>,
+    lens: Vec<u64>,
+    shards: Vec<u64>,
+    ranges: Vec<std::ops::Range<usize>>,
+    bytes: usize,
 }
 
 /// The data files of a stream-kind storage, checked: element count × itemsize = bytes, and

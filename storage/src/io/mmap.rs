@@ -51,15 +51,33 @@ impl MmapBackend {
     /// [`StorageError::Io`] when the file cannot be opened or mapped;
     /// [`StorageError::InvalidArgument`] for a file index out of range.
     pub fn map_range(&self, files: &FileSet, request: ReadRequest) -> Result<MappedBytes> {
+        self.map_range_with(files, request, &mut Vec::new())
+    }
+
+    /// [`MmapBackend::map_range`] reusing the maps already looked up for this batch in `seen`
+    /// (file index, map), so a batch takes the file set's lock once per file, not per request.
+    fn map_range_with(
+        &self,
+        files: &FileSet,
+        request: ReadRequest,
+        seen: &mut Vec<(usize, Option<Arc<memmap2::Mmap>>)>,
+    ) -> Result<MappedBytes> {
         let len = usize::try_from(request.len)
             .map_err(|_| StorageError::InvalidArgument("mapped range too large".into()))?;
         if len == 0 {
             files.checked(request.file)?;
             return Ok(MappedBytes { map: None, range: 0..0 });
         }
-        // SAFETY: `self` exists only through `MmapBackend::new`, whose caller accepted the
-        // contract `FileSet::map` needs (no truncation or rewriting of mapped files).
-        let map = unsafe { files.map(request.file) }?;
+        let map = match seen.iter().find(|(i, _)| *i == request.file) {
+            Some((_, m)) => m.clone(),
+            None => {
+                // SAFETY: `self` exists only through `MmapBackend::new`, whose caller accepted
+                // the contract `FileSet::map` needs (no truncation or rewriting of mapped files).
+                let m = unsafe { files.map(request.file) }?;
+                seen.push((request.file, m.clone()));
+                m
+            }
+        };
         let mapped = map.as_ref().map_or(0, |m| m.len());
         let start = usize::try_from(request.offset).ok().filter(|&s| s <= mapped);
         let range = start.and_then(|s| s.checked_add(len).filter(|&e| e <= mapped).map(|e| s..e));
@@ -83,8 +101,9 @@ impl ReadBackend for MmapBackend {
     fn read_into(&self, files: &FileSet, requests: &[ReadRequest], out: &mut [u8]) -> Result<()> {
         let out_len = out.len();
         let mut pos = 0usize;
+        let mut seen = Vec::new();
         for r in requests {
-            let src = self.map_range(files, *r)?;
+            let src = self.map_range_with(files, *r, &mut seen)?;
             let dst = pos
                 .checked_add(src.len())
                 .and_then(|end| out.get_mut(pos..end))
