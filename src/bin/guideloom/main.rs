@@ -364,7 +364,7 @@ fn ingest_text(a: IngestTextArgs) -> CliResult {
         append: a.append,
         progress: true,
     };
-    let r = ingest::ingest_text(&a.out, &a.paths, &opts)?;
+    let r = ingest::ingest_text(&a.out, &a.paths, &opts).map_err(flag_hint)?;
     print_report(&a.out, &r);
     Ok(())
 }
@@ -382,9 +382,19 @@ fn ingest_jsonl(a: IngestJsonlArgs) -> CliResult {
         append: a.append,
         progress: true,
     };
-    let r = ingest::ingest_jsonl(&a.out, &a.files, &field, &write)?;
+    let r = ingest::ingest_jsonl(&a.out, &a.files, &field, &write).map_err(flag_hint)?;
     print_report(&a.out, &r);
     Ok(())
+}
+
+/// The library's error, with the command-line flag that changes the outcome where there is one.
+fn flag_hint(e: ingest::IngestError) -> Box<dyn std::error::Error + Send + Sync> {
+    match e {
+        ingest::IngestError::Exists { path } => {
+            format!("{} already holds a guideloom storage; pass --append to add documents to it, or choose another --out", path.display()).into()
+        }
+        e => e.into(),
+    }
 }
 
 fn print_report(out: &std::path::Path, r: &ingest::IngestReport) {

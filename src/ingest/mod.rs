@@ -11,18 +11,29 @@ use std::fs;
 use std::io::BufRead;
 use std::path::{Path, PathBuf};
 
-use guideloom_formats::{DocumentTokensFormat, TokenDocument, TokenElement, TokenFormat};
-use guideloom_storage::{StorageError, StreamWithMetaWriter, StreamWriter};
+#[cfg(doc)]
+use guideloom_formats::{DocumentTokensFormat, TokenFormat};
+use guideloom_storage::StorageError;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use rayon::prelude::*;
 use serde_json::{json, Value};
+
+mod spill;
+mod write;
+
+use spill::{CorpusStats, Spill};
+use write::{write_corpus, ShardPlanner};
+
+/// Text tokenized per parallel round, in bytes: ingest holds about this much text, its
+/// tokens and one input file at a time, whatever the corpus size.
+pub const CHUNK_BYTES: usize = 16 << 20;
 
 /// Errors of ingestion (and of the other facade helpers).
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum IngestError {
     /// Reading an input file failed.
-    #[error("cannot read {path}: {source}")]
+    #[error("cannot read {path}")]
     Read {
         /// The input file.
         path: PathBuf,
@@ -49,7 +60,7 @@ pub enum IngestError {
         reason: String,
     },
     /// A token id does not fit the requested element type.
-    #[error("token id {id} in document {document} ({source_name}) does not fit --dtype {dtype}")]
+    #[error("token id {id} in document {document} ({source_name}) does not fit the element type {dtype}")]
     TokenTooLarge {
         /// The id.
         id: u64,
@@ -60,6 +71,15 @@ pub enum IngestError {
         /// The requested element type (`u16` or `u32`).
         dtype: &'static str,
     },
+    /// The temporary file between tokenizing and writing failed.
+    #[error("the temporary spill file in {path} failed")]
+    Spill {
+        /// The directory the spill file is in.
+        path: PathBuf,
+        /// The underlying error.
+        #[source]
+        source: std::io::Error,
+    },
     /// The tokenizer could not be loaded.
     #[error("tokenizer {name}: {reason}")]
     Tokenizer {
@@ -69,7 +89,7 @@ pub enum IngestError {
         reason: String,
     },
     /// The output directory already holds a storage and appending was not asked for.
-    #[error("{path} already holds a guideloom storage; pass --append to add documents to it, or choose another --out")]
+    #[error("{path} already holds a guideloom storage and the `append` option is off")]
     Exists {
         /// The output directory.
         path: PathBuf,
@@ -93,7 +113,7 @@ pub enum IngestError {
     #[error("no input files found in {0:?}")]
     NoInput(Vec<PathBuf>),
     /// Writing the storage failed.
-    #[error(transparent)]
+    #[error("writing the storage failed")]
     Storage(#[from] StorageError),
 }
 
@@ -142,13 +162,51 @@ impl Tokenizer {
     ///
     /// # Errors
     /// [`IngestError::Tokenizer`] if the embedded ranks fail to load.
-    pub fn load(self) -> Result<tiktoken_rs::CoreBPE, IngestError> {
+    pub fn load(self) -> Result<Vocabulary, IngestError> {
         let r = match self {
             Tokenizer::Cl100k => tiktoken_rs::cl100k_base(),
             Tokenizer::O200k => tiktoken_rs::o200k_base(),
             Tokenizer::Gpt2 => tiktoken_rs::r50k_base(),
         };
-        r.map_err(|e| IngestError::Tokenizer { name: self.name(), reason: e.to_string() })
+        let bpe = r.map_err(|e| IngestError::Tokenizer { name: self.name(), reason: e.to_string() })?;
+        Ok(Vocabulary { tokenizer: self, bpe })
+    }
+}
+
+/// A loaded BPE vocabulary ([`Tokenizer::load`]): text to token ids and back. It wraps the
+/// `tiktoken-rs` encoder, so that crate's version is not part of guideloom's API.
+pub struct Vocabulary {
+    tokenizer: Tokenizer,
+    bpe: tiktoken_rs::CoreBPE,
+}
+
+impl std::fmt::Debug for Vocabulary {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Vocabulary").field("tokenizer", &self.tokenizer).finish_non_exhaustive()
+    }
+}
+
+impl Vocabulary {
+    /// The tokenizer this vocabulary belongs to.
+    pub fn tokenizer(&self) -> Tokenizer {
+        self.tokenizer
+    }
+
+    /// The token ids of `text`; special-token text (`<|endoftext|>`) is encoded as ordinary
+    /// text.
+    pub fn encode_ordinary(&self, text: &str) -> Vec<u32> {
+        self.bpe.encode_ordinary(text)
+    }
+
+    /// The text of `ids`.
+    ///
+    /// # Errors
+    /// [`IngestError::Tokenizer`] when an id is not in the vocabulary or the ids cut a UTF-8
+    /// character.
+    pub fn decode(&self, ids: &[u32]) -> Result<String, IngestError> {
+        self.bpe
+            .decode(ids)
+            .map_err(|e| IngestError::Tokenizer { name: self.tokenizer.name(), reason: e.to_string() })
     }
 }
 
@@ -322,9 +380,9 @@ pub fn split_text(text: &str, split: Split) -> Vec<(String, String)> {
     }
 }
 
-fn progress_bar(enabled: bool, total_bytes: u64) -> ProgressBar {
+fn progress_bar(enabled: bool, total: u64) -> ProgressBar {
     let target = if enabled { ProgressDrawTarget::stderr() } else { ProgressDrawTarget::hidden() };
-    let pb = ProgressBar::with_draw_target(Some(total_bytes), target);
+    let pb = ProgressBar::with_draw_target(Some(total), target);
     if let Ok(style) = ProgressStyle::with_template(
         "{spinner} {msg} [{bar:30}] {bytes}/{total_bytes} ({bytes_per_sec}, {eta})",
     ) {
@@ -344,36 +402,65 @@ fn read_text(path: &Path) -> Result<String, IngestError> {
 /// Tokenizes the text files under `paths` into the stream storage `out`.
 ///
 /// Files are read in [`collect_files`] order, split per [`IngestOptions::split`], tokenized
-/// in parallel (rayon) with `encode_ordinary` (special-token text is treated as ordinary
-/// text), optionally followed by the end-of-text id, and written in input order. The
-/// manifest's metadata records the tokenizer, split, eos flag and document count.
+/// in parallel (rayon, [`CHUNK_BYTES`] of text per round) with `encode_ordinary`
+/// (special-token text is treated as ordinary text), optionally followed by the end-of-text
+/// id, and written in input order. Memory stays bounded whatever the corpus size: tokenized
+/// documents go to an unnamed temporary file beside `out` first (4 bytes per token), so the
+/// element type and the shard balance are known before the first byte is written, and a
+/// corpus that fails (unreadable file, id too large) writes nothing. The manifest's metadata
+/// records the tokenizer, split, eos flag and document count.
 ///
 /// # Errors
 /// Input errors ([`IngestError::Read`], [`IngestError::NotUtf8`]),
-/// [`IngestError::TokenTooLarge`] for `--dtype u16` with a larger id, storage errors.
+/// [`IngestError::TokenTooLarge`] for [`DtypeChoice::U16`] with a larger id,
+/// [`IngestError::Spill`], storage errors.
 pub fn ingest_text(out: &Path, paths: &[PathBuf], opts: &IngestOptions) -> Result<IngestReport, IngestError> {
+    ingest_text_in_chunks(out, paths, opts, CHUNK_BYTES)
+}
+
+/// [`ingest_text`], tokenizing `chunk_bytes` of text per parallel round.
+fn ingest_text_in_chunks(
+    out: &Path,
+    paths: &[PathBuf],
+    opts: &IngestOptions,
+    chunk_bytes_max: usize,
+) -> Result<IngestReport, IngestError> {
     let files = collect_files(paths)?;
     let total_bytes: u64 = files.iter().map(|f| fs::metadata(f).map(|m| m.len()).unwrap_or(0)).sum();
     let pb = progress_bar(opts.progress, total_bytes);
     pb.set_message("tokenizing");
-    let bpe = opts.tokenizer.load()?;
-    let mut raw_docs = Vec::new();
+    let vocab = opts.tokenizer.load()?;
+    let eos = opts.eos.then(|| opts.tokenizer.eos_id());
+    let mut spill = Spill::new(out)?;
+    let mut chunk: Vec<(String, String)> = Vec::new();
+    let mut chunk_bytes = 0;
+    let tokenize = |chunk: &mut Vec<(String, String)>, spill: &mut Spill| {
+        let tokens: Vec<Vec<u32>> = chunk
+            .par_iter()
+            .map(|(_, text)| {
+                let mut tokens = vocab.encode_ordinary(text);
+                tokens.extend(eos);
+                pb.inc(text.len() as u64);
+                tokens
+            })
+            .collect();
+        for ((source, _), tokens) in chunk.drain(..).zip(tokens) {
+            spill.push(&Document { source, tokens })?;
+        }
+        Ok::<_, IngestError>(())
+    };
     for f in &files {
         let text = read_text(f)?;
         for (suffix, doc) in split_text(&text, opts.split) {
-            raw_docs.push((format!("{}{suffix}", f.display()), doc));
+            chunk_bytes += doc.len();
+            chunk.push((format!("{}{suffix}", f.display()), doc));
+        }
+        if chunk_bytes >= chunk_bytes_max {
+            tokenize(&mut chunk, &mut spill)?;
+            chunk_bytes = 0;
         }
     }
-    let eos = opts.eos.then(|| opts.tokenizer.eos_id());
-    let docs: Vec<Document> = raw_docs
-        .into_par_iter()
-        .map(|(source, text)| {
-            let mut tokens = bpe.encode_ordinary(&text);
-            tokens.extend(eos);
-            pb.inc(text.len() as u64);
-            Document { source, tokens }
-        })
-        .collect();
+    tokenize(&mut chunk, &mut spill)?;
     pb.finish_and_clear();
     let meta = json!({
         "tokenizer": opts.tokenizer.name(),
@@ -388,7 +475,23 @@ pub fn ingest_text(out: &Path, paths: &[PathBuf], opts: &IngestOptions) -> Resul
         append: opts.append,
         progress: opts.progress,
     };
-    write_documents(out, &docs, total_bytes, meta, &write)
+    write_spill(out, spill, total_bytes, meta, &write)
+}
+
+/// Writes what a spill holds.
+fn write_spill(
+    out: &Path,
+    spill: Spill,
+    input_bytes: u64,
+    meta: Value,
+    write: &WriteOptions,
+) -> Result<IngestReport, IngestError> {
+    let stats = spill.stats().clone();
+    let mut spill = Some(spill);
+    write_corpus(out, &stats, input_bytes, meta, write, &mut |f| match spill.take() {
+        Some(s) => s.for_each(f),
+        None => Ok(()),
+    })
 }
 
 /// How [`write_documents`] writes.
@@ -426,103 +529,147 @@ pub enum JsonlField {
     Text(String, Tokenizer),
 }
 
+/// One JSON Lines line waiting to be parsed: file index, 1-based line number, text.
+type PendingLine = (usize, u64, String);
+
 /// Ingests JSON Lines files: each non-empty line an object whose field is a list of token ids
 /// (or a text to tokenize) = one document. `write.target` must be [`Target::Stream`] for token
 /// ids; both targets work.
 ///
+/// Lines are parsed (and tokenized) in parallel, [`CHUNK_BYTES`] at a time, and spilled in
+/// input order as [`ingest_text`] does, so memory stays bounded; errors are reported for the
+/// first bad line in input order.
+///
 /// # Errors
 /// [`IngestError::BadJsonl`] naming file and line for malformed lines, missing fields or ids
-/// that are not non-negative integers below 2^32; [`IngestError::TokenTooLarge`]; storage
-/// errors.
+/// that are not non-negative integers below 2^32; [`IngestError::TokenTooLarge`];
+/// [`IngestError::Spill`]; storage errors.
 pub fn ingest_jsonl(
     out: &Path,
     files: &[PathBuf],
     field: &JsonlField,
     write: &WriteOptions,
 ) -> Result<IngestReport, IngestError> {
-    let bpe = match field {
+    ingest_jsonl_in_chunks(out, files, field, write, CHUNK_BYTES)
+}
+
+/// [`ingest_jsonl`], parsing `chunk_bytes` of lines per parallel round.
+fn ingest_jsonl_in_chunks(
+    out: &Path,
+    files: &[PathBuf],
+    field: &JsonlField,
+    write: &WriteOptions,
+    chunk_bytes_max: usize,
+) -> Result<IngestReport, IngestError> {
+    let vocab = match field {
         JsonlField::Text(_, t) => Some(t.load()?),
         JsonlField::Tokens(_) => None,
     };
-    let mut docs = Vec::new();
+    let mut spill = Spill::new(out)?;
     let mut total_bytes = 0u64;
-    for path in files {
-        let f = fs::File::open(path).map_err(|source| IngestError::Read { path: path.clone(), source })?;
-        for (i, line) in std::io::BufReader::new(f).lines().enumerate() {
-            let line = line.map_err(|source| {
-                if source.kind() == std::io::ErrorKind::InvalidData {
-                    IngestError::BadJsonl {
-                        path: path.clone(),
-                        line: i as u64 + 1,
-                        reason: "not valid UTF-8".into(),
-                    }
-                } else {
-                    IngestError::Read { path: path.clone(), source }
+    let mut chunk: Vec<PendingLine> = Vec::new();
+    let mut chunk_bytes = 0;
+    let parse_chunk = |chunk: &mut Vec<PendingLine>, spill: &mut Spill| {
+        let docs: Vec<Result<Document, IngestError>> = chunk
+            .par_iter()
+            .map(|(f, line, text)| jsonl_document(&files[*f], *line, text, field, &vocab))
+            .collect();
+        chunk.clear();
+        docs.into_iter().try_for_each(|d| spill.push(&d?))
+    };
+    for (f, path) in files.iter().enumerate() {
+        let file = fs::File::open(path).map_err(|source| IngestError::Read { path: path.clone(), source })?;
+        for (i, line) in std::io::BufReader::new(file).lines().enumerate() {
+            let line = match line {
+                Ok(line) => line,
+                Err(source) => {
+                    // Lines before this one come first, errors included.
+                    parse_chunk(&mut chunk, &mut spill)?;
+                    return Err(if source.kind() == std::io::ErrorKind::InvalidData {
+                        IngestError::BadJsonl {
+                            path: path.clone(),
+                            line: i as u64 + 1,
+                            reason: "not valid UTF-8".into(),
+                        }
+                    } else {
+                        IngestError::Read { path: path.clone(), source }
+                    });
                 }
-            })?;
+            };
             total_bytes += line.len() as u64 + 1;
             if line.trim().is_empty() {
                 continue;
             }
-            let bad =
-                |reason: String| IngestError::BadJsonl { path: path.clone(), line: i as u64 + 1, reason };
-            let v: Value = serde_json::from_str(&line).map_err(|e| bad(e.to_string()))?;
-            let source = format!("{}:{}", path.display(), i + 1);
-            let tokens = match field {
-                JsonlField::Tokens(name) => {
-                    let list = v.get(name).and_then(Value::as_array).ok_or_else(|| {
-                        bad(format!("field {name:?} is missing or not a list of token ids"))
-                    })?;
-                    list.iter()
-                        .enumerate()
-                        .map(|(j, id)| {
-                            id.as_u64().and_then(|x| u32::try_from(x).ok()).ok_or_else(|| {
-                                bad(format!(
-                                    "token {j} of field {name:?} is {id}, not an integer in [0, 2^32)"
-                                ))
-                            })
-                        })
-                        .collect::<Result<Vec<u32>, _>>()?
-                }
-                JsonlField::Text(name, _) => {
-                    let text = v
-                        .get(name)
-                        .and_then(Value::as_str)
-                        .ok_or_else(|| bad(format!("field {name:?} is missing or not a string")))?;
-                    bpe.as_ref().map(|b| b.encode_ordinary(text)).unwrap_or_default()
-                }
-            };
-            docs.push(Document { source, tokens });
+            chunk_bytes += line.len();
+            chunk.push((f, i as u64 + 1, line));
+            if chunk_bytes >= chunk_bytes_max {
+                parse_chunk(&mut chunk, &mut spill)?;
+                chunk_bytes = 0;
+            }
         }
     }
+    parse_chunk(&mut chunk, &mut spill)?;
     let meta = match field {
         JsonlField::Tokens(f) => json!({"source": "jsonl", "tokens_field": f}),
         JsonlField::Text(f, t) => json!({"source": "jsonl", "text_field": f, "tokenizer": t.name()}),
     };
-    write_documents(out, &docs, total_bytes, meta, write)
+    write_spill(out, spill, total_bytes, meta, write)
 }
 
-/// Index of the first document of each shard: contiguous runs balanced by token count.
+/// The document of one non-empty JSON Lines line.
+fn jsonl_document(
+    path: &Path,
+    line: u64,
+    text: &str,
+    field: &JsonlField,
+    vocab: &Option<Vocabulary>,
+) -> Result<Document, IngestError> {
+    let bad = |reason: String| IngestError::BadJsonl { path: path.to_path_buf(), line, reason };
+    let v: Value = serde_json::from_str(text).map_err(|e| bad(e.to_string()))?;
+    let tokens = match field {
+        JsonlField::Tokens(name) => {
+            let list = v
+                .get(name)
+                .and_then(Value::as_array)
+                .ok_or_else(|| bad(format!("field {name:?} is missing or not a list of token ids")))?;
+            list.iter()
+                .enumerate()
+                .map(|(j, id)| {
+                    id.as_u64().and_then(|x| u32::try_from(x).ok()).ok_or_else(|| {
+                        bad(format!("token {j} of field {name:?} is {id}, not an integer in [0, 2^32)"))
+                    })
+                })
+                .collect::<Result<Vec<u32>, _>>()?
+        }
+        JsonlField::Text(name, _) => {
+            let text = v
+                .get(name)
+                .and_then(Value::as_str)
+                .ok_or_else(|| bad(format!("field {name:?} is missing or not a string")))?;
+            vocab.as_ref().map(|b| b.encode_ordinary(text)).unwrap_or_default()
+        }
+    };
+    Ok(Document { source: format!("{}:{line}", path.display()), tokens })
+}
+
+/// Index of the first document of each shard: contiguous runs balanced by token count (the
+/// cut [`write_documents`] and the ingest functions make).
 pub fn shard_starts(docs: &[Document], shards: u64) -> Vec<usize> {
-    let shards = shards.max(1) as usize;
     let total: u64 = docs.iter().map(|d| d.tokens.len() as u64).sum();
+    let mut plan = ShardPlanner::new(shards, total);
     let mut starts = vec![0usize];
-    let mut acc = 0u64;
     for (i, d) in docs.iter().enumerate() {
-        let k = starts.len();
-        if k < shards && acc >= total * k as u64 / shards as u64 && i > *starts.last().unwrap_or(&0) {
+        if plan.starts_shard(i as u64, d.tokens.len() as u64) {
             starts.push(i);
         }
-        acc += d.tokens.len() as u64;
     }
-    while starts.len() < shards {
-        starts.push(docs.len());
-    }
+    starts.resize(plan.shards() as usize, docs.len());
     starts
 }
 
-/// Writes documents as a token storage (see [`ingest_text`]). `meta` (a JSON object) goes to
-/// the manifest's user metadata, with `documents` set to the storage's document count.
+/// Writes documents held in memory as a token storage (see [`ingest_text`]). `meta` (a JSON
+/// object) goes to the manifest's user metadata, with `documents` set to the storage's
+/// document count.
 ///
 /// An existing storage at `out` is refused unless `write.append`; appending requires the
 /// same metadata values (tokenizer, split, end-of-text rule ...) and the same kind, writes new
@@ -537,165 +684,11 @@ pub fn write_documents(
     out: &Path,
     docs: &[Document],
     input_bytes: u64,
-    mut meta: Value,
+    meta: Value,
     write: &WriteOptions,
 ) -> Result<IngestReport, IngestError> {
-    if write.shards == 0 {
-        return Err(IngestError::InvalidArgument("the number of shards must be at least 1".into()));
-    }
-    let existing = match guideloom_storage::Manifest::load(out) {
-        Ok(m) => Some(m),
-        Err(StorageError::NotAStorage { .. }) => None,
-        Err(e) => return Err(e.into()),
-    };
-    let (first_shard, first_ordinal, existing_dtype) = match &existing {
-        None => (0, 0, None),
-        Some(_) if !write.append => return Err(IngestError::Exists { path: out.to_path_buf() }),
-        Some(m) => {
-            if let Value::Object(new) = &meta {
-                for (k, v) in new {
-                    let old = m.metadata.get(k);
-                    if old != Some(v) {
-                        return Err(IngestError::AppendMismatch {
-                            path: out.to_path_buf(),
-                            field: k.clone(),
-                            existing: old.map_or_else(|| "none".to_string(), Value::to_string),
-                            new: v.to_string(),
-                        });
-                    }
-                }
-            }
-            let next = m.shards.last().map_or(Some(0), |s| s.id.checked_add(1)).ok_or_else(|| {
-                IngestError::InvalidArgument("the storage's last shard id is u64::MAX".into())
-            })?;
-            let documents = m.metadata.get("documents").and_then(Value::as_u64).unwrap_or(0);
-            (next, documents, Some(m.dtype.clone()))
-        }
-    };
-    let (shards, dtype, progress, target) = (write.shards, write.dtype, write.progress, write.target);
-    let too_large = |limit: u64, dtype: &'static str| {
-        docs.iter().enumerate().find_map(|(i, d)| {
-            d.tokens.iter().find(|&&t| u64::from(t) > limit).map(|&t| IngestError::TokenTooLarge {
-                id: u64::from(t),
-                document: i as u64,
-                source_name: d.source.clone(),
-                dtype,
-            })
-        })
-    };
-    let use_u16 = match dtype {
-        DtypeChoice::U16 => match too_large(u64::from(u16::MAX), "u16") {
-            Some(e) => return Err(e),
-            None => true,
-        },
-        DtypeChoice::U32 => false,
-        DtypeChoice::Auto => match existing_dtype.as_ref().and_then(Value::as_str) {
-            Some("<u2") => match too_large(u64::from(u16::MAX), "u16") {
-                Some(e) => return Err(e),
-                None => true,
-            },
-            Some(_) => false,
-            None => too_large(u64::from(u16::MAX), "u16").is_none(),
-        },
-    };
-    if let Value::Object(m) = &mut meta {
-        m.insert("documents".into(), json!(first_ordinal + docs.len() as u64));
-    }
-    let starts = shard_starts(docs, shards);
-    let place = Placement { starts: &starts, first_shard, first_ordinal };
-    let pb = progress_bar(progress, docs.len() as u64);
-    pb.set_message("writing documents");
-    let tokens = match (target, use_u16) {
-        (Target::Stream, true) => write_typed::<u16>(out, docs, &place, meta, &pb)?,
-        (Target::Stream, false) => write_typed::<u32>(out, docs, &place, meta, &pb)?,
-        (Target::DocMeta, true) => write_doc_meta::<u16>(out, docs, &place, meta, &pb)?,
-        (Target::DocMeta, false) => write_doc_meta::<u32>(out, docs, &place, meta, &pb)?,
-    };
-    pb.finish_and_clear();
-    Ok(IngestReport {
-        documents: docs.len() as u64,
-        tokens,
-        input_bytes,
-        dtype: if use_u16 { "u16" } else { "u32" },
-        shards: starts.len() as u64,
-    })
-}
-
-/// Where documents go: `starts[s]` = index of the first document of new shard `s`, whose id
-/// is `first_shard + s`; document `i` gets ordinal `first_ordinal + i`.
-struct Placement<'a> {
-    starts: &'a [usize],
-    first_shard: u64,
-    first_ordinal: u64,
-}
-
-/// Appends the documents shard by shard (every shard is created, even when it receives no
-/// document) through `append(shard, document)`, where `None` creates the shard; returns the
-/// tokens written.
-fn fill_shards(
-    docs: &[Document],
-    place: &Placement<'_>,
-    pb: &ProgressBar,
-    mut append: impl FnMut(u64, Option<(u64, &Document)>) -> Result<u64, StorageError>,
-) -> Result<u64, IngestError> {
-    let mut total = 0;
-    for (s, &start) in place.starts.iter().enumerate() {
-        let end = place.starts.get(s + 1).copied().unwrap_or(docs.len());
-        let shard = place.first_shard + s as u64;
-        append(shard, None)?;
-        for (i, d) in docs.iter().enumerate().take(end).skip(start) {
-            total += append(shard, Some((place.first_ordinal + i as u64, d)))?;
-            pb.inc(1);
-        }
-    }
-    Ok(total)
-}
-
-fn metadata_entries(meta: Value) -> impl Iterator<Item = (String, Value)> {
-    match meta {
-        Value::Object(m) => m.into_iter().collect::<Vec<_>>(),
-        _ => Vec::new(),
-    }
-    .into_iter()
-}
-
-fn write_typed<E: TokenElement>(
-    out: &Path,
-    docs: &[Document],
-    place: &Placement<'_>,
-    meta: Value,
-    pb: &ProgressBar,
-) -> Result<u64, IngestError> {
-    let mut w = StreamWriter::open(out, TokenFormat::<E, u32>::new())?;
-    for (k, v) in metadata_entries(meta) {
-        w.set_metadata(k, v);
-    }
-    let total =
-        fill_shards(docs, place, pb, |shard, doc| w.append(shard, doc.map_or(&[][..], |(_, d)| &d.tokens)))?;
-    w.commit()?;
-    Ok(total)
-}
-
-fn write_doc_meta<E: TokenElement>(
-    out: &Path,
-    docs: &[Document],
-    place: &Placement<'_>,
-    meta: Value,
-    pb: &ProgressBar,
-) -> Result<u64, IngestError> {
-    let mut w = StreamWithMetaWriter::open(out, DocumentTokensFormat::<E, u32>::new())?;
-    for (k, v) in metadata_entries(meta) {
-        w.set_metadata(k, v);
-    }
-    let total = fill_shards(docs, place, pb, |shard, doc| match doc {
-        None => w.append(shard, &[]),
-        Some((ordinal, d)) => {
-            let doc = TokenDocument { ordinal, tokens: d.tokens.clone(), data: d.source.as_bytes().to_vec() };
-            w.append(shard, std::slice::from_ref(&doc))
-        }
-    })?;
-    w.commit()?;
-    Ok(total)
+    let stats = CorpusStats::of(docs);
+    write_corpus(out, &stats, input_bytes, meta, write, &mut |f| docs.iter().try_for_each(f))
 }
 
 #[cfg(test)]
@@ -725,5 +718,99 @@ mod tests {
         assert_eq!(shard_starts(&docs, 3), vec![0, 4, 7]);
         assert_eq!(shard_starts(&docs[..1], 3), vec![0, 1, 1]);
         assert_eq!(shard_starts(&[], 2), vec![0, 0]);
+    }
+
+    /// Every file of a storage directory, by name, except the writer lock.
+    fn storage_files(dir: &Path) -> Vec<(String, Vec<u8>)> {
+        let mut files: Vec<_> = fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.file_name().unwrap() != ".writer.lock")
+            .map(|p| (p.file_name().unwrap().to_string_lossy().into_owned(), fs::read(&p).unwrap()))
+            .collect();
+        files.sort();
+        files
+    }
+
+    #[test]
+    fn text_ingest_in_one_byte_chunks_writes_the_same_storage_as_one_chunk() {
+        let tmp = tempfile::tempdir().unwrap();
+        let input = tmp.path().join("in");
+        fs::create_dir(&input).unwrap();
+        fs::write(input.join("a.txt"), "It is a truth universally acknowledged.\n\nThat a single man")
+            .unwrap();
+        fs::write(input.join("b.txt"), "in possession of a good fortune\n\nmust be in want of a wife.\n")
+            .unwrap();
+        for doc_meta in [false, true] {
+            let opts = IngestOptions {
+                split: Split::BlankLine,
+                shards: 3,
+                eos: true,
+                doc_meta,
+                ..Default::default()
+            };
+            let (one, many) =
+                (tmp.path().join(format!("one{doc_meta}")), tmp.path().join(format!("many{doc_meta}")));
+            let a = ingest_text_in_chunks(&one, &[input.clone()], &opts, usize::MAX).unwrap();
+            let b = ingest_text_in_chunks(&many, &[input.clone()], &opts, 1).unwrap();
+            assert_eq!(a, b);
+            assert_eq!((a.documents, a.shards, a.dtype), (4, 3, "u32"));
+            assert_eq!(storage_files(&one), storage_files(&many));
+        }
+    }
+
+    #[test]
+    fn jsonl_ingest_in_chunks_reports_the_first_bad_line_in_input_order() {
+        let tmp = tempfile::tempdir().unwrap();
+        let input = tmp.path().join("in.jsonl");
+        let mut bytes = b"{\"ids\": [1, 2]}\n{\"ids\": [3]}\n{\"ids\": \"x\"}\n{\"ids\": [4]}\n".to_vec();
+        bytes.extend_from_slice(b"{\"ids\": [\xff]}\n");
+        fs::write(&input, &bytes).unwrap();
+        let write = WriteOptions {
+            shards: 1,
+            dtype: DtypeChoice::Auto,
+            target: Target::Stream,
+            append: false,
+            progress: false,
+        };
+        for chunk in [1, 20, usize::MAX] {
+            let out = tmp.path().join(format!("out{chunk}"));
+            let e = ingest_jsonl_in_chunks(
+                &out,
+                &[input.clone()],
+                &JsonlField::Tokens("ids".into()),
+                &write,
+                chunk,
+            )
+            .unwrap_err();
+            assert!(matches!(e, IngestError::BadJsonl { line: 3, .. }), "chunk {chunk}: {e:?}");
+            assert!(!out.join("manifest.json").exists(), "a failed ingest writes nothing");
+        }
+        fs::write(&input, b"{\"ids\": [1, 2]}\n\n{\"ids\": [70000]}\n{\"ids\": [3]}\n").unwrap();
+        for chunk in [1, usize::MAX] {
+            let out = tmp.path().join(format!("ok{chunk}"));
+            let r = ingest_jsonl_in_chunks(
+                &out,
+                &[input.clone()],
+                &JsonlField::Tokens("ids".into()),
+                &write,
+                chunk,
+            )
+            .unwrap();
+            assert_eq!((r.documents, r.tokens, r.dtype, r.input_bytes), (3, 4, "u32", 47));
+            let u16_write = WriteOptions { dtype: DtypeChoice::U16, ..write };
+            let e = ingest_jsonl_in_chunks(
+                &tmp.path().join(format!("u16{chunk}")),
+                &[input.clone()],
+                &JsonlField::Tokens("ids".into()),
+                &u16_write,
+                chunk,
+            )
+            .unwrap_err();
+            assert!(
+                matches!(&e, IngestError::TokenTooLarge { id: 70000, document: 1, source_name, .. } if source_name.ends_with("in.jsonl:3")),
+                "{e:?}"
+            );
+        }
     }
 }

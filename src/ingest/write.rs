@@ -1,0 +1,239 @@
+//! The write phase of an ingest: documents in input order -> shards of a token storage.
+
+use std::path::Path;
+
+use guideloom_formats::{DocumentTokensFormat, TokenDocument, TokenElement, TokenFormat};
+use guideloom_storage::{StorageError, StreamWithMetaWriter, StreamWriter};
+use indicatif::ProgressBar;
+use serde_json::{json, Value};
+
+use super::spill::CorpusStats;
+use super::{progress_bar, Document, DtypeChoice, IngestError, IngestReport, Target, WriteOptions};
+
+/// Calls its argument on every document of a corpus, in input order.
+pub(crate) type Visit<'a> =
+    &'a mut dyn FnMut(&mut dyn FnMut(&Document) -> Result<(), IngestError>) -> Result<(), IngestError>;
+
+/// Cuts a corpus into `shards` contiguous runs of documents balanced by token count, one
+/// document at a time: a new shard starts at document `i` (not the first) once the tokens
+/// before it reach `total * k / shards`, `k` being the number of shards started so far.
+#[derive(Debug)]
+pub(crate) struct ShardPlanner {
+    shards: u64,
+    total: u64,
+    started: u64,
+    last_start: u64,
+    tokens_before: u64,
+}
+
+impl ShardPlanner {
+    /// A plan for `shards` (at least 1) shards over `total` tokens.
+    pub(crate) fn new(shards: u64, total: u64) -> Self {
+        ShardPlanner { shards: shards.max(1), total, started: 1, last_start: 0, tokens_before: 0 }
+    }
+
+    /// Whether document `i` (of `tokens` tokens; called for `i = 0, 1, ...`) starts a new shard.
+    pub(crate) fn starts_shard(&mut self, i: u64, tokens: u64) -> bool {
+        let k = self.started;
+        let threshold = u128::from(self.total) * u128::from(k) / u128::from(self.shards);
+        let new = k < self.shards && u128::from(self.tokens_before) >= threshold && i > self.last_start;
+        if new {
+            self.started += 1;
+            self.last_start = i;
+        }
+        self.tokens_before += tokens;
+        new
+    }
+
+    /// The number of shards of the plan.
+    pub(crate) fn shards(&self) -> u64 {
+        self.shards
+    }
+}
+
+/// A writer the documents go to: a token stream, or a stream with one metadata run per
+/// document.
+trait DocumentSink {
+    /// Appends document `doc` (with its ordinal) to `shard`, or only creates the shard for
+    /// `None`; returns the tokens appended.
+    fn put(&mut self, shard: u64, doc: Option<(u64, &Document)>) -> Result<u64, StorageError>;
+    /// Sets a key of the manifest's user metadata.
+    fn set_metadata(&mut self, key: String, value: Value);
+    /// Commits the storage.
+    fn commit(&mut self) -> Result<(), StorageError>;
+}
+
+impl<E: TokenElement> DocumentSink for StreamWriter<TokenFormat<E, u32>> {
+    fn put(&mut self, shard: u64, doc: Option<(u64, &Document)>) -> Result<u64, StorageError> {
+        self.append(shard, doc.map_or(&[][..], |(_, d)| &d.tokens))
+    }
+    fn set_metadata(&mut self, key: String, value: Value) {
+        StreamWriter::set_metadata(self, key, value);
+    }
+    fn commit(&mut self) -> Result<(), StorageError> {
+        StreamWriter::commit(self)
+    }
+}
+
+impl<E: TokenElement> DocumentSink for StreamWithMetaWriter<DocumentTokensFormat<E, u32>> {
+    fn put(&mut self, shard: u64, doc: Option<(u64, &Document)>) -> Result<u64, StorageError> {
+        match doc {
+            None => self.append(shard, &[]),
+            Some((ordinal, d)) => {
+                let doc =
+                    TokenDocument { ordinal, tokens: d.tokens.clone(), data: d.source.as_bytes().to_vec() };
+                self.append(shard, std::slice::from_ref(&doc))
+            }
+        }
+    }
+    fn set_metadata(&mut self, key: String, value: Value) {
+        StreamWithMetaWriter::set_metadata(self, key, value);
+    }
+    fn commit(&mut self) -> Result<(), StorageError> {
+        StreamWithMetaWriter::commit(self)
+    }
+}
+
+/// Where new shards and ordinals start: after an existing storage's last shard and document.
+#[derive(Debug, Clone, Copy)]
+struct Placement {
+    first_shard: u64,
+    first_ordinal: u64,
+}
+
+/// Writes a corpus whose statistics are known ahead (see [`super::write_documents`]).
+pub(crate) fn write_corpus(
+    out: &Path,
+    stats: &CorpusStats,
+    input_bytes: u64,
+    mut meta: Value,
+    write: &WriteOptions,
+    visit: Visit<'_>,
+) -> Result<IngestReport, IngestError> {
+    if write.shards == 0 {
+        return Err(IngestError::InvalidArgument("the number of shards must be at least 1".into()));
+    }
+    let existing = match guideloom_storage::Manifest::load(out) {
+        Ok(m) => Some(m),
+        Err(StorageError::NotAStorage { .. }) => None,
+        Err(e) => return Err(e.into()),
+    };
+    let (place, existing_dtype) = match &existing {
+        None => (Placement { first_shard: 0, first_ordinal: 0 }, None),
+        Some(_) if !write.append => return Err(IngestError::Exists { path: out.to_path_buf() }),
+        Some(m) => {
+            if let Value::Object(new) = &meta {
+                for (k, v) in new {
+                    let old = m.metadata.get(k);
+                    if old != Some(v) {
+                        return Err(IngestError::AppendMismatch {
+                            path: out.to_path_buf(),
+                            field: k.clone(),
+                            existing: old.map_or_else(|| "none".to_string(), Value::to_string),
+                            new: v.to_string(),
+                        });
+                    }
+                }
+            }
+            let next = m.shards.last().map_or(Some(0), |s| s.id.checked_add(1)).ok_or_else(|| {
+                IngestError::InvalidArgument("the storage's last shard id is u64::MAX".into())
+            })?;
+            let documents = m.metadata.get("documents").and_then(Value::as_u64).unwrap_or(0);
+            (Placement { first_shard: next, first_ordinal: documents }, Some(m.dtype.clone()))
+        }
+    };
+    let too_large = || match &stats.over_u16 {
+        Some((document, id, source)) => Err(IngestError::TokenTooLarge {
+            id: u64::from(*id),
+            document: *document,
+            source_name: source.clone(),
+            dtype: "u16",
+        }),
+        None => Ok(true),
+    };
+    let use_u16 = match write.dtype {
+        DtypeChoice::U16 => too_large()?,
+        DtypeChoice::U32 => false,
+        DtypeChoice::Auto => match existing_dtype.as_ref().and_then(Value::as_str) {
+            Some("<u2") => too_large()?,
+            Some(_) => false,
+            None => stats.over_u16.is_none(),
+        },
+    };
+    if let Value::Object(m) = &mut meta {
+        m.insert("documents".into(), json!(place.first_ordinal + stats.documents));
+    }
+    let plan = ShardPlanner::new(write.shards, stats.tokens);
+    let shards = plan.shards();
+    if place.first_shard.checked_add(shards - 1).is_none() {
+        return Err(IngestError::InvalidArgument(format!(
+            "{shards} new shards after shard {} pass the largest shard id (u64::MAX)",
+            place.first_shard
+        )));
+    }
+    let pb = progress_bar(write.progress, stats.documents);
+    pb.set_message("writing documents");
+    let fill = Fill { plan, place, meta, pb: &pb };
+    let tokens = match (write.target, use_u16) {
+        (Target::Stream, true) => {
+            fill.run(StreamWriter::open(out, TokenFormat::<u16, u32>::new())?, visit)?
+        }
+        (Target::Stream, false) => {
+            fill.run(StreamWriter::open(out, TokenFormat::<u32, u32>::new())?, visit)?
+        }
+        (Target::DocMeta, true) => {
+            fill.run(StreamWithMetaWriter::open(out, DocumentTokensFormat::<u16, u32>::new())?, visit)?
+        }
+        (Target::DocMeta, false) => {
+            fill.run(StreamWithMetaWriter::open(out, DocumentTokensFormat::<u32, u32>::new())?, visit)?
+        }
+    };
+    pb.finish_and_clear();
+    Ok(IngestReport {
+        documents: stats.documents,
+        tokens,
+        input_bytes,
+        dtype: if use_u16 { "u16" } else { "u32" },
+        shards,
+    })
+}
+
+/// One write pass: the shard plan, where it starts, the metadata to commit.
+struct Fill<'a> {
+    plan: ShardPlanner,
+    place: Placement,
+    meta: Value,
+    pb: &'a ProgressBar,
+}
+
+impl Fill<'_> {
+    /// Appends every document shard by shard (every shard is created, even one that receives
+    /// no document), sets the metadata and commits; returns the tokens written.
+    fn run(mut self, mut w: impl DocumentSink, visit: Visit<'_>) -> Result<u64, IngestError> {
+        if let Value::Object(m) = std::mem::take(&mut self.meta) {
+            for (k, v) in m {
+                w.set_metadata(k, v);
+            }
+        }
+        let mut shard = self.place.first_shard;
+        w.put(shard, None)?;
+        let (mut i, mut total) = (0u64, 0u64);
+        visit(&mut |d: &Document| {
+            if self.plan.starts_shard(i, d.tokens.len() as u64) {
+                shard += 1;
+                w.put(shard, None)?;
+            }
+            total += w.put(shard, Some((self.place.first_ordinal + i, d)))?;
+            i += 1;
+            self.pb.inc(1);
+            Ok(())
+        })?;
+        let last = self.place.first_shard + self.plan.shards() - 1;
+        while shard < last {
+            shard += 1;
+            w.put(shard, None)?;
+        }
+        w.commit()?;
+        Ok(total)
+    }
+}
