@@ -6,8 +6,18 @@
 //! - [`loader`]: data sources, samplers, the worker pool and checkpoint state
 //!   (`guideloom-loader`);
 //!
-//! and holds [`ingest`], the library behind `guideloom ingest`.
+//! and holds `ingest`, the library behind `guideloom ingest`.
+//!
+//! # Features
+//!
+//! - `cli` (default): the `guideloom` binary (clap); enables `ingest`.
+//! - `ingest` (enabled by `cli`): the `ingest` module (tokenization with `tiktoken-rs` and
+//!   `rayon`, progress with `indicatif`).
+//!
+//! A training program that only reads storages depends on guideloom with
+//! `default-features = false` and compiles none of these.
 
+#[cfg(feature = "ingest")]
 pub mod ingest;
 
 pub use guideloom_formats as formats;

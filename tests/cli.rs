@@ -4,19 +4,19 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 /// Every `--backend` value the CLI accepts.
-pub const BACKENDS: [&str; 4] = ["auto", "pread", "io-uring", "mmap"];
+pub(crate) const BACKENDS: [&str; 4] = ["auto", "pread", "io-uring", "mmap"];
 
-pub fn bin() -> Command {
+pub(crate) fn bin() -> Command {
     Command::new(env!("CARGO_BIN_EXE_guideloom"))
 }
 
-pub fn run_ok(args: &[&str]) -> Output {
+pub(crate) fn run_ok(args: &[&str]) -> Output {
     let out = bin().args(args).output().expect("run guideloom");
     assert!(out.status.success(), "guideloom {args:?} failed: {}", String::from_utf8_lossy(&out.stderr));
     out
 }
 
-pub fn austen(name: &str) -> PathBuf {
+pub(crate) fn austen(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("data/austen").join(name)
 }
 
@@ -168,7 +168,7 @@ fn errors_are_one_sentence_without_panic() {
     let o = bin().args(["inspect", "/nonexistent/storage"]).output().unwrap();
     assert!(!o.status.success());
     let err = String::from_utf8_lossy(&o.stderr);
-    assert_eq!(err.trim(), "error: /nonexistent/storage is not a directory");
+    assert_eq!(err.trim(), "error: /nonexistent/storage does not exist");
     let empty = tempfile::tempdir().unwrap();
     let o = bin().arg("inspect").arg(empty.path()).output().unwrap();
     let err = String::from_utf8_lossy(&o.stderr);
@@ -460,9 +460,11 @@ fn oam_read_planets_npz_star_258() {
     assert!(!String::from_utf8_lossy(&o.stderr).contains("panicked"));
 }
 
-/// Regression (issue 8): `batches` over an empty storage, over a stream shorter than one
-/// window, and with `--drop-remainder` leaving no batch used to fail with an invalid-config
-/// error; each prints nothing and exits 0 (and `--save-state` writes the state at batch 0).
+/// Regression (issue 8): `batches` over an empty storage and with `--drop-remainder` leaving
+/// no batch used to fail with an invalid-config error; each prints nothing and exits 0 (and
+/// `--save-state` writes the state at batch 0). A stream shorter than one window is an error
+/// naming the token count since issue 12 (see
+/// `batches_and_bench_with_a_seq_len_longer_than_the_data_fail_naming_the_token_count`).
 #[test]
 fn batches_with_no_batch_print_nothing_and_exit_zero() {
     let tmp = tempfile::tempdir().unwrap();
@@ -475,9 +477,8 @@ fn batches_with_no_batch_print_nothing_and_exit_zero() {
     // At least one 64-token window, fewer than one batch of 1,000.
     assert!((1..1000).contains(&(stream.len() / 64)));
     let state = tmp.path().join("state.json");
-    let cases: [(&Path, Vec<&str>); 4] = [
+    let cases: [(&Path, Vec<&str>); 3] = [
         (&empty, vec!["--seq-len", "4", "--epochs", "3", "--workers", "2"]),
-        (&known, vec!["--seq-len", "100000", "--shuffle"]),
         (&known, vec!["--seq-len", "64", "--batch-size", "1000", "--drop-remainder", "--workers", "4"]),
         (&empty, vec!["--seq-len", "4", "--save-state", state.to_str().unwrap()]),
     ];
@@ -595,4 +596,119 @@ fn save_state_with_a_closed_stdout_records_what_was_delivered() {
     assert!(child.wait().unwrap().success());
     let s = guideloom::loader::State::from_json(&std::fs::read_to_string(&state).unwrap()).unwrap();
     assert!(s.next_batch >= 1 && s.next_batch < 75 * 50, "{}", s.next_batch);
+}
+
+/// `guideloom inspect` of a missing path says it does not exist; of a file, that it is not a
+/// directory.
+#[test]
+fn inspect_of_a_missing_path_or_a_file_says_which() {
+    let tmp = tempfile::tempdir().unwrap();
+    let missing = tmp.path().join("no-such-storage");
+    let o = bin().arg("inspect").arg(&missing).output().unwrap();
+    assert_eq!(o.status.code(), Some(1));
+    assert_eq!(String::from_utf8_lossy(&o.stderr), format!("error: {} does not exist\n", missing.display()));
+    let file = tmp.path().join("a-file");
+    std::fs::write(&file, "not a storage").unwrap();
+    let o = bin().arg("inspect").arg(&file).output().unwrap();
+    assert_eq!(o.status.code(), Some(1));
+    assert_eq!(String::from_utf8_lossy(&o.stderr), format!("error: {} is not a directory\n", file.display()));
+    assert!(o.stdout.is_empty());
+}
+
+/// Issue 12: a `--seq-len` longer than a non-empty storage used to print a note (`batches`)
+/// or nothing; `batches` and `bench` now exit 1 naming the token count and the seq-len, for
+/// token streams and stream-with-meta storages alike. A seq-len equal to the token count
+/// still yields its one window.
+#[test]
+fn batches_and_bench_with_a_seq_len_longer_than_the_data_fail_naming_the_token_count() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (known, stream) = known_storage(tmp.path());
+    assert_eq!(stream.len(), 150);
+    let text = tmp.path().join("two.txt");
+    std::fs::write(&text, "hello world\nsecond document here\n").unwrap();
+    let meta = tmp.path().join("meta");
+    let args = ["ingest", "text", "--out", meta.to_str().unwrap(), "--split", "line", "--doc-meta"];
+    run_ok(&[&args[..], &["--tokenizer", "gpt2", text.to_str().unwrap()]].concat());
+    let meta_tokens = guideloom::storage::Manifest::load(&meta).unwrap().shards[0].elements.unwrap();
+    assert_eq!(meta_tokens, 5, "gpt2: hello, world, second, document, here");
+    let state = tmp.path().join("state.json");
+    for (dir, tokens, seq_len, extra) in [
+        (&known, 150u64, "151", vec![]),
+        (&known, 150, "100000", vec!["--shuffle"]),
+        (&known, 150, "151", vec!["--save-state", state.to_str().unwrap()]),
+        (&meta, 5, "6", vec![]),
+    ] {
+        for command in ["batches", "bench"] {
+            if command == "bench" && extra.first() == Some(&"--save-state") {
+                continue;
+            }
+            let o = bin()
+                .args([command, dir.to_str().unwrap(), "--seq-len", seq_len])
+                .args(&extra)
+                .output()
+                .unwrap();
+            assert_eq!(o.status.code(), Some(1), "{command} {extra:?}");
+            assert_eq!(
+                String::from_utf8_lossy(&o.stderr),
+                format!(
+                    "error: no batch: the storage {} holds {tokens} tokens, fewer than one window of --seq-len {seq_len}\n",
+                    dir.display()
+                ),
+                "{command} {extra:?}"
+            );
+            assert!(o.stdout.is_empty(), "{command} {extra:?}");
+        }
+    }
+    assert!(!state.exists(), "no state is written for a configuration that cannot run");
+    let lines = batches(&known, &["--seq-len", "150", "--no-tokens"]);
+    assert_eq!(lines, [r#"{"batch":0,"epoch":0,"windows":[0]}"#]);
+    let o = run_ok(&["bench", known.to_str().unwrap(), "--seq-len", "5", "--json"]);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!((v["windows"].as_u64(), v["tokens"].as_u64()), (Some(30), Some(150)));
+    let o = run_ok(&["bench", meta.to_str().unwrap(), "--seq-len", "5", "--json"]);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!((v["windows"].as_u64(), v["tokens"].as_u64()), (Some(1), Some(5)));
+}
+
+/// The sum of the token ids of window `w` (length `len`, stride `stride`) of `stream`.
+fn window_sum(stream: &[u64], w: u64, len: u64, stride: u64) -> u64 {
+    stream[(w * stride) as usize..(w * stride + len) as usize].iter().sum()
+}
+
+/// Issue 12: `bench` takes `--stride` and `--seed` as `batches` does; the JSON report counts
+/// the strided windows, its checksum is the sum of the windows' ids, and it echoes both.
+#[test]
+fn bench_honours_stride_and_seed() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (dir, stream) = known_storage(tmp.path());
+    let d = dir.to_str().unwrap();
+    let bench_json = |extra: &[&str]| -> serde_json::Value {
+        let o = run_ok(&[&["bench", d, "--seq-len", "16", "--json"][..], extra].concat());
+        serde_json::from_slice(&o.stdout).unwrap()
+    };
+    // 150 tokens, windows of 16 every 10 tokens: starts 0, 10, ..., 130 = 14 windows.
+    let v = bench_json(&["--stride", "10", "--batch-size", "4"]);
+    assert_eq!(v["windows"], 14);
+    assert_eq!(v["batches"], 4);
+    assert_eq!(v["tokens"], 14 * 16);
+    assert_eq!(v["stride"], 10);
+    let all: u64 = (0..14).map(|w| window_sum(&stream, w, 16, 10)).sum();
+    assert_eq!(v["checksum"], all.to_string());
+    // The first shuffled window depends on --seed: bench's one-window checksum follows the
+    // window `batches` shows first for the same seed.
+    let first_window = |seed: &str| -> u64 {
+        let args = ["--seq-len", "16", "--stride", "10", "--shuffle", "--seed", seed, "--max-batches", "1"];
+        let lines = batches(&dir, &[&args[..], &["--no-tokens"]].concat());
+        let v: serde_json::Value = serde_json::from_str(&lines[0]).unwrap();
+        v["windows"][0].as_u64().unwrap()
+    };
+    let seeds: Vec<(String, u64)> = (0..20).map(|s| (s.to_string(), first_window(&s.to_string()))).collect();
+    let (s1, w1) = &seeds[0];
+    let (s2, w2) = seeds.iter().find(|(_, w)| w != w1).expect("two seeds with different first windows");
+    for (seed, w) in [(s1, w1), (s2, w2)] {
+        let v = bench_json(&["--stride", "10", "--shuffle", "--seed", seed, "--max-batches", "1"]);
+        assert_eq!(v["seed"], seed.parse::<u64>().unwrap());
+        assert_eq!(v["windows"], 1, "seed {seed}");
+        assert_eq!(v["checksum"], window_sum(&stream, *w, 16, 10).to_string(), "seed {seed}: window {w}");
+    }
 }

@@ -1,3 +1,4 @@
 //! guideloom's cross-crate integration tests: one binary, one module per area.
 
+#[cfg(feature = "cli")]
 mod cli;

@@ -1,0 +1,148 @@
+//! `guideloom batches`: the batches of token windows a loader configuration yields, one JSON
+//! object per line.
+
+use std::fmt::Write as _;
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+
+use guideloom::formats::{DocumentTokensFormat, TokenElement, TokenFormat};
+use guideloom::loader::{Batch, DataSource, MetaWindows, State, StreamWindows};
+use guideloom::storage::{StreamReader, StreamWithMetaReader};
+
+use crate::cli::BatchesArgs;
+use crate::cmd::windows::{open_token_storage, write_list, LoaderArgs, TokenStorageFn, WindowRecord};
+use crate::CliResult;
+
+/// `guideloom batches` with its parsed options.
+struct Batches {
+    args: LoaderArgs,
+    max_batches: Option<u64>,
+    save_state: Option<PathBuf>,
+    resume: Option<PathBuf>,
+    no_tokens: bool,
+}
+
+/// Runs `guideloom batches`: prints the batches on stdout; with `--save-state` writes the
+/// state after the last batch that reached stdout.
+pub(crate) fn run(a: BatchesArgs) -> CliResult {
+    let b = Batches {
+        args: LoaderArgs {
+            window: a.window,
+            epochs: Some(a.epochs),
+            rank: a.rank,
+            world_size: a.world_size,
+            drop_remainder: a.drop_remainder,
+        },
+        max_batches: a.max_batches,
+        save_state: a.save_state,
+        resume: a.resume,
+        no_tokens: a.no_tokens,
+    };
+    open_token_storage(&b.args.window, &b)
+}
+
+impl TokenStorageFn for &Batches {
+    type Output = ();
+    fn stream<E: TokenElement>(self, reader: StreamReader<TokenFormat<E>>) -> CliResult {
+        let w = &self.args.window;
+        self.print(StreamWindows::with_stride(reader, w.seq_len, self.args.stride())?)
+    }
+    fn meta<E: TokenElement>(self, reader: StreamWithMetaReader<DocumentTokensFormat<E>>) -> CliResult {
+        let w = &self.args.window;
+        self.print(MetaWindows::with_stride(reader, w.seq_len, self.args.stride())?)
+    }
+}
+
+impl Batches {
+    /// Prints the batches of the loader over `source`.
+    fn print<S>(&self, source: S) -> CliResult
+    where
+        S: DataSource + 'static,
+        S::Item: WindowRecord,
+    {
+        let loader = self.args.builder(source).build()?;
+        if loader.is_empty() {
+            let w = &self.args.window;
+            eprintln!(
+                "note: no batch: {} holds {} windows of {} tokens (batch size {}, world size {})",
+                w.dir.display(),
+                DataSource::len(loader.source()),
+                w.seq_len,
+                w.batch_size,
+                self.args.world_size
+            );
+        }
+        let mut it = match &self.resume {
+            Some(p) => loader.iter_from(&read_state(p)?)?,
+            None => loader.iter(),
+        };
+        let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+        let mut printed = 0u64;
+        let mut line = String::new();
+        // The state after the last batch known to have reached stdout: with --save-state each
+        // line is flushed, so a closed pipe saves the state of what the reader received.
+        let mut delivered = it.state();
+        let mut written: std::io::Result<()> = Ok(());
+        while self.max_batches.is_none_or(|k| printed < k) {
+            let Some(batch) = it.next() else { break };
+            line.clear();
+            self.write_line(&mut line, &batch?);
+            written = writeln!(out, "{line}").and_then(|()| match self.save_state {
+                Some(_) => out.flush(),
+                None => Ok(()),
+            });
+            if written.is_err() {
+                break;
+            }
+            printed += 1;
+            delivered = it.state();
+        }
+        if written.is_ok() {
+            written = out.flush();
+        }
+        if let Some(p) = &self.save_state {
+            std::fs::write(p, delivered.to_json())
+                .map_err(|e| format!("cannot write state file {}: {e}", p.display()))?;
+        }
+        Ok(written?)
+    }
+
+    /// One batch as a JSON object: `{"batch", "epoch", "windows", "tokens"?, "padding"?,
+    /// "documents"?}`.
+    fn write_line<R: WindowRecord>(&self, line: &mut String, batch: &Batch<Vec<R>>) {
+        let _ = write!(line, "{{\"batch\":{},\"epoch\":{},\"windows\":", batch.number, batch.epoch);
+        write_list(line, batch.indices.iter());
+        if !self.no_tokens {
+            line.push_str(",\"tokens\":[");
+            for (i, r) in batch.data.iter().enumerate() {
+                if i > 0 {
+                    line.push(',');
+                }
+                r.write_tokens(line);
+            }
+            line.push(']');
+        }
+        if batch.padding.iter().any(|&p| p) {
+            line.push_str(",\"padding\":");
+            write_list(line, batch.padding.iter());
+        }
+        let mut docs = String::new();
+        let has_docs = batch.data.iter().enumerate().all(|(i, r)| {
+            if i > 0 {
+                docs.push(',');
+            }
+            r.write_documents(&mut docs)
+        });
+        if has_docs && !batch.data.is_empty() {
+            let _ = write!(line, ",\"documents\":[{docs}]");
+        }
+        line.push('}');
+    }
+}
+
+/// Reads a state file written by `--save-state`.
+fn read_state(p: &Path) -> CliResult<State> {
+    let text =
+        std::fs::read_to_string(p).map_err(|e| format!("cannot read state file {}: {e}", p.display()))?;
+    State::from_json(&text).map_err(|e| format!("state file {}: {e}", p.display()).into())
+}

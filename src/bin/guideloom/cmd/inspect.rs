@@ -1,0 +1,127 @@
+//! `guideloom inspect`: a storage's manifest, counts and dtype; `--verify` checks checksums.
+
+use std::path::Path;
+
+use guideloom::formats::Dtype;
+use guideloom::storage::{self, Manifest, ShardEntry, StorageKind};
+use serde_json::{json, Value};
+
+use crate::cli::InspectArgs;
+use crate::CliResult;
+
+/// Runs `guideloom inspect`: prints the summary (text, or one JSON object with `--json`);
+/// with `--verify` recomputes every checksum and fails naming the first bad shard.
+pub(crate) fn run(a: InspectArgs) -> CliResult {
+    check_dir(&a.dir)?;
+    let m = Manifest::load(&a.dir)?;
+    let mut s = summary(&a.dir, &m)?;
+    let verified = if a.verify { Some(storage::verify(&a.dir)) } else { None };
+    if a.json {
+        if let Some(v) = &verified {
+            s["verified"] = json!(v.is_ok());
+        }
+        outln!("{s}");
+    } else {
+        print_text(&a.dir, &m, &s)?;
+    }
+    match verified {
+        Some(Ok(r)) => {
+            eprintln!(
+                "verified {} shards, {} files, {} bytes: all checksums match",
+                r.shards, r.files, r.bytes
+            );
+            Ok(())
+        }
+        Some(Err(e)) => Err(Box::new(e)),
+        None => Ok(()),
+    }
+}
+
+/// Fails unless `dir` is a directory, saying whether it is missing or something else.
+fn check_dir(dir: &Path) -> CliResult {
+    match std::fs::metadata(dir) {
+        Ok(m) if m.is_dir() => Ok(()),
+        Ok(_) => Err(format!("{} is not a directory", dir.display()).into()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            Err(format!("{} does not exist", dir.display()).into())
+        }
+        Err(e) => Err(format!("cannot read {}: {e}", dir.display()).into()),
+    }
+}
+
+/// The summary `inspect --json` prints: path, kind, dtype, format, totals (elements,
+/// documents, bytes over all shard files), per-shard entries, metadata and fingerprint.
+fn summary(dir: &Path, m: &Manifest) -> CliResult<Value> {
+    let elements = checked_sum(dir, m.shards.iter().filter_map(|s| s.elements))?;
+    let documents: Option<u64> = match m.kind {
+        StorageKind::Document => Some(checked_sum(dir, m.shards.iter().filter_map(|s| s.documents))?),
+        _ => m.metadata.get("documents").and_then(Value::as_u64),
+    };
+    let files =
+        m.shards.iter().flat_map(|s| std::iter::once(s.bytes).chain(s.files.values().map(|f| f.bytes)));
+    let bytes = checked_sum(dir, files)?;
+    Ok(json!({
+        "path": dir.display().to_string(),
+        "kind": m.kind.as_str(),
+        "dtype": m.dtype,
+        "format": m.format,
+        "elements": elements,
+        "documents": documents,
+        "bytes": bytes,
+        "shards": m.shards.iter().map(shard_json).collect::<Vec<_>>(),
+        "metadata": m.metadata,
+        "fingerprint": format!("{:016x}", m.fingerprint()),
+    }))
+}
+
+/// The sum of `values`; an error naming `dir` on overflow.
+fn checked_sum(dir: &Path, values: impl Iterator<Item = u64>) -> CliResult<u64> {
+    let mut total = 0u64;
+    for v in values {
+        total = total
+            .checked_add(v)
+            .ok_or_else(|| format!("{}: the manifest's counts or sizes overflow u64", dir.display()))?;
+    }
+    Ok(total)
+}
+
+/// One shard of the summary: id, bytes, checksum, and the counts it records.
+fn shard_json(s: &ShardEntry) -> Value {
+    let mut o = json!({"id": s.id, "bytes": s.bytes, "checksum": format!("{:08x}", s.checksum)});
+    if let Some(e) = s.elements {
+        o["elements"] = json!(e);
+    }
+    if let Some(d) = s.documents {
+        o["documents"] = json!(d);
+    }
+    o
+}
+
+/// The text layout of the summary `s` of the storage in `dir`.
+fn print_text(dir: &Path, m: &Manifest, s: &Value) -> CliResult {
+    outln!("storage   {}", dir.display());
+    outln!("kind      {}", s["kind"].as_str().unwrap_or("?"));
+    match Dtype::from_descr(&m.dtype) {
+        Ok(d) => outln!("dtype     {d}"),
+        Err(_) => outln!("dtype     {}", m.dtype),
+    }
+    outln!("format    {} {}", m.format.name, m.format.params);
+    outln!("elements  {}", s["elements"]);
+    if let Some(d) = s["documents"].as_u64() {
+        outln!("documents {d}");
+    }
+    outln!("bytes     {}", s["bytes"]);
+    outln!("shards    {}", m.shards.len());
+    for sh in &m.shards {
+        let count = match (sh.elements, sh.documents) {
+            (Some(e), _) => format!("{e} elements"),
+            (None, Some(d)) => format!("{d} documents"),
+            _ => String::new(),
+        };
+        outln!("  shard {:>5}  {count:>18}  {:>14} bytes  crc32c {:08x}", sh.id, sh.bytes, sh.checksum);
+    }
+    if !m.metadata.is_empty() {
+        outln!("metadata  {}", Value::Object(m.metadata.clone()));
+    }
+    Ok(())
+}

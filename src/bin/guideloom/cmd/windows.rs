@@ -1,0 +1,189 @@
+//! What `batches` and `bench` share: the token storage opened by kind and dtype, the loader
+//! configuration, and the window records they print or count.
+
+use std::fmt::Write as _;
+use std::path::Path;
+
+use guideloom::formats::{DocumentTokens, DocumentTokensFormat, Dtype, Primitive, TokenElement, TokenFormat};
+use guideloom::loader::{DataSource, LoaderBuilder};
+use guideloom::storage::{Manifest, ReadOptions, StorageKind, StreamReader, StreamWithMetaReader};
+
+use crate::cli::WindowArgs;
+use crate::cmd::backend::read_options;
+use crate::CliResult;
+
+/// The loader configuration of `batches` and `bench`.
+#[derive(Debug, Clone)]
+pub(crate) struct LoaderArgs {
+    /// Storage, windows, sampling, workers and backend.
+    pub(crate) window: WindowArgs,
+    /// Epochs; `None`: unbounded.
+    pub(crate) epochs: Option<u64>,
+    /// This process's data-parallel rank.
+    pub(crate) rank: u64,
+    /// Number of data-parallel ranks.
+    pub(crate) world_size: u64,
+    /// Drop the incomplete final (global) batch of each epoch.
+    pub(crate) drop_remainder: bool,
+}
+
+impl LoaderArgs {
+    /// The distance between window starts in tokens (default: the window length).
+    pub(crate) fn stride(&self) -> u64 {
+        self.window.stride.unwrap_or(self.window.seq_len)
+    }
+
+    /// The loader builder of this configuration over `source`.
+    pub(crate) fn builder<S>(&self, source: S) -> LoaderBuilder<S>
+    where
+        S: DataSource + 'static,
+        S::Item: 'static,
+    {
+        let w = &self.window;
+        let mut b = guideloom::loader::Loader::builder(source)
+            .seed(w.seed)
+            .batch_size(w.batch_size)
+            .drop_remainder(self.drop_remainder)
+            .shard(self.rank, self.world_size)
+            .workers(w.workers);
+        b = match self.epochs {
+            Some(e) => b.epochs(e),
+            None => b.unbounded(),
+        };
+        if w.shuffle {
+            b = b.shuffle(w.seed);
+        }
+        if let Some(p) = w.prefetch {
+            b = b.prefetch(p);
+        }
+        b
+    }
+}
+
+/// What a command does with the token storage [`open_token_storage`] opens: one generic
+/// function per storage kind (a closure cannot be generic over the element type).
+pub(crate) trait TokenStorageFn {
+    /// What the command returns.
+    type Output;
+    /// A token stream of `E` ids.
+    fn stream<E: TokenElement>(self, reader: StreamReader<TokenFormat<E>>) -> CliResult<Self::Output>;
+    /// A stream-with-meta storage of `E` ids and their documents.
+    fn meta<E: TokenElement>(
+        self,
+        reader: StreamWithMetaReader<DocumentTokensFormat<E>>,
+    ) -> CliResult<Self::Output>;
+}
+
+/// Opens the storage in `w.dir` typed by its kind and dtype (a u16 or u32 token stream, or
+/// stream-with-meta) with the reader of `--backend`, and hands it to `f`.
+///
+/// # Errors
+///
+/// The storage cannot be opened, holds another kind or dtype, or holds tokens but fewer than
+/// one window of `--seq-len` (an empty storage is not an error: it yields no batch).
+pub(crate) fn open_token_storage<F: TokenStorageFn>(w: &WindowArgs, f: F) -> CliResult<F::Output> {
+    let m = Manifest::load(&w.dir)?;
+    let dtype = Dtype::from_descr(&m.dtype)?;
+    let opts = read_options(w.backend)?;
+    match (m.kind, dtype) {
+        (StorageKind::Stream, Dtype::Primitive(Primitive::U16)) => open_stream::<u16, F>(w, opts, f),
+        (StorageKind::Stream, Dtype::Primitive(Primitive::U32)) => open_stream::<u32, F>(w, opts, f),
+        (StorageKind::StreamWithMeta, Dtype::Primitive(Primitive::U16)) => open_meta::<u16, F>(w, opts, f),
+        (StorageKind::StreamWithMeta, Dtype::Primitive(Primitive::U32)) => open_meta::<u32, F>(w, opts, f),
+        (kind, dtype) => Err(format!(
+            "{} holds a {kind} storage of dtype {dtype}; batches and bench read u16 or u32 token streams",
+            w.dir.display()
+        )
+        .into()),
+    }
+}
+
+fn open_stream<E: TokenElement, F: TokenStorageFn>(
+    w: &WindowArgs,
+    opts: ReadOptions,
+    f: F,
+) -> CliResult<F::Output> {
+    let reader = StreamReader::open_with(&w.dir, TokenFormat::<E>::new(), opts)?;
+    holds_a_window(&w.dir, reader.len(), w.seq_len)?;
+    f.stream(reader)
+}
+
+fn open_meta<E: TokenElement, F: TokenStorageFn>(
+    w: &WindowArgs,
+    opts: ReadOptions,
+    f: F,
+) -> CliResult<F::Output> {
+    let reader = StreamWithMetaReader::open_with(&w.dir, DocumentTokensFormat::<E>::new(), opts)?;
+    holds_a_window(&w.dir, reader.len(), w.seq_len)?;
+    f.meta(reader)
+}
+
+/// Fails when a storage of `tokens` tokens (at least one) is shorter than one window of
+/// `seq_len`, naming both.
+fn holds_a_window(dir: &Path, tokens: u64, seq_len: u64) -> CliResult {
+    if tokens > 0 && tokens < seq_len {
+        return Err(format!(
+            "no batch: the storage {} holds {tokens} tokens, fewer than one window of --seq-len {seq_len}",
+            dir.display()
+        )
+        .into());
+    }
+    Ok(())
+}
+
+/// One window's content as printed: tokens, plus per-token document ordinals for
+/// stream-with-meta storages.
+pub(crate) trait WindowRecord: Send + 'static {
+    /// Appends the token ids as a JSON list.
+    fn write_tokens(&self, out: &mut String);
+    /// Appends the per-token document ordinals as a JSON list; `false` (nothing written)
+    /// where the storage records no documents.
+    fn write_documents(&self, out: &mut String) -> bool;
+    /// The number of tokens.
+    fn token_count(&self) -> u64;
+    /// The sum of the token ids (`guideloom bench`'s order-independent checksum).
+    fn token_sum(&self) -> u64;
+}
+
+/// Appends `items` as a JSON list of their `Display` forms (numbers, booleans).
+pub(crate) fn write_list<T: std::fmt::Display>(out: &mut String, items: impl IntoIterator<Item = T>) {
+    out.push('[');
+    for (i, t) in items.into_iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        let _ = write!(out, "{t}");
+    }
+    out.push(']');
+}
+
+impl<E: TokenElement> WindowRecord for Vec<E> {
+    fn write_tokens(&self, out: &mut String) {
+        write_list(out, self.iter().map(|&t| Into::<u64>::into(t)));
+    }
+    fn write_documents(&self, _out: &mut String) -> bool {
+        false
+    }
+    fn token_count(&self) -> u64 {
+        self.len() as u64
+    }
+    fn token_sum(&self) -> u64 {
+        self.iter().map(|&t| Into::<u64>::into(t)).sum()
+    }
+}
+
+impl<E: TokenElement> WindowRecord for DocumentTokens<E> {
+    fn write_tokens(&self, out: &mut String) {
+        write_list(out, self.tokens.iter().map(|&t| Into::<u64>::into(t)));
+    }
+    fn write_documents(&self, out: &mut String) -> bool {
+        write_list(out, self.document.iter());
+        true
+    }
+    fn token_count(&self) -> u64 {
+        self.tokens.len() as u64
+    }
+    fn token_sum(&self) -> u64 {
+        self.tokens.token_sum()
+    }
+}
