@@ -177,7 +177,11 @@ where
                 detail: "must be at least 1 with worker threads".into(),
             });
         }
-        let source_id = SourceId { records: self.source.len(), fingerprint: self.source.fingerprint() };
+        let source_id = SourceId {
+            records: self.source.len(),
+            fingerprint: self.source.fingerprint(),
+            window: self.source.window_params(),
+        };
         Ok(Loader {
             shared: Arc::new(Shared {
                 source: self.source,
@@ -408,8 +412,10 @@ where
     ///
     /// # Errors
     /// [`LoaderError::StateVersion`] for an unknown version, [`LoaderError::StateMismatch`]
-    /// naming the first field (source length or fingerprint, seed, shuffle, epochs, batch size,
-    /// drop-remainder, rank, world size) that differs from this loader, and
+    /// naming the first field that differs from this loader (for window sources
+    /// `source.seq_len`, `source.stride`, `source.elements`; then `source.records`,
+    /// `source.fingerprint`, `seed`, `shuffle`, `epochs`, `batch_size`, `drop_remainder`,
+    /// `rank`, `world_size`), and
     /// [`LoaderError::StatePastEnd`] when `next_batch` exceeds the total.
     pub fn iter_from(&self, state: &State) -> Result<LoaderIter<S, U, C>, LoaderError> {
         state.check_against(&self.initial_state())?;
