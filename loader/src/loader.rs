@@ -158,7 +158,10 @@ where
     /// prefetch (with workers), more than [`MAX_WORKERS`] workers, or `rank >= world_size`.
     ///
     /// An empty source, or a `drop_remainder` that leaves no batch, builds a loader with
-    /// `len() == 0` whose iterators yield nothing (and start no thread).
+    /// `len() == 0` whose iterators yield nothing (and start no thread). A
+    /// [`StreamWindows`](crate::StreamWindows) source over a stream shorter than one window is
+    /// such an empty source ([`Windows::check_fits`](crate::Windows::check_fits) says why);
+    /// [`TokenWindows`](crate::TokenWindows) refuses that stream when it is opened.
     pub fn build(self) -> Result<Loader<S, U, C>, LoaderError>
     where
         C: Collate<U>,

@@ -4,8 +4,8 @@ use std::collections::BTreeSet;
 
 use guideloom_formats::{RawBytesFormat, TokenFormat};
 use guideloom_loader::{
-    Batch, DataSource, Documents, Loader, LoaderError, Permutation, RangeSource, RecordRng, StackTokens,
-    State, StreamWindows, VecSource,
+    Batch, DataSource, DocumentLoader, Documents, Loader, LoaderError, Permutation, RangeSource, RecordRng,
+    StackTokens, State, StreamWindows, VecSource, WindowLoader,
 };
 use guideloom_storage::{DocumentWriter, StreamWriter};
 use rand::Rng;
@@ -413,11 +413,10 @@ fn window_state_pins_the_window_shape() {
         state.source.window,
         Some(guideloom_loader::WindowParams { seq_len: 8, stride: 8, elements: 40 })
     );
-    let mismatch =
-        |loader: Loader<StreamWindows<TokenFormat<u16>>>, state: &State| match loader.iter_from(state) {
-            Err(LoaderError::StateMismatch { field, expected, found }) => (field, expected, found),
-            other => panic!("unexpected {:?}", other.map(|it| it.state())),
-        };
+    let mismatch = |loader: WindowLoader<TokenFormat<u16>>, state: &State| match loader.iter_from(state) {
+        Err(LoaderError::StateMismatch { field, expected, found }) => (field, expected, found),
+        other => panic!("unexpected {:?}", other.map(|it| it.state())),
+    };
     assert_eq!(mismatch(loader(4), &state), ("source.seq_len", "4".into(), "8".into()));
     assert_eq!(mismatch(strided(8, 3), &state), ("source.stride", "3".into(), "8".into()));
     let err = loader(4).iter_from(&state).map(|_| ()).unwrap_err();
@@ -454,7 +453,8 @@ fn documents_are_records() {
     w.commit().expect("commit");
     let docs = Documents::open(dir.path(), RawBytesFormat).expect("open");
     assert_eq!(docs.len(), 7);
-    let loader = Loader::builder(docs).shuffle(1).batch_size(3).workers(2).build().expect("valid");
+    let loader: DocumentLoader<RawBytesFormat> =
+        Loader::builder(docs).shuffle(1).batch_size(3).workers(2).build().expect("valid");
     let mut got: Vec<Vec<u8>> = collect(loader.iter()).into_iter().flat_map(|b| b.data).collect();
     got.sort();
     let mut want: Vec<Vec<u8>> = Vec::new();
