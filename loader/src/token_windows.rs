@@ -209,7 +209,7 @@ impl<E: Element> TokenWindows<E> {
             // dtype error.
             _ => open_dyn::<u32>(dir, options)?,
         };
-        check_widens(dir, storage.primitive(), &E::dtype())?;
+        check_widens(dir, &storage.dtype(), &E::dtype())?;
         Self::from_storage(SharedTokens(storage), seq_len, stride)
     }
 
@@ -310,14 +310,6 @@ trait TokenStorage: Send + Sync + std::fmt::Debug {
     fn fingerprint(&self) -> u64;
     /// The stored id dtype.
     fn dtype(&self) -> Dtype;
-    /// The stored id dtype as a primitive (`Bool` if it were not one, which a token format
-    /// never yields).
-    fn primitive(&self) -> Primitive {
-        match self.dtype() {
-            Dtype::Primitive(p) => p,
-            Dtype::Structured { .. } => Primitive::Bool,
-        }
-    }
     /// Bytes per stored id.
     fn itemsize(&self) -> usize;
     /// Reads windows `(offset, len)` as little-endian ids, back to back, into `out`.
@@ -391,16 +383,16 @@ fn open_dyn<S: TokenElement>(dir: &Path, options: ReadOptions) -> Result<Arc<dyn
     Ok(Arc::new(reader))
 }
 
-/// Checks that every id of the unsigned dtype `stored` fits the integer dtype `out`.
-fn check_widens(dir: &Path, stored: Primitive, out: &Dtype) -> Result<(), LoaderError> {
+/// Checks that every id of the `stored` dtype (an unsigned integer) fits the integer dtype `out`.
+fn check_widens(dir: &Path, stored: &Dtype, out: &Dtype) -> Result<(), LoaderError> {
     let unsigned =
         |p: Primitive| matches!(p, Primitive::U8 | Primitive::U16 | Primitive::U32 | Primitive::U64);
-    let fits = match out {
-        Dtype::Primitive(o) if unsigned(stored) && o.is_integer() => {
+    let fits = match (stored, out) {
+        (Dtype::Primitive(s), Dtype::Primitive(o)) if unsigned(*s) && o.is_integer() => {
             if unsigned(*o) {
-                o.size() >= stored.size()
+                o.size() >= s.size()
             } else {
-                o.size() > stored.size()
+                o.size() > s.size()
             }
         }
         _ => false,
@@ -410,7 +402,7 @@ fn check_widens(dir: &Path, stored: Primitive, out: &Dtype) -> Result<(), Loader
     } else {
         Err(LoaderError::TokenDtype {
             path: dir.to_path_buf(),
-            stored: stored.descr().to_string(),
+            stored: stored.to_string(),
             requested: out.to_string(),
         })
     }
@@ -478,7 +470,7 @@ mod tests {
     #[test]
     fn only_lossless_widenings_are_accepted() {
         let dir = Path::new("d");
-        let ok = |stored, out: Primitive| check_widens(dir, stored, &Dtype::Primitive(out)).is_ok();
+        let ok = |stored, out| check_widens(dir, &Dtype::Primitive(stored), &Dtype::Primitive(out)).is_ok();
         assert!(ok(Primitive::U16, Primitive::U16));
         assert!(ok(Primitive::U16, Primitive::U32));
         assert!(ok(Primitive::U16, Primitive::I32));
@@ -489,7 +481,8 @@ mod tests {
         assert!(!ok(Primitive::U64, Primitive::I64));
         assert!(!ok(Primitive::U16, Primitive::F32));
         assert!(!ok(Primitive::F32, Primitive::U64));
-        let e = check_widens(dir, Primitive::U32, &Dtype::Primitive(Primitive::U16)).unwrap_err();
+        let e = check_widens(dir, &Dtype::Primitive(Primitive::U32), &Dtype::Primitive(Primitive::U16))
+            .unwrap_err();
         assert_eq!(
             e.to_string(),
             "d holds token ids of dtype <u4, which do not all fit the requested element type <u2"
