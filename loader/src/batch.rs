@@ -113,7 +113,7 @@ impl<E: Copy + Send + Sync> Collate<Vec<E>> for StackTokens {
 }
 
 /// A row-major `[rows, seq_len]` buffer of token ids (element type `E`), as made by
-/// [`StackTokens`].
+/// [`ReadTokens`](crate::ReadTokens) (the token-window fast path) and [`StackTokens`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TokenBatch<E> {
     data: Vec<E>,
@@ -150,9 +150,57 @@ impl<E> TokenBatch<E> {
     }
 }
 
+impl<E: Copy> TokenBatch<E> {
+    /// The language-model split of a `[rows, L + 1]` batch (windows of `L + 1` tokens, read
+    /// at stride `L` so that every token is a target once): `(inputs, targets)`, two
+    /// `[rows, L]` batches where row `r` of `inputs` is the first `L` tokens of row `r` and row
+    /// `r` of `targets` the last `L` (the same row shifted by one token). Copies each token at
+    /// most twice, into two new buffers; a batch of width 0 gives two `[rows, 0]` batches.
+    ///
+    /// ```
+    /// use guideloom_loader::{Collate, StackTokens};
+    /// let batch = StackTokens.collate(vec![vec![10u32, 11, 12, 13], vec![20, 21, 22, 23]])?;
+    /// let (inputs, targets) = batch.inputs_targets();
+    /// assert_eq!(inputs.shape(), [2, 3]);
+    /// assert_eq!(inputs.data(), [10, 11, 12, 20, 21, 22]);
+    /// assert_eq!(targets.data(), [11, 12, 13, 21, 22, 23]);
+    /// # Ok::<(), guideloom_loader::LoaderError>(())
+    /// ```
+    pub fn inputs_targets(&self) -> (TokenBatch<E>, TokenBatch<E>) {
+        let width = self.seq_len.saturating_sub(1);
+        let mut inputs = Vec::with_capacity(self.rows * width);
+        let mut targets = Vec::with_capacity(self.rows * width);
+        if self.seq_len > 0 {
+            for row in self.data.chunks_exact(self.seq_len) {
+                inputs.extend_from_slice(&row[..width]);
+                targets.extend_from_slice(&row[1..]);
+            }
+        }
+        (
+            TokenBatch { data: inputs, rows: self.rows, seq_len: width },
+            TokenBatch { data: targets, rows: self.rows, seq_len: width },
+        )
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn inputs_targets_shift_each_row_by_one_token() {
+        let batch = TokenBatch::from_parts(vec![1u16, 2, 3, 4, 5, 6, 7, 8, 9], 3, 3);
+        let (inputs, targets) = batch.inputs_targets();
+        assert_eq!(inputs, TokenBatch::from_parts(vec![1, 2, 4, 5, 7, 8], 3, 2));
+        assert_eq!(targets, TokenBatch::from_parts(vec![2, 3, 5, 6, 8, 9], 3, 2));
+        assert_eq!(inputs.row(2), Some(&[7u16, 8][..]));
+        assert_eq!(targets.row(0), Some(&[2u16, 3][..]));
+        let one = TokenBatch::from_parts(vec![4i64, 5], 2, 1);
+        let (i, t) = one.inputs_targets();
+        assert_eq!((i.shape(), i.data(), t.shape(), t.data()), ([2, 0], &[][..], [2, 0], &[][..]));
+        let none = TokenBatch::<u32>::from_parts(vec![], 2, 0);
+        assert_eq!(none.inputs_targets().0.shape(), [2, 0]);
+    }
 
     #[test]
     fn unequal_rows_are_refused() {

@@ -9,6 +9,10 @@ pub type BoxError = Box<dyn StdError + Send + Sync + 'static>;
 /// [`LoaderError::InBatch`], which names the batch and its epoch; [`LoaderError::record_index`]
 /// and [`LoaderError::batch`] look through that wrapper.
 ///
+/// A variant that wraps a cause returns it from [`std::error::Error::source`] and does not
+/// repeat it in its own message: a reporter walks the chain (as below) to print everything
+/// once.
+///
 /// ```
 /// use guideloom_loader::LoaderError;
 /// let e = LoaderError::InBatch {
@@ -18,26 +22,66 @@ pub type BoxError = Box<dyn StdError + Send + Sync + 'static>;
 /// };
 /// assert_eq!(e.record_index(), Some(7));
 /// assert_eq!(e.batch(), Some(3));
-/// assert_eq!(e.to_string(), "batch 3 (epoch 0): record 7: disk on fire");
+/// assert_eq!(e.to_string(), "batch 3 (epoch 0)");
+/// let mut report = e.to_string();
+/// let mut cause = std::error::Error::source(&e);
+/// while let Some(c) = cause {
+///     report = format!("{report}: {c}");
+///     cause = c.source();
+/// }
+/// assert_eq!(report, "batch 3 (epoch 0): record 7: disk on fire");
 /// ```
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum LoaderError {
-    /// A data source failed to read record `index`.
-    #[error("record {index}: {source}")]
+    /// A data source failed to read record `index` (the cause is the error's `source()`).
+    #[error("record {index}")]
     Source {
         /// The record index (in the source's `[0, len)`).
         index: u64,
         /// What the source reported.
         source: BoxError,
     },
-    /// A storage read failed for record `index` (a window or a document).
-    #[error("record {index}: storage: {source}")]
+    /// A storage read failed for record `index` (a window or a document); the storage's
+    /// error is the `source()`.
+    #[error("record {index}: storage read failed")]
     Storage {
         /// The record index (window or document number).
         index: u64,
         /// The storage's error.
         source: guideloom_storage::StorageError,
+    },
+    /// A storage could not be opened (missing, not a storage, another kind or dtype, damaged
+    /// manifest or shards); the storage's error is the `source()`. No record was read.
+    #[error("could not open the storage in {path}")]
+    Open {
+        /// The storage directory.
+        path: std::path::PathBuf,
+        /// The storage's error.
+        source: guideloom_storage::StorageError,
+    },
+    /// A token storage holds ids of a dtype that the requested batch element type cannot hold
+    /// without loss (for example `<u4` ids into `u16`), or ids of a non-token dtype.
+    #[error("{path} holds token ids of dtype {stored}, which do not all fit the requested element type {requested}")]
+    TokenDtype {
+        /// The storage directory.
+        path: std::path::PathBuf,
+        /// The storage's element dtype (numpy descr, for example `<u4`).
+        stored: String,
+        /// The requested batch element dtype (numpy descr, for example `<u2`).
+        requested: String,
+    },
+    /// A window source's `seq_len` is longer than its stream, which holds at least one
+    /// element: not one window fits, so a loader over it would yield no batch. (An empty
+    /// stream is not an error: it is an empty source.)
+    #[error(
+        "seq_len {seq_len} is longer than the stream's {elements} elements (tokens): not one window fits, so there is no batch"
+    )]
+    WindowTooLong {
+        /// The window length asked for, in elements.
+        seq_len: u64,
+        /// Elements (tokens) in the stream.
+        elements: u64,
     },
     /// A record index at or past the source's length was requested.
     #[error("record {index} is out of range for a source of {len} records")]
@@ -55,8 +99,8 @@ pub enum LoaderError {
         /// Records returned.
         found: u64,
     },
-    /// The `map` function failed on record `index`.
-    #[error("map failed on record {index}: {source}")]
+    /// The `map` function failed on record `index` (its error is the `source()`).
+    #[error("map failed on record {index}")]
     Map {
         /// The record index.
         index: u64,
@@ -77,8 +121,9 @@ pub enum LoaderError {
         /// The panic message.
         message: String,
     },
-    /// An error raised while producing batch `batch` (absolute batch number of this rank).
-    #[error("batch {batch} (epoch {epoch}): {source}")]
+    /// An error raised while producing batch `batch` (absolute batch number of this rank);
+    /// the underlying error is the `source()`.
+    #[error("batch {batch} (epoch {epoch})")]
     InBatch {
         /// Absolute batch number (counted from the first batch of epoch 0).
         batch: u64,
@@ -124,11 +169,11 @@ pub enum LoaderError {
         /// The loader's total number of batches.
         total: u64,
     },
-    /// A worker thread could not be started.
-    #[error("could not spawn worker thread: {0}")]
+    /// A worker thread could not be started (the OS error is the `source()`).
+    #[error("could not spawn a worker thread")]
     Spawn(#[source] std::io::Error),
-    /// A state could not be (de)serialized.
-    #[error("state JSON: {0}")]
+    /// A state could not be parsed (the JSON error is the `source()`).
+    #[error("state JSON")]
     StateJson(#[from] serde_json::Error),
 }
 

@@ -7,17 +7,23 @@
 //! ```
 //!
 //! - [`DataSource`]: Grain's random-access protocol (`len`, `get`, batched `get_many`), with
-//!   [`RangeSource`], [`VecSource`], and the storage sources [`StreamWindows`] and
-//!   [`Documents`].
+//!   [`RangeSource`], [`VecSource`], and the storage sources [`TokenWindows`] (token windows
+//!   read straight into `[batch, seq_len]` buffers: the fast path for language models),
+//!   [`StreamWindows`] (windows decoded by any stream format) and [`Documents`].
 //! - [`Sampler`]: a pure function from batch number to record indices: one keyed
 //!   [`Permutation`] per epoch, shuffled globally, then sharded over ranks.
 //! - [`Loader`]: the builder and the iterator ([`LoaderIter`]); output is identical for every
 //!   worker count and prefetch depth.
 //! - [`State`]: an O(1), serde-serializable checkpoint; resume needs no replay.
+//! - [`TokenLoader`], [`WindowLoader`], [`DocumentLoader`]: names for the common loader
+//!   types, to return a loader from a function.
+//! - [`rand`]: the `rand` crate this loader is built with (0.9), re-exported so that
+//!   `rand::Rng` methods work on the per-record RNG ([`MapContext::rng`]) without a matching
+//!   `rand` dependency of your own.
 //!
 //! ```
 //! use guideloom_loader::{Loader, RangeSource};
-//! use rand::Rng;
+//! use guideloom_loader::rand::Rng;
 //! let loader = Loader::builder(RangeSource::new(0, 100, 1)?)
 //!     .shuffle(42).epochs(2).shard(1, 4)      // rank 1 of 4
 //!     .map(|x, ctx| (x, ctx.rng().random::<u8>()))
@@ -36,6 +42,7 @@
 //! # Ok::<(), guideloom_loader::LoaderError>(())
 //! ```
 
+mod aliases;
 mod batch;
 mod error;
 mod loader;
@@ -48,6 +55,13 @@ mod state;
 mod storage_sources;
 mod token_windows;
 
+/// The `rand` crate (version 0.9) the per-record RNG ([`RecordRng`]) implements `RngCore`
+/// of. Import `Rng` from here (`use guideloom_loader::rand::Rng;`, or
+/// `guideloom::loader::rand::Rng` through the facade): a `rand` of another major version in
+/// your own `Cargo.toml` has another `Rng` trait, which `RecordRng` does not implement.
+pub use rand;
+
+pub use aliases::{DocumentLoader, TokenLoader, WindowLoader};
 pub use batch::{Batch, Collate, Records, StackTokens, TokenBatch};
 pub use error::{BoxError, LoaderError};
 pub use loader::{Loader, LoaderBuilder, LoaderIter, DEFAULT_WORKERS, MAX_WORKERS, SHUTDOWN_GRACE};
@@ -56,7 +70,7 @@ pub use permutation::Permutation;
 pub use rng::{MapContext, RecordRng};
 pub use sampler::{BatchPlan, Sampler, SamplerConfig, Step};
 pub use source::{Cancellation, DataSource, RangeSource, VecSource};
-pub use state::{SourceId, State, STATE_VERSION};
+pub use state::{SourceId, State, WindowParams, STATE_VERSION};
 pub use storage_sources::{Documents, MetaWindows, StreamWindows, WindowReader, Windows};
 pub use token_windows::{ReadTokens, TokenWindows, WindowSpan};
 

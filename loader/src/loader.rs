@@ -158,7 +158,10 @@ where
     /// prefetch (with workers), more than [`MAX_WORKERS`] workers, or `rank >= world_size`.
     ///
     /// An empty source, or a `drop_remainder` that leaves no batch, builds a loader with
-    /// `len() == 0` whose iterators yield nothing (and start no thread).
+    /// `len() == 0` whose iterators yield nothing (and start no thread). A
+    /// [`StreamWindows`](crate::StreamWindows) source over a stream shorter than one window is
+    /// such an empty source ([`Windows::check_fits`](crate::Windows::check_fits) says why);
+    /// [`TokenWindows`](crate::TokenWindows) refuses that stream when it is opened.
     pub fn build(self) -> Result<Loader<S, U, C>, LoaderError>
     where
         C: Collate<U>,
@@ -177,7 +180,11 @@ where
                 detail: "must be at least 1 with worker threads".into(),
             });
         }
-        let source_id = SourceId { records: self.source.len(), fingerprint: self.source.fingerprint() };
+        let source_id = SourceId {
+            records: self.source.len(),
+            fingerprint: self.source.fingerprint(),
+            window: self.source.window_params(),
+        };
         Ok(Loader {
             shared: Arc::new(Shared {
                 source: self.source,
@@ -408,8 +415,10 @@ where
     ///
     /// # Errors
     /// [`LoaderError::StateVersion`] for an unknown version, [`LoaderError::StateMismatch`]
-    /// naming the first field (source length or fingerprint, seed, shuffle, epochs, batch size,
-    /// drop-remainder, rank, world size) that differs from this loader, and
+    /// naming the first field that differs from this loader (for window sources
+    /// `source.seq_len`, `source.stride`, `source.elements`; then `source.records`,
+    /// `source.fingerprint`, `seed`, `shuffle`, `epochs`, `batch_size`, `drop_remainder`,
+    /// `rank`, `world_size`), and
     /// [`LoaderError::StatePastEnd`] when `next_batch` exceeds the total.
     pub fn iter_from(&self, state: &State) -> Result<LoaderIter<S, U, C>, LoaderError> {
         state.check_against(&self.initial_state())?;

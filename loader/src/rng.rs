@@ -9,11 +9,17 @@ use crate::permutation::{chacha_seed, TAG_RECORD_RNG};
 /// The random number generator a `map` function draws from: ChaCha12 keyed by
 /// `(seed, epoch, position)` (position in the epoch's global order, before wrapping), so a
 /// record's draws depend neither on the worker that ran it nor on the worker count, and
-/// differ between epochs and between ranks. Use it through [`rand::Rng`].
+/// differ between epochs and between ranks.
+///
+/// It implements `RngCore` of rand 0.9 (`rand_core` 0.9), so every method of rand 0.9's
+/// [`Rng`](rand::Rng) works on it. Import `Rng` from the re-export
+/// [`guideloom_loader::rand`](crate::rand) (or `guideloom::loader::rand`): a `rand` of another
+/// version in your own `Cargo.toml` (what a plain `cargo add rand` may pick) has another `Rng`
+/// trait that this type does not implement.
 ///
 /// ```
+/// use guideloom_loader::rand::Rng;
 /// use guideloom_loader::RecordRng;
-/// use rand::Rng;
 /// let mut a = RecordRng::new(1, 0, 5);
 /// let mut b = RecordRng::new(1, 0, 5);
 /// assert_eq!(a.random::<u64>(), b.random::<u64>());

@@ -4,7 +4,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
-use crate::LoaderError;
+use crate::{LoaderError, WindowParams};
 
 /// A random-access collection of records: Grain's `RandomAccessDataSource` protocol.
 ///
@@ -89,6 +89,13 @@ pub trait DataSource: Send + Sync {
     fn fingerprint(&self) -> u64 {
         0
     }
+
+    /// The window parameters of a window source (`seq_len`, `stride`, stream length), recorded
+    /// in a loader's [`State`](crate::State) so that resuming with another window shape names
+    /// the parameter that differs. Default `None` (not a window source).
+    fn window_params(&self) -> Option<WindowParams> {
+        None
+    }
 }
 
 impl<T: DataSource + ?Sized> DataSource for Arc<T> {
@@ -111,6 +118,9 @@ impl<T: DataSource + ?Sized> DataSource for Arc<T> {
     }
     fn fingerprint(&self) -> u64 {
         (**self).fingerprint()
+    }
+    fn window_params(&self) -> Option<WindowParams> {
+        (**self).window_params()
     }
 }
 

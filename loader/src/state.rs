@@ -7,7 +7,8 @@ use crate::{LoaderError, SamplerConfig};
 /// The state format version this crate writes and reads.
 pub const STATE_VERSION: u32 = 1;
 
-/// Identifies a data source in a [`State`]: its length and [`DataSource::fingerprint`].
+/// Identifies a data source in a [`State`]: its length, [`DataSource::fingerprint`] and,
+/// for window sources, the [`WindowParams`] that shape its records.
 ///
 /// [`DataSource::fingerprint`]: crate::DataSource::fingerprint
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -16,6 +17,35 @@ pub struct SourceId {
     pub records: u64,
     /// The source's content fingerprint (0 when the source has none).
     pub fingerprint: u64,
+    /// The window parameters of a window source ([`DataSource::window_params`]); `None` for
+    /// other sources and in states written before the field existed (JSON: the `window` key
+    /// is then absent).
+    ///
+    /// [`DataSource::window_params`]: crate::DataSource::window_params
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub window: Option<WindowParams>,
+}
+
+/// The parameters that shape the records of a window source (window `w` = elements
+/// `[w * stride, w * stride + seq_len)` of a stream of `elements` elements), recorded in a
+/// [`State`] so that resuming with another window length or stride names the parameter that
+/// differs instead of reporting a record count mismatch.
+///
+/// ```
+/// use guideloom_loader::{DataSource, RangeSource, WindowParams};
+/// let p = WindowParams { seq_len: 129, stride: 128, elements: 10_000 };
+/// assert_eq!(serde_json::to_string(&p)?, r#"{"seq_len":129,"stride":128,"elements":10000}"#);
+/// assert_eq!(RangeSource::new(0, 3, 1)?.window_params(), None);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct WindowParams {
+    /// Elements per window.
+    pub seq_len: u64,
+    /// Elements between the starts of consecutive windows.
+    pub stride: u64,
+    /// Elements in the stream the windows are cut from.
+    pub elements: u64,
 }
 
 /// The serializable cursor of a loader iterator: a checkpoint.
@@ -23,7 +53,11 @@ pub struct SourceId {
 /// `next_batch` is the absolute number of the next batch the consumer has not received
 /// (counting from the first batch of epoch 0, not from the last restore); the rest pins the
 /// sampling configuration and the data. It does not depend on worker count, prefetch depth or
-/// I/O backend, and its JSON is about 200 bytes.
+/// I/O backend, and its JSON is about 200 bytes (250 for window sources, which also record
+/// their [`WindowParams`]).
+///
+/// States written before [`SourceId::window`] existed still load and resume (same
+/// [`STATE_VERSION`]); they are checked by record count and fingerprint only.
 ///
 /// ```
 /// use guideloom_loader::{Loader, RangeSource, State};
@@ -89,6 +123,11 @@ impl State {
             }
         }
         let (a, b) = (&expected.config, &self.config);
+        if let (Some(ours), Some(theirs)) = (expected.source.window, self.source.window) {
+            cmp("source.seq_len", ours.seq_len, theirs.seq_len)?;
+            cmp("source.stride", ours.stride, theirs.stride)?;
+            cmp("source.elements", ours.elements, theirs.elements)?;
+        }
         cmp("source.records", expected.source.records, self.source.records)?;
         cmp("source.fingerprint", expected.source.fingerprint, self.source.fingerprint)?;
         cmp("seed", a.seed, b.seed)?;

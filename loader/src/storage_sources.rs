@@ -85,7 +85,14 @@ pub type MetaWindows<F> = Windows<StreamWithMetaReader<F>>;
 /// `N < seq_len`. `stride` defaults to `seq_len` (non-overlapping windows; the tail shorter
 /// than `seq_len` is not read). `get_many` reads a whole batch with one
 /// [`StreamReader::read_many`] call. The fingerprint mixes the manifest's fingerprint with
-/// `seq_len` and `stride`.
+/// `seq_len` and `stride`; [`DataSource::window_params`] reports `seq_len`, `stride` and `N`,
+/// so a [`State`](crate::State) names the one that differs on resume.
+///
+/// A stream shorter than `seq_len` gives a source of no record, and a loader over it builds
+/// and yields no batch (as any empty source does). [`Windows::check_fits`] says why:
+/// [`LoaderError::WindowTooLong`] naming `seq_len` and `N` when the stream holds elements but
+/// fewer than `seq_len`. (The token-window fast path, [`TokenWindows`](crate::TokenWindows),
+/// refuses such a stream when it is built.)
 ///
 /// ```
 /// use guideloom_formats::TokenFormat;
@@ -139,6 +146,46 @@ impl<R: WindowReader> Windows<R> {
         &self.reader
     }
 
+    /// Elements in the stream the windows are cut from.
+    pub fn elements(&self) -> u64 {
+        self.reader.len()
+    }
+
+    /// Says why this source has no window when its stream is not empty.
+    ///
+    /// # Errors
+    /// [`LoaderError::WindowTooLong`] naming `seq_len` and the stream's element count when the
+    /// stream holds at least one element but fewer than `seq_len` (so there is no window and
+    /// a loader over it yields no batch). An empty stream is `Ok`: it is an empty source.
+    ///
+    /// ```
+    /// use guideloom_formats::TokenFormat;
+    /// use guideloom_loader::{DataSource, LoaderError, StreamWindows};
+    /// use guideloom_storage::StreamWriter;
+    /// let dir = tempfile::tempdir()?;
+    /// let mut w = StreamWriter::open(dir.path(), TokenFormat::<u16>::new())?;
+    /// w.append(0, &[1, 2, 3])?;
+    /// w.commit()?;
+    /// let windows = StreamWindows::open(dir.path(), TokenFormat::<u16>::new(), 8)?;
+    /// assert_eq!(windows.len(), 0);
+    /// let why = windows.check_fits().unwrap_err();
+    /// assert!(matches!(why, LoaderError::WindowTooLong { seq_len: 8, elements: 3 }));
+    /// assert!(StreamWindows::open(dir.path(), TokenFormat::<u16>::new(), 3)?.check_fits().is_ok());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn check_fits(&self) -> Result<(), LoaderError> {
+        let elements = self.elements();
+        if elements > 0 && elements < self.seq_len {
+            return Err(LoaderError::WindowTooLong { seq_len: self.seq_len, elements });
+        }
+        Ok(())
+    }
+
+    /// The window parameters: `seq_len`, `stride` and the stream's element count.
+    pub fn params(&self) -> crate::WindowParams {
+        crate::WindowParams { seq_len: self.seq_len, stride: self.stride, elements: self.elements() }
+    }
+
     /// Elements per window.
     pub fn seq_len(&self) -> u64 {
         self.seq_len
@@ -166,11 +213,11 @@ impl<F: StreamFormat> Windows<StreamReader<F>> {
     /// Opens the stream storage in `dir` and makes windows of `seq_len` (stride `seq_len`).
     ///
     /// # Errors
-    /// [`LoaderError::Storage`] (index 0) when the storage cannot be opened;
+    /// [`LoaderError::Open`] when the storage cannot be opened;
     /// [`LoaderError::InvalidConfig`] when `seq_len` is 0.
     pub fn open(dir: impl AsRef<Path>, format: F, seq_len: u64) -> Result<Self, LoaderError> {
-        let reader =
-            StreamReader::open(dir, format).map_err(|source| LoaderError::Storage { index: 0, source })?;
+        let dir = dir.as_ref();
+        let reader = StreamReader::open(dir, format).map_err(open_error(dir))?;
         Self::new(reader, seq_len)
     }
 }
@@ -180,11 +227,11 @@ impl<F: StreamWithMetaFormat> Windows<StreamWithMetaReader<F>> {
     /// `seq_len`).
     ///
     /// # Errors
-    /// [`LoaderError::Storage`] (index 0) when the storage cannot be opened;
+    /// [`LoaderError::Open`] when the storage cannot be opened;
     /// [`LoaderError::InvalidConfig`] when `seq_len` is 0.
     pub fn open(dir: impl AsRef<Path>, format: F, seq_len: u64) -> Result<Self, LoaderError> {
-        let reader = StreamWithMetaReader::open(dir, format)
-            .map_err(|source| LoaderError::Storage { index: 0, source })?;
+        let dir = dir.as_ref();
+        let reader = StreamWithMetaReader::open(dir, format).map_err(open_error(dir))?;
         Self::new(reader, seq_len)
     }
 }
@@ -220,6 +267,10 @@ impl<R: WindowReader> DataSource for Windows<R> {
     fn fingerprint(&self) -> u64 {
         fingerprint_words(&[0x7769_6e64_6f77, self.reader.fingerprint(), self.seq_len, self.stride])
     }
+
+    fn window_params(&self) -> Option<crate::WindowParams> {
+        Some(self.params())
+    }
 }
 
 /// The documents of a document storage: record `i` is document `i`, decoded by the storage's
@@ -254,11 +305,10 @@ impl<F: DocumentFormat> Documents<F> {
     /// Opens the document storage in `dir`.
     ///
     /// # Errors
-    /// [`LoaderError::Storage`] (index 0) when the storage cannot be opened.
+    /// [`LoaderError::Open`] when the storage cannot be opened.
     pub fn open(dir: impl AsRef<Path>, format: F) -> Result<Self, LoaderError> {
-        DocumentReader::open(dir, format)
-            .map(Documents::new)
-            .map_err(|source| LoaderError::Storage { index: 0, source })
+        let dir = dir.as_ref();
+        DocumentReader::open(dir, format).map(Documents::new).map_err(open_error(dir))
     }
 
     /// The underlying reader.
@@ -304,4 +354,9 @@ impl<F: DocumentFormat> DataSource for Documents<F> {
     fn fingerprint(&self) -> u64 {
         self.reader.fingerprint()
     }
+}
+
+/// Turns a storage's open failure into [`LoaderError::Open`] naming `dir`.
+pub(crate) fn open_error(dir: &Path) -> impl FnOnce(StorageError) -> LoaderError + '_ {
+    move |source| LoaderError::Open { path: dir.to_path_buf(), source }
 }

@@ -1,15 +1,18 @@
 //! The fast path for token windows: records are window spans, and the collation reads a whole
-//! batch straight into its `[batch, seq_len]` buffer with one storage call.
+//! batch straight into its `[batch, seq_len]` buffer with one storage call, widening the
+//! storage's ids in place when the batch element type is wider.
 
+use std::marker::PhantomData;
 use std::path::Path;
 use std::sync::Arc;
 
-use guideloom_formats::{TokenElement, TokenFormat};
-use guideloom_storage::{ReadOptions, StreamReader};
+use guideloom_formats::{Dtype, Element, Primitive, TokenElement, TokenFormat};
+use guideloom_storage::{Manifest, ReadOptions, StorageError, StreamReader};
 
+use crate::storage_sources::open_error;
 #[cfg(doc)]
 use crate::StreamWindows;
-use crate::{Collate, DataSource, LoaderError, TokenBatch, Windows};
+use crate::{Collate, DataSource, LoaderError, TokenBatch, WindowParams, WindowReader, Windows};
 
 /// One window of a [`TokenWindows`] source: its record index and its element range. Getting
 /// it does no I/O; [`ReadTokens`] reads the windows of a batch together.
@@ -23,56 +26,110 @@ pub struct WindowSpan {
     pub len: u64,
 }
 
-/// Token windows over a stream storage of `E` ids, served the fast way: the same records as
-/// [`StreamWindows`] (window `w` = elements `[w * stride, w * stride + seq_len)`, same count,
-/// same fingerprint, so states are interchangeable), but each record is a [`WindowSpan`] and
-/// [`TokenWindows::collate`] reads a whole batch into one contiguous `[batch, seq_len]`
-/// buffer with one backend call and one copy per token (no per-window allocation).
+/// Token windows over a stream storage, served the fast way, as `[batch, seq_len]` batches of
+/// `E` ids.
+///
+/// The records are those of [`StreamWindows`] (window `w` = tokens
+/// `[w * stride, w * stride + seq_len)`, same count, same fingerprint, so states are
+/// interchangeable), but each record is a [`WindowSpan`] and [`TokenWindows::collate`] reads
+/// a whole batch into one contiguous `[batch, seq_len]` buffer with one backend call and one
+/// copy per token (no per-window allocation).
+///
+/// Two ways to open:
+/// - [`TokenWindows::open`] / [`TokenWindows::open_with`]: the storage's dtype must be `E`
+///   (`TokenWindows::<u16>` reads a `<u2` storage);
+/// - [`TokenWindows::open_any`] / [`TokenWindows::open_any_with`]: the storage may hold ids of
+///   any token dtype (`u8`, `u16`, `u32`, `u64`, read from its manifest) whose values all fit
+///   `E`; narrower ids are widened in place in the batch buffer. `E` is then any integer type
+///   wide enough: `TokenWindows::<u32>` reads u16 and u32 storages, `TokenWindows::<i64>`
+///   (for frameworks whose embedding takes `i64` ids) u8, u16 and u32 storages.
+///
+/// A stream that holds tokens but fewer than `seq_len` is refused
+/// ([`LoaderError::WindowTooLong`]); an empty stream gives an empty source (a loader over it
+/// yields no batch).
+///
+/// The language-model pattern: windows of `L + 1` tokens at stride `L`, then
+/// [`TokenBatch::inputs_targets`] splits each `[B, L + 1]` batch into `[B, L]` inputs (the
+/// first `L` tokens of each row) and `[B, L]` targets (the last `L`).
 ///
 /// ```
 /// use guideloom_formats::TokenFormat;
-/// use guideloom_loader::{Loader, TokenWindows};
-/// use guideloom_storage::StreamWriter;
+/// use guideloom_loader::{Loader, TokenLoader, TokenWindows};
+/// use guideloom_storage::{ReadOptions, StreamWriter};
 /// let dir = tempfile::tempdir()?;
 /// let mut w = StreamWriter::open(dir.path(), TokenFormat::<u16>::new())?;
 /// w.append(0, &[0, 1, 2, 3, 4])?;
 /// w.append(1, &[5, 6, 7, 8])?;
 /// w.commit()?;
-/// let windows = TokenWindows::<u16>::open(dir.path(), 4)?;
+/// // L = 4: windows of 5 tokens every 4 tokens, as i64 ids from a u16 storage.
+/// let windows = TokenWindows::<i64>::open_any_with(dir.path(), 5, 4, ReadOptions::default())?;
 /// let collate = windows.collate();
-/// let loader = Loader::builder(windows).batch_size(2).collate(collate).build()?;
+/// let loader: TokenLoader<i64> = Loader::builder(windows).batch_size(2).collate(collate).build()?;
 /// let batch = loader.iter().next().unwrap()?;
-/// assert_eq!(batch.data.shape(), [2, 4]);
-/// assert_eq!(batch.data.data(), [0, 1, 2, 3, 4, 5, 6, 7]);
+/// assert_eq!(batch.data.shape(), [2, 5]);
+/// assert_eq!(batch.data.data(), [0, 1, 2, 3, 4, 4, 5, 6, 7, 8]);
+/// let (inputs, targets) = batch.data.inputs_targets();
+/// assert_eq!(inputs.data(), [0, 1, 2, 3, 4, 5, 6, 7]);
+/// assert_eq!(targets.data(), [1, 2, 3, 4, 5, 6, 7, 8]);
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
-#[derive(Debug)]
-pub struct TokenWindows<E: TokenElement> {
-    windows: Windows<Arc<StreamReader<TokenFormat<E>>>>,
+pub struct TokenWindows<E> {
+    windows: Windows<SharedTokens>,
+    _element: PhantomData<fn() -> E>,
 }
 
-/// Reads the windows of a batch of [`WindowSpan`]s into one [`TokenBatch`]; made by
-/// [`TokenWindows::collate`].
-#[derive(Debug, Clone)]
-pub struct ReadTokens<E: TokenElement> {
-    reader: Arc<StreamReader<TokenFormat<E>>>,
+impl<E> std::fmt::Debug for TokenWindows<E> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TokenWindows")
+            .field("element", &std::any::type_name::<E>())
+            .field("stored", &self.windows.reader().0.dtype())
+            .field("seq_len", &self.windows.seq_len())
+            .field("stride", &self.windows.stride())
+            .field("windows", &self.windows.len())
+            .finish()
+    }
+}
+
+/// Reads the windows of a batch of [`WindowSpan`]s into one [`TokenBatch`] of `E` ids, with
+/// one storage call; made by [`TokenWindows::collate`].
+pub struct ReadTokens<E> {
+    storage: SharedTokens,
+    _element: PhantomData<fn() -> E>,
+}
+
+impl<E> std::fmt::Debug for ReadTokens<E> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ReadTokens")
+            .field("element", &std::any::type_name::<E>())
+            .field("stored", &self.storage.0.dtype())
+            .finish()
+    }
+}
+
+impl<E> Clone for ReadTokens<E> {
+    fn clone(&self) -> Self {
+        ReadTokens { storage: self.storage.clone(), _element: PhantomData }
+    }
 }
 
 impl<E: TokenElement> TokenWindows<E> {
     /// Windows of `seq_len` elements starting every `stride` elements over an open reader.
     ///
     /// # Errors
-    /// [`LoaderError::InvalidConfig`] when `seq_len` or `stride` is 0.
+    /// [`LoaderError::InvalidConfig`] when `seq_len` or `stride` is 0;
+    /// [`LoaderError::WindowTooLong`] when the stream holds tokens but fewer than `seq_len`.
     pub fn new(reader: StreamReader<TokenFormat<E>>, seq_len: u64, stride: u64) -> Result<Self, LoaderError> {
-        Ok(TokenWindows { windows: Windows::with_stride(Arc::new(reader), seq_len, stride)? })
+        Self::from_storage(SharedTokens(Arc::new(reader)), seq_len, stride)
     }
 
-    /// Opens the stream storage in `dir` (default read options) with windows of `seq_len`
-    /// and stride `seq_len`.
+    /// Opens the stream storage of `E` ids in `dir` (default read options) with windows of
+    /// `seq_len` and stride `seq_len`.
     ///
     /// # Errors
-    /// [`LoaderError::Storage`] when the storage cannot be opened (or holds another dtype);
-    /// [`LoaderError::InvalidConfig`] when `seq_len` is 0.
+    /// [`LoaderError::Open`] when the storage cannot be opened or holds another dtype than
+    /// `E` (see [`TokenWindows::open_any`] to accept narrower ids);
+    /// [`LoaderError::InvalidConfig`] when `seq_len` is 0; [`LoaderError::WindowTooLong`]
+    /// when the stream holds tokens but fewer than `seq_len`.
     pub fn open(dir: impl AsRef<Path>, seq_len: u64) -> Result<Self, LoaderError> {
         Self::open_with(dir, seq_len, seq_len, ReadOptions::default())
     }
@@ -80,36 +137,116 @@ impl<E: TokenElement> TokenWindows<E> {
     /// Opens with explicit stride and read options (I/O backend, descriptor cap).
     ///
     /// # Errors
-    /// As [`TokenWindows::open`].
+    /// As [`TokenWindows::open`]; [`LoaderError::InvalidConfig`] also when `stride` is 0.
     pub fn open_with(
         dir: impl AsRef<Path>,
         seq_len: u64,
         stride: u64,
         options: ReadOptions,
     ) -> Result<Self, LoaderError> {
-        let reader = StreamReader::open_with(dir, TokenFormat::<E>::new(), options)
-            .map_err(|source| LoaderError::Storage { index: 0, source })?;
+        let dir = dir.as_ref();
+        let reader =
+            StreamReader::open_with(dir, TokenFormat::<E>::new(), options).map_err(open_error(dir))?;
         Self::new(reader, seq_len, stride)
+    }
+}
+
+impl<E: Element> TokenWindows<E> {
+    /// Opens the stream storage in `dir` whatever its token dtype (`u8`, `u16`, `u32` or
+    /// `u64`, read from the manifest), as batches of `E` ids (default read options, windows of
+    /// `seq_len` and stride `seq_len`). Ids narrower than `E` are widened in place.
+    ///
+    /// ```
+    /// use guideloom_formats::TokenFormat;
+    /// use guideloom_loader::{Collate, DataSource, TokenWindows};
+    /// use guideloom_storage::StreamWriter;
+    /// let (small, large) = (tempfile::tempdir()?, tempfile::tempdir()?);
+    /// let mut w = StreamWriter::open(small.path(), TokenFormat::<u16>::new())?;
+    /// w.append(0, &[1, 2, 65_535])?;
+    /// w.commit()?;
+    /// let mut w = StreamWriter::open(large.path(), TokenFormat::<u32>::new())?;
+    /// w.append(0, &[1, 2, 100_000])?;
+    /// w.commit()?;
+    /// // One type for both storages: u32 batches.
+    /// for (dir, last) in [(small.path(), 65_535u32), (large.path(), 100_000)] {
+    ///     let windows = TokenWindows::<u32>::open_any(dir, 3)?;
+    ///     let batch = windows.collate().collate(vec![windows.get(0)?])?;
+    ///     assert_eq!(batch.data(), [1, 2, last]);
+    /// }
+    /// // u32 ids do not all fit u16.
+    /// assert!(TokenWindows::<u16>::open_any(large.path(), 3).is_err());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    ///
+    /// # Errors
+    /// [`LoaderError::Open`] when the storage cannot be opened (missing, not a stream
+    /// storage, damaged); [`LoaderError::TokenDtype`] when its ids do not all fit `E` (`E` is
+    /// not an integer type, is narrower than the stored ids, or is signed and as wide);
+    /// [`LoaderError::InvalidConfig`] when `seq_len` is 0; [`LoaderError::WindowTooLong`] when
+    /// the stream holds tokens but fewer than `seq_len`.
+    pub fn open_any(dir: impl AsRef<Path>, seq_len: u64) -> Result<Self, LoaderError> {
+        Self::open_any_with(dir, seq_len, seq_len, ReadOptions::default())
+    }
+
+    /// [`TokenWindows::open_any`] with explicit stride and read options (I/O backend,
+    /// descriptor cap).
+    ///
+    /// # Errors
+    /// As [`TokenWindows::open_any`]; [`LoaderError::InvalidConfig`] also when `stride` is 0.
+    pub fn open_any_with(
+        dir: impl AsRef<Path>,
+        seq_len: u64,
+        stride: u64,
+        options: ReadOptions,
+    ) -> Result<Self, LoaderError> {
+        let dir = dir.as_ref();
+        let stored = stored_primitive(dir).map_err(open_error(dir))?;
+        let storage: Arc<dyn TokenStorage> = match stored {
+            Some(Primitive::U8) => open_dyn::<u8>(dir, options)?,
+            Some(Primitive::U16) => open_dyn::<u16>(dir, options)?,
+            Some(Primitive::U64) => open_dyn::<u64>(dir, options)?,
+            // A `<u4` storage; for anything else opening reports the storage's own kind or
+            // dtype error.
+            _ => open_dyn::<u32>(dir, options)?,
+        };
+        check_widens(dir, &storage.dtype(), &E::dtype())?;
+        Self::from_storage(SharedTokens(storage), seq_len, stride)
+    }
+
+    fn from_storage(storage: SharedTokens, seq_len: u64, stride: u64) -> Result<Self, LoaderError> {
+        let windows = Windows::with_stride(storage, seq_len, stride)?;
+        windows.check_fits()?;
+        Ok(TokenWindows { windows, _element: PhantomData })
     }
 
     /// The collation that reads a batch of this source's windows into a `[batch, seq_len]`
-    /// buffer.
+    /// buffer of `E` ids.
     pub fn collate(&self) -> ReadTokens<E> {
-        ReadTokens { reader: Arc::clone(self.windows.reader()) }
-    }
-
-    /// The underlying reader.
-    pub fn reader(&self) -> &StreamReader<TokenFormat<E>> {
-        self.windows.reader()
+        ReadTokens { storage: self.windows.reader().clone(), _element: PhantomData }
     }
 
     /// Window length in elements.
     pub fn seq_len(&self) -> u64 {
         self.windows.seq_len()
     }
+
+    /// Elements between the starts of consecutive windows.
+    pub fn stride(&self) -> u64 {
+        self.windows.stride()
+    }
+
+    /// Tokens in the stream.
+    pub fn elements(&self) -> u64 {
+        self.windows.elements()
+    }
+
+    /// The dtype of the ids in the storage (which may be narrower than `E`).
+    pub fn stored_dtype(&self) -> Dtype {
+        self.windows.reader().0.dtype()
+    }
 }
 
-impl<E: TokenElement> DataSource for TokenWindows<E> {
+impl<E: Element> DataSource for TokenWindows<E> {
     type Item = WindowSpan;
 
     fn len(&self) -> u64 {
@@ -127,9 +264,13 @@ impl<E: TokenElement> DataSource for TokenWindows<E> {
     fn fingerprint(&self) -> u64 {
         self.windows.fingerprint()
     }
+
+    fn window_params(&self) -> Option<WindowParams> {
+        Some(self.windows.params())
+    }
 }
 
-impl<E: TokenElement> Collate<WindowSpan> for ReadTokens<E> {
+impl<E: Element> Collate<WindowSpan> for ReadTokens<E> {
     type Output = TokenBatch<E>;
 
     fn collate(&self, records: Vec<WindowSpan>) -> Result<TokenBatch<E>, LoaderError> {
@@ -139,11 +280,212 @@ impl<E: TokenElement> Collate<WindowSpan> for ReadTokens<E> {
                 detail: format!("window {} holds {} tokens, the first holds {seq_len}", r.index, r.len),
             });
         }
+        let too_large = || LoaderError::Collate {
+            detail: format!("{} windows of {seq_len} tokens do not fit in memory", records.len()),
+        };
+        let n = usize::try_from(seq_len)
+            .ok()
+            .and_then(|l| l.checked_mul(records.len()))
+            .filter(|n| n.checked_mul(std::mem::size_of::<E>()).is_some())
+            .ok_or_else(too_large)?;
         let spans: Vec<(u64, u64)> = records.iter().map(|r| (r.offset, r.len)).collect();
-        let mut data = vec![E::zeroed(); records.len() * seq_len as usize];
-        self.reader.read_many_into(&spans, bytemuck::cast_slice_mut(&mut data)).map_err(|source| {
+        let mut data = vec![E::zeroed(); n];
+        let bytes: &mut [u8] = bytemuck::cast_slice_mut(&mut data);
+        let stored = self.storage.0.itemsize();
+        // The ids land at the front of the buffer, `stored` bytes each, then widen in place.
+        self.storage.0.read_into(&spans, &mut bytes[..n * stored]).map_err(|source| {
             LoaderError::Storage { index: records.first().map_or(0, |r| r.index), source }
         })?;
+        widen_in_place(bytes, n, stored, std::mem::size_of::<E>())?;
         Ok(TokenBatch::from_parts(data, records.len(), seq_len as usize))
+    }
+}
+
+/// What the token-window path needs of a stream storage of token ids, whatever their dtype:
+/// implemented by `StreamReader<TokenFormat<S>>` for every token element type `S`.
+trait TokenStorage: Send + Sync + std::fmt::Debug {
+    /// Tokens in the stream.
+    fn len(&self) -> u64;
+    /// The manifest's fingerprint.
+    fn fingerprint(&self) -> u64;
+    /// The stored id dtype.
+    fn dtype(&self) -> Dtype;
+    /// Bytes per stored id.
+    fn itemsize(&self) -> usize;
+    /// Reads windows `(offset, len)` as little-endian ids, back to back, into `out`.
+    fn read_into(&self, windows: &[(u64, u64)], out: &mut [u8]) -> Result<(), StorageError>;
+}
+
+impl<S: TokenElement> TokenStorage for StreamReader<TokenFormat<S>> {
+    fn len(&self) -> u64 {
+        StreamReader::len(self)
+    }
+    fn fingerprint(&self) -> u64 {
+        StreamReader::fingerprint(self)
+    }
+    fn dtype(&self) -> Dtype {
+        S::dtype()
+    }
+    fn itemsize(&self) -> usize {
+        std::mem::size_of::<S>()
+    }
+    fn read_into(&self, windows: &[(u64, u64)], out: &mut [u8]) -> Result<(), StorageError> {
+        self.read_many_into(windows, out)
+    }
+}
+
+/// A shared token storage of any id dtype; [`Windows`] cuts it into windows.
+#[derive(Debug, Clone)]
+struct SharedTokens(Arc<dyn TokenStorage>);
+
+impl WindowReader for SharedTokens {
+    /// A window's ids as little-endian bytes.
+    type Output = Vec<u8>;
+    fn len(&self) -> u64 {
+        self.0.len()
+    }
+    fn read_windows(&self, windows: &[(u64, u64)]) -> Result<Vec<Vec<u8>>, StorageError> {
+        let size = self.0.itemsize();
+        let bytes = |len: u64| usize::try_from(len).ok().and_then(|l| l.checked_mul(size));
+        let total = windows.iter().try_fold(0usize, |acc, w| bytes(w.1).and_then(|b| acc.checked_add(b)));
+        let Some(total) = total else {
+            return Err(StorageError::InvalidArgument("batch too large".into()));
+        };
+        let mut all = vec![0u8; total];
+        self.0.read_into(windows, &mut all)?;
+        let mut rest = &all[..];
+        Ok(windows
+            .iter()
+            .map(|w| {
+                let (head, tail) = rest.split_at(bytes(w.1).unwrap_or(0));
+                rest = tail;
+                head.to_vec()
+            })
+            .collect())
+    }
+    fn fingerprint(&self) -> u64 {
+        self.0.fingerprint()
+    }
+}
+
+/// The primitive dtype of the storage in `dir` according to its manifest, or `None` when the
+/// manifest's dtype is not a primitive.
+fn stored_primitive(dir: &Path) -> Result<Option<Primitive>, StorageError> {
+    let manifest = Manifest::load(dir)?;
+    Ok(match Dtype::from_descr(&manifest.dtype) {
+        Ok(Dtype::Primitive(p)) => Some(p),
+        _ => None,
+    })
+}
+
+fn open_dyn<S: TokenElement>(dir: &Path, options: ReadOptions) -> Result<Arc<dyn TokenStorage>, LoaderError> {
+    let reader = StreamReader::open_with(dir, TokenFormat::<S>::new(), options).map_err(open_error(dir))?;
+    Ok(Arc::new(reader))
+}
+
+/// Checks that every id of the `stored` dtype (an unsigned integer) fits the integer dtype `out`.
+fn check_widens(dir: &Path, stored: &Dtype, out: &Dtype) -> Result<(), LoaderError> {
+    let unsigned =
+        |p: Primitive| matches!(p, Primitive::U8 | Primitive::U16 | Primitive::U32 | Primitive::U64);
+    let fits = match (stored, out) {
+        (Dtype::Primitive(s), Dtype::Primitive(o)) if unsigned(*s) && o.is_integer() => {
+            if unsigned(*o) {
+                o.size() >= s.size()
+            } else {
+                o.size() > s.size()
+            }
+        }
+        _ => false,
+    };
+    if fits {
+        Ok(())
+    } else {
+        Err(LoaderError::TokenDtype {
+            path: dir.to_path_buf(),
+            stored: stored.to_string(),
+            requested: out.to_string(),
+        })
+    }
+}
+
+/// Turns the first `n` little-endian ids of `from` bytes each at the front of `bytes` into `n`
+/// native-endian integers of `to` bytes each filling `bytes`, in place, last id first (an id's
+/// new bytes only cover ids already moved). `to >= from`; each id fits `to` bytes (checked at
+/// open), so the unsigned pattern is also the signed one.
+fn widen_in_place(bytes: &mut [u8], n: usize, from: usize, to: usize) -> Result<(), LoaderError> {
+    match (from, to) {
+        (1, 1) | (2, 2) | (4, 4) | (8, 8) if cfg!(target_endian = "little") => {}
+        (1, 1) => {}
+        (2, 2) => widen::<2, 2>(bytes, n),
+        (4, 4) => widen::<4, 4>(bytes, n),
+        (8, 8) => widen::<8, 8>(bytes, n),
+        (1, 2) => widen::<1, 2>(bytes, n),
+        (1, 4) => widen::<1, 4>(bytes, n),
+        (1, 8) => widen::<1, 8>(bytes, n),
+        (2, 4) => widen::<2, 4>(bytes, n),
+        (2, 8) => widen::<2, 8>(bytes, n),
+        (4, 8) => widen::<4, 8>(bytes, n),
+        _ => {
+            return Err(LoaderError::Collate {
+                detail: format!("cannot widen {from}-byte ids to {to}-byte elements"),
+            })
+        }
+    }
+    Ok(())
+}
+
+fn widen<const FROM: usize, const TO: usize>(bytes: &mut [u8], n: usize) {
+    for i in (0..n).rev() {
+        let mut le = [0u8; 8];
+        le[..FROM].copy_from_slice(&bytes[i * FROM..(i + 1) * FROM]);
+        let ne = u64::from_le_bytes(le).to_ne_bytes();
+        let value = if cfg!(target_endian = "little") { &ne[..TO] } else { &ne[8 - TO..] };
+        bytes[i * TO..(i + 1) * TO].copy_from_slice(value);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn widening_in_place_keeps_every_id() {
+        let ids: [u16; 4] = [0, 1, 0x1234, u16::MAX];
+        let mut out = [0u64; 4];
+        let bytes: &mut [u8] = bytemuck::cast_slice_mut(&mut out);
+        for (i, id) in ids.iter().enumerate() {
+            bytes[2 * i..2 * i + 2].copy_from_slice(&id.to_le_bytes());
+        }
+        widen_in_place(bytes, 4, 2, 8).unwrap();
+        assert_eq!(out, [0, 1, 0x1234, 65_535]);
+
+        let mut out = [0i32; 3];
+        let bytes: &mut [u8] = bytemuck::cast_slice_mut(&mut out);
+        bytes[..3].copy_from_slice(&[7, 0, 255]);
+        widen_in_place(bytes, 3, 1, 4).unwrap();
+        assert_eq!(out, [7, 0, 255]);
+        assert!(matches!(widen_in_place(&mut [0u8; 4], 2, 2, 1), Err(LoaderError::Collate { .. })));
+    }
+
+    #[test]
+    fn only_lossless_widenings_are_accepted() {
+        let dir = Path::new("d");
+        let ok = |stored, out| check_widens(dir, &Dtype::Primitive(stored), &Dtype::Primitive(out)).is_ok();
+        assert!(ok(Primitive::U16, Primitive::U16));
+        assert!(ok(Primitive::U16, Primitive::U32));
+        assert!(ok(Primitive::U16, Primitive::I32));
+        assert!(ok(Primitive::U32, Primitive::I64));
+        assert!(ok(Primitive::U8, Primitive::I16));
+        assert!(!ok(Primitive::U32, Primitive::U16));
+        assert!(!ok(Primitive::U32, Primitive::I32));
+        assert!(!ok(Primitive::U64, Primitive::I64));
+        assert!(!ok(Primitive::U16, Primitive::F32));
+        assert!(!ok(Primitive::F32, Primitive::U64));
+        let e = check_widens(dir, &Dtype::Primitive(Primitive::U32), &Dtype::Primitive(Primitive::U16))
+            .unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "d holds token ids of dtype <u4, which do not all fit the requested element type <u2"
+        );
     }
 }

@@ -4,8 +4,8 @@ use std::collections::BTreeSet;
 
 use guideloom_formats::{RawBytesFormat, TokenFormat};
 use guideloom_loader::{
-    Batch, DataSource, Documents, Loader, LoaderError, Permutation, RangeSource, RecordRng, StackTokens,
-    State, StreamWindows, VecSource,
+    Batch, DataSource, DocumentLoader, Documents, Loader, LoaderError, Permutation, RangeSource, RecordRng,
+    StackTokens, State, StreamWindows, VecSource, WindowLoader,
 };
 use guideloom_storage::{DocumentWriter, StreamWriter};
 use rand::Rng;
@@ -392,28 +392,54 @@ fn windows_cross_shards_and_collate_to_one_buffer() {
 }
 
 /// A state taken over windows of 8 is refused by a loader over windows of 4 of the same
-/// storage (the fingerprint includes seq_len and stride).
+/// storage, naming the parameter that differs (`source.seq_len`, `source.stride`, expected vs
+/// found); a state without window parameters (written before they were recorded) is still
+/// refused by record count and fingerprint (the fingerprint includes seq_len and stride).
 #[test]
 fn window_state_pins_the_window_shape() {
     let dir = token_storage();
-    let loader = |seq| {
-        Loader::builder(StreamWindows::open(dir.path(), TokenFormat::<u16>::new(), seq).expect("open"))
+    let strided = |seq, stride| {
+        let reader =
+            guideloom_storage::StreamReader::open(dir.path(), TokenFormat::<u16>::new()).expect("open");
+        Loader::builder(StreamWindows::with_stride(reader, seq, stride).expect("valid"))
             .batch_size(1)
             .workers(0)
             .build()
             .expect("valid")
     };
+    let loader = |seq| strided(seq, seq);
     let state = loader(8).iter().state();
+    assert_eq!(
+        state.source.window,
+        Some(guideloom_loader::WindowParams { seq_len: 8, stride: 8, elements: 40 })
+    );
+    let mismatch = |loader: WindowLoader<TokenFormat<u16>>, state: &State| match loader.iter_from(state) {
+        Err(LoaderError::StateMismatch { field, expected, found }) => (field, expected, found),
+        other => panic!("unexpected {:?}", other.map(|it| it.state())),
+    };
+    assert_eq!(mismatch(loader(4), &state), ("source.seq_len", "4".into(), "8".into()));
+    assert_eq!(mismatch(strided(8, 3), &state), ("source.stride", "3".into(), "8".into()));
+    let err = loader(4).iter_from(&state).map(|_| ()).unwrap_err();
+    assert_eq!(err.to_string(), "state mismatch: source.seq_len: the loader has 4, the state has 8");
+
+    let mut s = state;
+    s.source.window = None;
     assert!(matches!(
-        loader(4).iter_from(&state),
+        loader(4).iter_from(&s),
         Err(LoaderError::StateMismatch { field: "source.records", .. })
     ));
-    let mut s = state;
     s.source.records = 10;
     assert!(matches!(
         loader(4).iter_from(&s),
         Err(LoaderError::StateMismatch { field: "source.fingerprint", .. })
     ));
+    // An old state (no `window` key) of the same loader still resumes.
+    let json = state.to_json();
+    assert!(json.ends_with(r#""window":{"seq_len":8,"stride":8,"elements":40}}}"#), "{json}");
+    let old = State::from_json(&json.replace(r#","window":{"seq_len":8,"stride":8,"elements":40}"#, ""))
+        .expect("old state");
+    assert_eq!(old.source.window, None);
+    assert_eq!(loader(8).iter_from(&old).expect("fits").count(), 5);
 }
 
 /// Documents of a document storage, shuffled, arrive whole and each exactly once.
@@ -427,7 +453,8 @@ fn documents_are_records() {
     w.commit().expect("commit");
     let docs = Documents::open(dir.path(), RawBytesFormat).expect("open");
     assert_eq!(docs.len(), 7);
-    let loader = Loader::builder(docs).shuffle(1).batch_size(3).workers(2).build().expect("valid");
+    let loader: DocumentLoader<RawBytesFormat> =
+        Loader::builder(docs).shuffle(1).batch_size(3).workers(2).build().expect("valid");
     let mut got: Vec<Vec<u8>> = collect(loader.iter()).into_iter().flat_map(|b| b.data).collect();
     got.sort();
     let mut want: Vec<Vec<u8>> = Vec::new();

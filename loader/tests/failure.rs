@@ -13,6 +13,18 @@ mod common;
 
 use common::{serial, worker_threads};
 
+/// An error and its causes, joined by ": " (a variant that exposes its cause through
+/// `source()` does not repeat it in its own message).
+fn chain(e: &dyn std::error::Error) -> String {
+    let mut out = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        out = format!("{out}: {c}");
+        cause = c.source();
+    }
+    out
+}
+
 #[derive(Clone, Copy)]
 enum Fault {
     Error,
@@ -53,9 +65,9 @@ fn failing_record_ends_the_iterator_at_its_batch() {
         assert_eq!((err.batch(), err.record_index()), (Some(1), Some(7)), "{err}");
         assert_eq!(err.is_panic(), matches!(fault, Fault::Panic));
         match fault {
-            Fault::Error => assert_eq!(err.to_string(), "batch 1 (epoch 0): record 7: bad sector"),
+            Fault::Error => assert_eq!(chain(&err), "batch 1 (epoch 0): record 7: bad sector"),
             Fault::Panic => {
-                assert_eq!(err.to_string(), "batch 1 (epoch 0): panicked on record 7: record 7 is cursed")
+                assert_eq!(chain(&err), "batch 1 (epoch 0): panicked on record 7: record 7 is cursed")
             }
         }
         assert!(it.next().is_none());
@@ -110,7 +122,7 @@ fn map_failures_name_the_record() {
         .build()
         .expect("valid");
     let err = loader.iter().nth(2).expect("batch 2").expect_err("fails");
-    assert_eq!(err.to_string(), "batch 2 (epoch 0): panicked on record 9: nine");
+    assert_eq!(chain(&err), "batch 2 (epoch 0): panicked on record 9: nine");
 }
 
 /// Serves record 0, then blocks in `get_many_cancellable` until the loader cancels (a source
