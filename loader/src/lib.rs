@@ -8,7 +8,8 @@
 //!
 //! - [`DataSource`]: Grain's random-access protocol (`len`, `get`, batched `get_many`), with
 //!   [`RangeSource`], [`VecSource`], and the storage sources [`StreamWindows`] and
-//!   [`Documents`].
+//!   [`Documents`] (and, with the default feature `oamap`, `OamapRecords` over
+//!   `guideloom-oamap` datasets, collated by `GatherColumns`).
 //! - [`Sampler`]: a pure function from batch number to record indices: one keyed
 //!   [`Permutation`] per epoch, shuffled globally, then sharded over ranks.
 //! - [`Loader`]: the builder and the iterator ([`LoaderIter`]); output is identical for every
@@ -39,6 +40,7 @@
 mod batch;
 mod error;
 mod loader;
+#[cfg(feature = "oamap")]
 mod oamap;
 mod permutation;
 mod rng;
@@ -51,7 +53,8 @@ mod token_windows;
 pub use batch::{Batch, Collate, Records, StackTokens, TokenBatch};
 pub use error::{BoxError, LoaderError};
 pub use loader::{Loader, LoaderBuilder, LoaderIter, DEFAULT_WORKERS, MAX_WORKERS, SHUTDOWN_GRACE};
-pub use oamap::{GatherColumns, OamapDatasetRecords, OamapRecord, OamapRecords};
+#[cfg(feature = "oamap")]
+pub use oamap::{GatherColumns, OamapRecord, OamapRecords};
 pub use permutation::Permutation;
 pub use rng::{MapContext, RecordRng};
 pub use sampler::{BatchPlan, Sampler, SamplerConfig, Step};

@@ -10,6 +10,7 @@ macro_rules! outln {
 }
 
 mod demo;
+mod oam;
 mod run;
 
 use std::path::PathBuf;
@@ -321,7 +322,7 @@ fn main() -> ExitCode {
         Command::Batches(a) => batches(a),
         Command::Bench(a) => bench(a),
         Command::Demo(a) => demo::run(a.corpus, a.workdir),
-        Command::Oam(c) => oam(c),
+        Command::Oam(c) => oam::run(c),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -592,38 +593,4 @@ pub(crate) fn backend_options(b: BackendArg) -> CliResult<guideloom::storage::Re
         BackendArg::Mmap => Arc::new(AutoBackend::for_env_value(Some("mmap"))),
     };
     Ok(ReadOptions::default().with_backend(backend))
-}
-
-fn read_json(p: &std::path::Path) -> CliResult<Value> {
-    let text = std::fs::read(p).map_err(|e| format!("cannot read {}: {e}", p.display()))?;
-    serde_json::from_slice(&text).map_err(|e| format!("{} is not valid JSON: {e}", p.display()).into())
-}
-
-fn oam(c: OamCommand) -> CliResult {
-    use guideloom::formats::oamap;
-    match c {
-        OamCommand::Fromdata { schema, data, out } => {
-            let (schema, data) = (read_json(&schema)?, read_json(&data)?);
-            match out {
-                Some(path) => {
-                    let bytes = oamap::oam_fromdata_npz(&schema, &data)?;
-                    std::fs::write(&path, bytes)
-                        .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
-                }
-                None => outln!("{}", oamap::oam_fromdata_json(&schema, &data)?),
-            }
-        }
-        OamCommand::Read { npz, schema, arrays, index } => {
-            let value = match (npz, schema, arrays) {
-                (Some(p), _, _) => {
-                    let bytes = std::fs::read(&p).map_err(|e| format!("cannot read {}: {e}", p.display()))?;
-                    oamap::oam_read_npz(bytes, index)?
-                }
-                (None, Some(s), Some(a)) => oamap::oam_read_json(&read_json(&s)?, &read_json(&a)?, index)?,
-                _ => return Err("give an .npz file, or --schema and --arrays".into()),
-            };
-            outln!("{value}");
-        }
-    }
-    Ok(())
 }

@@ -1,93 +1,65 @@
-//! JSON-in / JSON-out helpers that the `guideloom oam fromdata|read` commands wrap.
+//! `guideloom oam fromdata|read`: nested JSON to OAMap arrays (JSON or an `.npz`) and back.
 
+use std::path::Path;
 use std::sync::Arc;
 
-use serde_json::{json, Map, Value};
-
-use super::{
-    fromdata, write_npz, Array, ArrayMap, ArraySource, NpzSource, OaDtype, OamapError, Reader, Schema,
+use guideloom::oamap::{
+    arrays_from_json, arrays_to_json, from_data, open_npz, write_npz_with_schema, OamapError, Reader, Schema,
 };
+use serde_json::Value;
 
-/// The dtype an array name implies when none is given: the `D` code of a data array
-/// (`...-Df8`), `int8` for union tags (`...-T`), `int32` for every other structural array.
-fn dtype_from_name(name: &str, delimiter: &str) -> OaDtype {
-    let last = name.rsplit(delimiter).next().unwrap_or("");
-    if last.starts_with('D') {
-        if let Ok(d) = OaDtype::parse(last) {
-            return d;
+use crate::{CliResult, OamCommand};
+
+/// Runs one `oam` subcommand.
+pub(crate) fn run(c: OamCommand) -> CliResult {
+    match c {
+        OamCommand::Fromdata { schema, data, out } => {
+            let (schema, data) = (read_json(&schema)?, read_json(&data)?);
+            match out {
+                Some(path) => {
+                    let bytes = from_data_npz(&schema, &data)?;
+                    std::fs::write(&path, bytes)
+                        .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+                }
+                None => outln!("{}", from_data_json(&schema, &data)?),
+            }
+        }
+        OamCommand::Read { npz, schema, arrays, index } => {
+            let value = match (npz, schema, arrays) {
+                (Some(p), _, _) => {
+                    let bytes = std::fs::read(&p).map_err(|e| format!("cannot read {}: {e}", p.display()))?;
+                    read_index(&open_npz(bytes)?, index)?
+                }
+                (None, Some(s), Some(a)) => read_json_arrays(&read_json(&s)?, &read_json(&a)?, index)?,
+                _ => return Err("give an .npz file, or --schema and --arrays".into()),
+            };
+            outln!("{value}");
         }
     }
-    if last == "T" {
-        OaDtype::INT8
-    } else {
-        OaDtype::INT32
-    }
+    Ok(())
 }
 
-/// Parses `{"arrays": {name: [numbers]}, "dtypes": {name: "numpy dtype name"}}` (the golden
-/// files' shape; `dtypes` optional, missing entries inferred from the name).
-///
-/// # Errors
-/// [`OamapError::Dtype`] / [`OamapError::BadValue`] naming the array that does not parse.
-pub fn arrays_from_json(value: &Value) -> Result<ArrayMap, OamapError> {
-    let arrays = value.get("arrays").and_then(Value::as_object).ok_or_else(|| OamapError::BadValue {
-        name: "arrays".into(),
-        index: 0,
-        reason: "expected an object {\"arrays\": {name: [numbers]}}".into(),
-    })?;
-    let dtypes = value.get("dtypes").and_then(Value::as_object);
-    let mut out = ArrayMap::new();
-    for (name, values) in arrays {
-        let dtype = match dtypes.and_then(|d| d.get(name)).and_then(Value::as_str) {
-            Some(d) => OaDtype::parse(d)?,
-            None => dtype_from_name(name, "-"),
-        };
-        let list = values.as_array().ok_or_else(|| OamapError::BadValue {
-            name: name.clone(),
-            index: 0,
-            reason: "expected a list of numbers".into(),
-        })?;
-        out.insert(name.clone(), Array::from_json(name, dtype, list)?);
-    }
-    Ok(out)
+fn read_json(p: &Path) -> CliResult<Value> {
+    let text = std::fs::read(p).map_err(|e| format!("cannot read {}: {e}", p.display()))?;
+    serde_json::from_slice(&text).map_err(|e| format!("{} is not valid JSON: {e}", p.display()).into())
 }
 
-/// The inverse of [`arrays_from_json`]: `{"arrays": {...}, "dtypes": {...}}`, names sorted.
-pub fn arrays_to_json(arrays: &ArrayMap) -> Value {
-    let mut a = Map::new();
-    let mut d = Map::new();
-    for (name, array) in arrays.iter() {
-        a.insert(name.clone(), array.to_json());
-        d.insert(name.clone(), Value::String(array.dtype().name()));
-    }
-    json!({"arrays": a, "dtypes": d})
-}
-
-/// `guideloom oam fromdata --schema S --data D`: the arrays OAMap's writer makes for `data`.
-///
-/// `schema` is the simple form or OAMap's schema JSON. Returns `{"arrays", "dtypes"}`.
-///
-/// # Errors
-/// Schema errors, [`OamapError::Fill`] for data that does not fit.
-pub fn oam_fromdata_json(schema: &Value, data: &Value) -> Result<Value, OamapError> {
+/// `oam fromdata --schema S --data D`: the arrays OAMap's writer makes for `data`, as
+/// `{"arrays", "dtypes"}`. `schema` is the simple form or OAMap's schema JSON.
+fn from_data_json(schema: &Value, data: &Value) -> Result<Value, OamapError> {
     let schema = Schema::from_json(schema)?;
-    Ok(arrays_to_json(&fromdata(&schema, data)?))
+    Ok(arrays_to_json(&from_data(&schema, data)?))
 }
 
-/// `guideloom oam fromdata --schema S --data D --out F.npz`: the bytes of an `.npz` holding
-/// the arrays plus a member `<prefix>` (uint8 UTF-8 JSON `{"schema", "prefix",
-/// "delimiter"}`), OAMap's way of storing the schema with the arrays.
-///
-/// # Errors
-/// As [`oam_fromdata_json`]; [`OamapError::Npy`] if the archive cannot be written.
-pub fn oam_fromdata_npz(schema: &Value, data: &Value) -> Result<Vec<u8>, OamapError> {
+/// `oam fromdata --schema S --data D --out F.npz`: the bytes of an `.npz` holding the arrays
+/// and the schema.
+fn from_data_npz(schema: &Value, data: &Value) -> Result<Vec<u8>, OamapError> {
     let schema = Schema::from_json(schema)?;
-    let arrays = fromdata(&schema, data)?;
-    let doc = json!({"schema": schema.to_oamap_json(false), "prefix": schema.prefix(), "delimiter": schema.delimiter()});
-    let bytes = Array::new(OaDtype::UINT8, super::ArrayData::U8(doc.to_string().into_bytes()))?;
-    write_npz(&arrays, &[(schema.prefix().to_string(), bytes)])
+    let arrays = from_data(&schema, data)?;
+    write_npz_with_schema(&schema, &arrays)
 }
 
+/// The value (or element `index` of the top-level list) as JSON.
 fn read_index(reader: &Reader, index: Option<usize>) -> Result<Value, OamapError> {
     match index {
         None => reader.root_json(),
@@ -102,47 +74,10 @@ fn read_index(reader: &Reader, index: Option<usize>) -> Result<Value, OamapError
     }
 }
 
-/// `guideloom oam read --schema S --arrays A [--index I]`: the value (or element `I` of the
-/// top-level list) as JSON, in the golden files' conventions.
-///
-/// # Errors
-/// Schema errors; typed array errors (missing, damaged) naming the array.
-pub fn oam_read_json(schema: &Value, arrays: &Value, index: Option<usize>) -> Result<Value, OamapError> {
+/// `oam read --schema S --arrays A [--index I]`: the value through `schema` over the arrays
+/// JSON (`{"arrays", "dtypes"}`), in the golden files' conventions.
+fn read_json_arrays(schema: &Value, arrays: &Value, index: Option<usize>) -> Result<Value, OamapError> {
     let schema = Arc::new(Schema::from_json(schema)?);
     let source = Arc::new(arrays_from_json(arrays)?);
     read_index(&Reader::new(schema, source), index)
-}
-
-/// Opens an OAMap `.npz` (bytes in memory) whose schema is stored in it: the member named
-/// `object` holding UTF-8 JSON `{"schema", "prefix"?, "delimiter"?}` (OAMap 0.10/0.11's and
-/// the exoplanets sample's layout). Arrays are decoded lazily, on first use.
-///
-/// # Errors
-/// [`OamapError::Npy`] for a bad archive; [`OamapError::MissingArray`] (`object`) when no
-/// schema is stored; schema errors.
-pub fn open_npz(bytes: impl Into<Arc<[u8]>>) -> Result<Reader, OamapError> {
-    let source = NpzSource::new(bytes)?;
-    let meta = source.get("object")?;
-    let text: Vec<u8> = match meta.data() {
-        super::ArrayData::U8(v) => v.clone(),
-        super::ArrayData::Bytes { data, .. } => data.iter().copied().filter(|&b| b != 0).collect(),
-        _ => return Err(OamapError::schema("member 'object' is not uint8 bytes")),
-    };
-    let doc: Value =
-        serde_json::from_slice(&text).map_err(|e| OamapError::schema(format!("member 'object': {e}")))?;
-    let schema_json =
-        doc.get("schema").ok_or_else(|| OamapError::schema("member 'object' has no \"schema\""))?;
-    let prefix = doc.get("prefix").and_then(Value::as_str).unwrap_or("object");
-    let delimiter = doc.get("delimiter").and_then(Value::as_str).unwrap_or("-");
-    let schema = Schema::from_json_named(schema_json, prefix, delimiter)?;
-    Ok(Reader::new(Arc::new(schema), Arc::new(source)))
-}
-
-/// `guideloom oam read FILE.npz [--index I]` on the file's bytes.
-///
-/// # Errors
-/// As [`open_npz`] and [`oam_read_json`].
-pub fn oam_read_npz(bytes: impl Into<Arc<[u8]>>, index: Option<usize>) -> Result<Value, OamapError> {
-    let reader = open_npz(bytes)?;
-    read_index(&reader, index)
 }
