@@ -1,5 +1,5 @@
 """The OAMap README query with awkward-array 2.x on the same data as guideloom's bench
-(formats/benches/oamap_query.rs): for every star, the largest ratio of orbital periods
+(oamap/benches/query.rs): for every star, the largest ratio of orbital periods
 between two of its planets (nulls skipped).
 
 Run: python3 -m venv benches/.venv && benches/.venv/bin/pip install awkward numpy

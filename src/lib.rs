@@ -5,6 +5,8 @@
 //! - [`storage`]: sharded on-disk storages and I/O backends (`guideloom-storage`);
 //! - [`loader`]: data sources, samplers, the worker pool and checkpoint state
 //!   (`guideloom-loader`);
+//! - [`oamap`]: the object-array mapping, nested records as named numpy arrays
+//!   (`guideloom-oamap`);
 //!
 //! and holds `ingest`, the library behind `guideloom ingest`.
 //!
@@ -22,6 +24,7 @@ pub mod ingest;
 
 pub use guideloom_formats as formats;
 pub use guideloom_loader as loader;
+pub use guideloom_oamap as oamap;
 pub use guideloom_storage as storage;
 
 /// The README's examples, compiled as doctests.

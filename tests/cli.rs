@@ -404,7 +404,7 @@ fn batches_on_a_truncated_shard_names_the_file() {
 #[test]
 fn oam_fromdata_and_read_reproduce_the_golden_cases() {
     let tmp = tempfile::tempdir().unwrap();
-    let golden = Path::new(env!("CARGO_MANIFEST_DIR")).join("formats/tests/data/oamap/golden");
+    let golden = Path::new(env!("CARGO_MANIFEST_DIR")).join("oamap/tests/data/golden");
     for case in ["list_of_records", "nullable_union", "utf8_strings", "list_of_lists"] {
         let c: serde_json::Value =
             serde_json::from_slice(&std::fs::read(golden.join(format!("{case}.json"))).unwrap()).unwrap();

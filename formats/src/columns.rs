@@ -1,8 +1,15 @@
 use serde_json::{json, Value};
 
-use crate::{Dtype, FormatError, Primitive, StreamFormat, Window};
+use crate::{Dtype, DtypeKind, FormatError, Primitive, StreamFormat, TypeStr, Window};
 
-/// One typed column of values (a structured field's values, in stream order).
+/// One typed vector of values, in native byte order: a structured field's values in stream
+/// order ([`ColumnsFormat`]), or the values of one named array (the object-array mapping's
+/// arrays in `guideloom-oamap`).
+///
+/// One variant per numpy scalar type; byte order matters only on the way in and out of
+/// bytes, so it is not part of the value. [`ColumnsFormat`] stores the variants that have a
+/// [`Primitive`] ([`Column::primitive`]); complex values and byte strings are array values
+/// only.
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
 pub enum Column {
@@ -30,6 +37,18 @@ pub enum Column {
     F32(Vec<f32>),
     /// `<f8` values.
     F64(Vec<f64>),
+    /// `<c8` (complex64) values as `[re, im]` pairs.
+    C64(Vec<[f32; 2]>),
+    /// `<c16` (complex128) values as `[re, im]` pairs.
+    C128(Vec<[f64; 2]>),
+    /// `|S<width>` fixed-width byte strings, back to back, each NUL-padded to `width` bytes:
+    /// `data.len()` is a multiple of `width` (a `width` of 0 holds no value).
+    Bytes {
+        /// Bytes per value.
+        width: usize,
+        /// All values back to back.
+        data: Vec<u8>,
+    },
 }
 
 macro_rules! for_each_column {
@@ -50,35 +69,105 @@ macro_rules! for_each_column {
 }
 
 impl Column {
-    /// The primitive type of the column's values.
-    pub fn primitive(&self) -> Primitive {
-        macro_rules! arm {
-            ($v:ident, $t:ty, $n:expr) => {
-                if let Column::$v(_) = self {
-                    return Primitive::$v;
-                }
-            };
+    /// An empty column for values of type `t` (`<f2` gives [`Column::F16`]; a byte string
+    /// type gives [`Column::Bytes`] of its width).
+    pub fn empty(t: TypeStr) -> Column {
+        match (t.kind(), t.size()) {
+            (DtypeKind::Bool, _) => Column::Bool(Vec::new()),
+            (DtypeKind::Int, 1) => Column::I8(Vec::new()),
+            (DtypeKind::Int, 2) => Column::I16(Vec::new()),
+            (DtypeKind::Int, 4) => Column::I32(Vec::new()),
+            (DtypeKind::Int, _) => Column::I64(Vec::new()),
+            (DtypeKind::UInt, 1) => Column::U8(Vec::new()),
+            (DtypeKind::UInt, 2) => Column::U16(Vec::new()),
+            (DtypeKind::UInt, 4) => Column::U32(Vec::new()),
+            (DtypeKind::UInt, _) => Column::U64(Vec::new()),
+            (DtypeKind::Float, 2) => Column::F16(Vec::new()),
+            (DtypeKind::Float, 4) => Column::F32(Vec::new()),
+            (DtypeKind::Float, _) => Column::F64(Vec::new()),
+            (DtypeKind::Complex, 8) => Column::C64(Vec::new()),
+            (DtypeKind::Complex, _) => Column::C128(Vec::new()),
+            // A width that does not fit in memory cannot hold a value either.
+            (DtypeKind::Bytes, w) => {
+                Column::Bytes { width: usize::try_from(w).unwrap_or(usize::MAX), data: Vec::new() }
+            }
         }
-        for_each_column!(arm);
-        unreachable!("every Column variant is listed in for_each_column")
+    }
+
+    /// The primitive type of the column's values; `None` for complex values and byte
+    /// strings, which [`ColumnsFormat`] does not store.
+    pub fn primitive(&self) -> Option<Primitive> {
+        Some(match self {
+            Column::Bool(_) => Primitive::Bool,
+            Column::U8(_) => Primitive::U8,
+            Column::I8(_) => Primitive::I8,
+            Column::U16(_) => Primitive::U16,
+            Column::I16(_) => Primitive::I16,
+            Column::U32(_) => Primitive::U32,
+            Column::I32(_) => Primitive::I32,
+            Column::U64(_) => Primitive::U64,
+            Column::I64(_) => Primitive::I64,
+            Column::F16(_) => Primitive::F16,
+            Column::F32(_) => Primitive::F32,
+            Column::F64(_) => Primitive::F64,
+            Column::C64(_) | Column::C128(_) | Column::Bytes { .. } => return None,
+        })
+    }
+
+    /// numpy's little-endian type string of the values (`<u4`, `<c8`, `|S4` ...).
+    pub fn descr(&self) -> String {
+        match self {
+            Column::C64(_) => "<c8".into(),
+            Column::C128(_) => "<c16".into(),
+            Column::Bytes { width, .. } => format!("|S{width}"),
+            other => other.primitive().map_or_else(String::new, |p| p.descr().into()),
+        }
     }
 
     /// Number of values.
     pub fn len(&self) -> u64 {
-        macro_rules! arm {
-            ($v:ident, $t:ty, $n:expr) => {
-                if let Column::$v(c) = self {
-                    return c.len() as u64;
-                }
-            };
-        }
-        for_each_column!(arm);
-        unreachable!("every Column variant is listed in for_each_column")
+        let n = match self {
+            Column::Bool(v) => v.len(),
+            Column::U8(v) => v.len(),
+            Column::I8(v) => v.len(),
+            Column::U16(v) | Column::F16(v) => v.len(),
+            Column::I16(v) => v.len(),
+            Column::U32(v) => v.len(),
+            Column::I32(v) => v.len(),
+            Column::U64(v) => v.len(),
+            Column::I64(v) => v.len(),
+            Column::F32(v) => v.len(),
+            Column::F64(v) => v.len(),
+            Column::C64(v) => v.len(),
+            Column::C128(v) => v.len(),
+            Column::Bytes { width, data } => data.len().checked_div(*width).unwrap_or(0),
+        };
+        n as u64
     }
 
     /// Whether the column has no value.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+
+    /// Removes every value, keeping the type (and a byte string's width) and the capacity.
+    pub fn clear(&mut self) {
+        match self {
+            Column::Bool(v) => v.clear(),
+            Column::U8(v) => v.clear(),
+            Column::I8(v) => v.clear(),
+            Column::U16(v) | Column::F16(v) => v.clear(),
+            Column::I16(v) => v.clear(),
+            Column::U32(v) => v.clear(),
+            Column::I32(v) => v.clear(),
+            Column::U64(v) => v.clear(),
+            Column::I64(v) => v.clear(),
+            Column::F32(v) => v.clear(),
+            Column::F64(v) => v.clear(),
+            Column::C64(v) => v.clear(),
+            Column::C128(v) => v.clear(),
+            Column::Bytes { data, .. } => data.clear(),
+        }
     }
 
     /// Writes value `i` little-endian into `dst` (`dst.len()` = the primitive's size).
@@ -254,11 +343,11 @@ impl StreamFormat for ColumnsFormat {
                 field: f.name.clone(),
                 expected: self.field_names(),
             })?;
-            if col.primitive() != f.primitive {
+            if col.primitive() != Some(f.primitive) {
                 return Err(FormatError::FieldTypeMismatch {
                     field: f.name.clone(),
                     expected: f.primitive.descr().into(),
-                    found: col.primitive().descr().into(),
+                    found: col.descr(),
                 });
             }
             match len {
@@ -348,6 +437,46 @@ mod tests {
     }
 
     #[test]
+    fn array_only_columns_are_refused_by_type_and_sized_by_width() {
+        let f = fmt();
+        let mut out = Vec::new();
+        for (col, found) in [
+            (Column::C64(vec![[1.0, 2.0]]), "<c8"),
+            (Column::C128(vec![[1.0, 2.0]]), "<c16"),
+            (Column::Bytes { width: 4, data: b"abcd".to_vec() }, "|S4"),
+        ] {
+            assert_eq!(col.primitive(), None);
+            assert_eq!(col.len(), 1);
+            let rec = Columns::new().with("tokens", col).with("loss_mask", Column::U8(vec![1]));
+            match f.pack(&rec, &mut out) {
+                Err(FormatError::FieldTypeMismatch { field, expected, found: got }) => {
+                    assert_eq!((field.as_str(), expected.as_str(), got.as_str()), ("tokens", "<u4", found));
+                }
+                other => panic!("{other:?}"),
+            }
+        }
+        assert!(out.is_empty());
+        let mut bytes = Column::Bytes { width: 3, data: b"abcdef".to_vec() };
+        assert_eq!(bytes.len(), 2);
+        bytes.clear();
+        assert_eq!(bytes, Column::Bytes { width: 3, data: Vec::new() });
+        assert_eq!(Column::Bytes { width: 0, data: vec![1] }.len(), 0);
+        for (t, empty) in [
+            ("<f2", Column::F16(vec![])),
+            (">i8", Column::I64(vec![])),
+            ("|S5", Column::Bytes { width: 5, data: vec![] }),
+            ("<c16", Column::C128(vec![])),
+            ("?", Column::Bool(vec![])),
+        ] {
+            assert_eq!(Column::empty(TypeStr::parse(t).unwrap()), empty, "{t}");
+        }
+        for p in Primitive::ALL {
+            let c = Column::empty(p.type_str());
+            assert_eq!((c.primitive(), c.descr()), (Some(p), p.descr().to_string()));
+        }
+    }
+
+    #[test]
     fn every_primitive_round_trips() {
         let cols = Columns::new()
             .with("a", Column::Bool(vec![true, false]))
@@ -360,7 +489,8 @@ mod tests {
             .with("h", Column::F32(vec![1.5, -0.25]))
             .with("i", Column::F64(vec![1e300, -2.0]))
             .with("j", Column::U16(vec![1, 2]));
-        let dtype = Dtype::structured(cols.columns.iter().map(|(n, c)| (n.clone(), c.primitive()))).unwrap();
+        let dtype =
+            Dtype::structured(cols.columns.iter().map(|(n, c)| (n.clone(), c.primitive().unwrap()))).unwrap();
         let f = ColumnsFormat::new(dtype.clone()).unwrap();
         let mut out = Vec::new();
         assert_eq!(f.pack(&cols, &mut out).unwrap(), 2);

@@ -104,40 +104,215 @@ impl Primitive {
     /// Parses a numpy type string: `"<u2"`, `"|u1"`, `"=i4"` or `"u2"` (no byte order means
     /// little-endian here). Big-endian (`">"`) strings are refused.
     ///
+    /// The type string is taken apart by [`TypeStr::parse`], the one numpy type-string parser
+    /// of the workspace.
+    ///
     /// # Errors
     /// [`FormatError::InvalidDescr`] for anything that is not a supported little-endian
     /// primitive.
     pub fn from_descr(s: &str) -> Result<Self, FormatError> {
         let bad =
             |reason: &str| FormatError::InvalidDescr { descr: format!("{s:?}"), reason: reason.to_string() };
-        let body = match s.as_bytes().first() {
-            Some(b'<' | b'|' | b'=') => &s[1..],
-            Some(b'>') => {
-                let size_one = matches!(&s[1..], "u1" | "i1" | "b1");
-                if !size_one {
-                    return Err(bad(
-                        "big-endian elements are not supported (guideloom stores little-endian)",
-                    ));
-                }
-                &s[1..]
-            }
-            _ => s,
-        };
-        Ok(match body {
-            "b1" | "?" => Primitive::Bool,
-            "u1" => Primitive::U8,
-            "i1" => Primitive::I8,
-            "u2" => Primitive::U16,
-            "i2" => Primitive::I16,
-            "u4" => Primitive::U32,
-            "i4" => Primitive::I32,
-            "u8" => Primitive::U64,
-            "i8" => Primitive::I64,
-            "f2" => Primitive::F16,
-            "f4" => Primitive::F32,
-            "f8" => Primitive::F64,
+        let t = TypeStr::parse(s).map_err(|_| bad("unknown primitive type string"))?;
+        if t.big_endian() {
+            return Err(bad("big-endian elements are not supported (guideloom stores little-endian)"));
+        }
+        Ok(match (t.kind(), t.size()) {
+            (DtypeKind::Bool, 1) => Primitive::Bool,
+            (DtypeKind::UInt, 1) => Primitive::U8,
+            (DtypeKind::Int, 1) => Primitive::I8,
+            (DtypeKind::UInt, 2) => Primitive::U16,
+            (DtypeKind::Int, 2) => Primitive::I16,
+            (DtypeKind::UInt, 4) => Primitive::U32,
+            (DtypeKind::Int, 4) => Primitive::I32,
+            (DtypeKind::UInt, 8) => Primitive::U64,
+            (DtypeKind::Int, 8) => Primitive::I64,
+            (DtypeKind::Float, 2) => Primitive::F16,
+            (DtypeKind::Float, 4) => Primitive::F32,
+            (DtypeKind::Float, 8) => Primitive::F64,
             _ => return Err(bad("unknown primitive type string")),
         })
+    }
+
+    /// The primitive as a [`TypeStr`] (little-endian).
+    pub const fn type_str(self) -> TypeStr {
+        let (kind, size) = match self {
+            Primitive::Bool => (DtypeKind::Bool, 1),
+            Primitive::U8 => (DtypeKind::UInt, 1),
+            Primitive::I8 => (DtypeKind::Int, 1),
+            Primitive::U16 => (DtypeKind::UInt, 2),
+            Primitive::I16 => (DtypeKind::Int, 2),
+            Primitive::U32 => (DtypeKind::UInt, 4),
+            Primitive::I32 => (DtypeKind::Int, 4),
+            Primitive::U64 => (DtypeKind::UInt, 8),
+            Primitive::I64 => (DtypeKind::Int, 8),
+            Primitive::F16 => (DtypeKind::Float, 2),
+            Primitive::F32 => (DtypeKind::Float, 4),
+            Primitive::F64 => (DtypeKind::Float, 8),
+        };
+        TypeStr { kind, size, big_endian: false }
+    }
+}
+
+/// The kind of a numpy scalar type (numpy's `dtype.kind` letter).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum DtypeKind {
+    /// `b` (also `?`): one-byte boolean, 0 or 1.
+    Bool,
+    /// `i`: two's-complement signed integer of 1, 2, 4 or 8 bytes.
+    Int,
+    /// `u`: unsigned integer of 1, 2, 4 or 8 bytes.
+    UInt,
+    /// `f`: IEEE float of 2, 4 or 8 bytes.
+    Float,
+    /// `c`: complex of 8 or 16 bytes (two floats: real, imaginary).
+    Complex,
+    /// `S` (also `a`): fixed-width byte string of `size` bytes, NUL-padded.
+    Bytes,
+}
+
+impl DtypeKind {
+    /// numpy's kind letter: `b`, `i`, `u`, `f`, `c` or `S`.
+    pub const fn letter(self) -> char {
+        match self {
+            DtypeKind::Bool => 'b',
+            DtypeKind::Int => 'i',
+            DtypeKind::UInt => 'u',
+            DtypeKind::Float => 'f',
+            DtypeKind::Complex => 'c',
+            DtypeKind::Bytes => 'S',
+        }
+    }
+
+    /// The kind of numpy's letter `letter` (`?` and `a` are accepted as `b` and `S`).
+    pub const fn from_letter(letter: char) -> Option<Self> {
+        Some(match letter {
+            'b' | '?' => DtypeKind::Bool,
+            'i' => DtypeKind::Int,
+            'u' => DtypeKind::UInt,
+            'f' => DtypeKind::Float,
+            'c' => DtypeKind::Complex,
+            'S' | 'a' => DtypeKind::Bytes,
+            _ => return None,
+        })
+    }
+}
+
+/// A numpy array-protocol type string taken apart (numpy's `__array_interface__["typestr"]`):
+/// byte order, kind and item size in bytes, for example `"<u2"`, `">f8"`, `"|b1"`, `"|S4"`.
+///
+/// The grammar is `[order] kind size`: `order` is `<` or `=` (little-endian; guideloom
+/// treats native order as little-endian), `>` or `!` (big-endian), `|` (not applicable) or
+/// absent (little-endian); `kind` is one of numpy's letters (see [`DtypeKind`]); `size` is
+/// the item size in bytes, a decimal number without leading zeros. `"?"` alone is `"|b1"`.
+/// Sizes are those numpy has: 1 for bools; 1, 2, 4, 8 for integers; 2, 4, 8 for floats;
+/// 8, 16 for complex; at least 1 for byte strings. One-byte types and byte strings have no
+/// byte order: [`TypeStr::big_endian`] is false for them.
+///
+/// ```
+/// use guideloom_formats::{DtypeKind, TypeStr};
+/// let t = TypeStr::parse(">f8")?;
+/// assert_eq!((t.kind(), t.size(), t.big_endian()), (DtypeKind::Float, 8, true));
+/// assert_eq!(t.descr(), ">f8");
+/// assert_eq!(TypeStr::parse("u1")?.descr(), "|u1");
+/// assert!(TypeStr::parse("<i3").is_err());
+/// # Ok::<(), guideloom_formats::FormatError>(())
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct TypeStr {
+    kind: DtypeKind,
+    size: u64,
+    big_endian: bool,
+}
+
+impl TypeStr {
+    /// A type string of `kind` and `size` bytes, checking that numpy has that size for the
+    /// kind. `big_endian` is ignored for one-byte types and byte strings.
+    ///
+    /// # Errors
+    /// [`FormatError::InvalidDescr`] for a size numpy does not have (`int3`, `float1`,
+    /// `S0` ...).
+    pub fn new(kind: DtypeKind, size: u64, big_endian: bool) -> Result<Self, FormatError> {
+        let ok = match kind {
+            DtypeKind::Bool => size == 1,
+            DtypeKind::Int | DtypeKind::UInt => matches!(size, 1 | 2 | 4 | 8),
+            DtypeKind::Float => matches!(size, 2 | 4 | 8),
+            DtypeKind::Complex => matches!(size, 8 | 16),
+            DtypeKind::Bytes => size >= 1,
+        };
+        if !ok {
+            return Err(FormatError::InvalidDescr {
+                descr: format!("{:?}", format!("{}{size}", kind.letter())),
+                reason: "unsupported item size".into(),
+            });
+        }
+        let big_endian = big_endian && size > 1 && kind != DtypeKind::Bytes;
+        Ok(TypeStr { kind, size, big_endian })
+    }
+
+    /// Parses a numpy type string (see the type's documentation for the grammar).
+    ///
+    /// # Errors
+    /// [`FormatError::InvalidDescr`] naming the text when it is not a type string or has a
+    /// size numpy does not have for its kind.
+    pub fn parse(s: &str) -> Result<Self, FormatError> {
+        let bad = |reason: &str| FormatError::InvalidDescr { descr: format!("{s:?}"), reason: reason.into() };
+        let (big_endian, body) = match s.as_bytes().first() {
+            Some(b'>' | b'!') => (true, &s[1..]),
+            Some(b'<' | b'|' | b'=') => (false, &s[1..]),
+            _ => (false, s),
+        };
+        if body == "?" {
+            return Ok(TypeStr { kind: DtypeKind::Bool, size: 1, big_endian: false });
+        }
+        let mut chars = body.chars();
+        let letter = chars.next().ok_or_else(|| bad("empty type string"))?;
+        let kind = DtypeKind::from_letter(letter).ok_or_else(|| bad("unknown kind letter"))?;
+        let digits = chars.as_str();
+        let canonical = !digits.is_empty()
+            && digits.bytes().all(|b| b.is_ascii_digit())
+            && !(digits.len() > 1 && digits.starts_with('0'));
+        if !canonical {
+            return Err(bad("the kind letter must be followed by the item size in bytes"));
+        }
+        let size: u64 = digits.parse().map_err(|_| bad("item size out of range"))?;
+        TypeStr::new(kind, size, big_endian).map_err(|_| bad("unsupported item size"))
+    }
+
+    /// The kind.
+    pub const fn kind(self) -> DtypeKind {
+        self.kind
+    }
+
+    /// Size of one value, in bytes.
+    pub const fn size(self) -> u64 {
+        self.size
+    }
+
+    /// Whether multi-byte values are stored big-endian (false for one-byte types and byte
+    /// strings).
+    pub const fn big_endian(self) -> bool {
+        self.big_endian
+    }
+
+    /// numpy's type string: `<i4`, `>f8`, `|b1`, `|u1`, `|S4` (`|` for one-byte types and
+    /// byte strings).
+    pub fn descr(self) -> String {
+        let order = if self.size == 1 || self.kind == DtypeKind::Bytes {
+            '|'
+        } else if self.big_endian {
+            '>'
+        } else {
+            '<'
+        };
+        format!("{order}{}{}", self.kind.letter(), self.size)
+    }
+}
+
+impl fmt::Display for TypeStr {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.descr())
     }
 }
 
@@ -358,6 +533,49 @@ mod tests {
         assert!(matches!(Primitive::from_descr(">u2"), Err(FormatError::InvalidDescr { .. })));
         assert!(matches!(Primitive::from_descr("<c8"), Err(FormatError::InvalidDescr { .. })));
         assert!(matches!(Primitive::from_descr(""), Err(FormatError::InvalidDescr { .. })));
+    }
+
+    #[test]
+    fn type_strings_take_apart_and_round_trip() {
+        let cases = [
+            ("<i4", DtypeKind::Int, 4, false, "<i4"),
+            (">f8", DtypeKind::Float, 8, true, ">f8"),
+            ("!u2", DtypeKind::UInt, 2, true, ">u2"),
+            ("=u8", DtypeKind::UInt, 8, false, "<u8"),
+            ("|b1", DtypeKind::Bool, 1, false, "|b1"),
+            ("?", DtypeKind::Bool, 1, false, "|b1"),
+            (">u1", DtypeKind::UInt, 1, false, "|u1"),
+            ("S4", DtypeKind::Bytes, 4, false, "|S4"),
+            (">a3", DtypeKind::Bytes, 3, false, "|S3"),
+            ("c16", DtypeKind::Complex, 16, false, "<c16"),
+            ("<f2", DtypeKind::Float, 2, false, "<f2"),
+        ];
+        for (text, kind, size, big, descr) in cases {
+            let t = TypeStr::parse(text).unwrap();
+            assert_eq!((t.kind(), t.size(), t.big_endian()), (kind, size, big), "{text}");
+            assert_eq!(t.descr(), descr, "{text}");
+            assert_eq!(TypeStr::parse(descr).unwrap(), t, "{text}");
+        }
+        for text in [
+            "",
+            "<",
+            "i",
+            "<i3",
+            "f1",
+            "c4",
+            "S0",
+            "b2",
+            "x4",
+            "<i04",
+            "<i+4",
+            "int32",
+            "<u99999999999999999999",
+        ] {
+            assert!(matches!(TypeStr::parse(text), Err(FormatError::InvalidDescr { .. })), "{text}");
+        }
+        for p in Primitive::ALL {
+            assert_eq!(TypeStr::parse(p.descr()).unwrap(), p.type_str());
+        }
     }
 
     #[test]

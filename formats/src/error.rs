@@ -96,9 +96,6 @@ pub enum FormatError {
         /// What was wrong.
         reason: String,
     },
-    /// An object-array-mapping (OAMap) schema, array set or value was refused.
-    #[error(transparent)]
-    Oamap(#[from] crate::oamap::OamapError),
     /// Any other user-format failure.
     #[error("{0}")]
     Other(String),

@@ -6,6 +6,9 @@
 //!
 //! - [`Dtype`]: the description of one stream element (a primitive or a structured dtype),
 //!   convertible to and from numpy's `descr` notation so numpy can `memmap` the same files.
+//! - [`TypeStr`] / [`DtypeKind`]: a numpy type string (`"<u2"`, `">f8"`, `"|S4"`) taken apart;
+//!   the one type-string parser every guideloom crate uses.
+//! - [`Column`]: one typed vector of values (a structured field's values, or an array's).
 //! - [`Element`]: plain-old-data Rust types that know their [`Dtype`].
 //! - [`StreamFormat`]: fixed-size elements, decoded a [`Window`] at a time.
 //! - [`DocumentFormat`]: one variable-size byte payload per document.
@@ -32,14 +35,13 @@ mod dtype;
 mod element;
 mod error;
 mod meta;
-pub mod oamap;
 mod serde_doc;
 mod stream;
 mod tokens;
 
 pub use columns::{Column, Columns, ColumnsFormat};
 pub use document::{DocumentFormat, RawBytesFormat};
-pub use dtype::{Dtype, Field, Primitive};
+pub use dtype::{Dtype, DtypeKind, Field, Primitive, TypeStr};
 pub use element::Element;
 pub use error::FormatError;
 pub use meta::{

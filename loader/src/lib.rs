@@ -9,7 +9,9 @@
 //! - [`DataSource`]: Grain's random-access protocol (`len`, `get`, batched `get_many`), with
 //!   [`RangeSource`], [`VecSource`], and the storage sources [`TokenWindows`] (token windows
 //!   read straight into `[batch, seq_len]` buffers: the fast path for language models),
-//!   [`StreamWindows`] (windows decoded by any stream format) and [`Documents`].
+//!   [`StreamWindows`] (windows decoded by any stream format) and [`Documents`] (and, with the
+//!   default feature `oamap`, `OamapRecords` over `guideloom-oamap` datasets, collated by
+//!   `GatherColumns`).
 //! - [`Sampler`]: a pure function from batch number to record indices: one keyed
 //!   [`Permutation`] per epoch, shuffled globally, then sharded over ranks.
 //! - [`Loader`]: the builder and the iterator ([`LoaderIter`]); output is identical for every
@@ -46,6 +48,7 @@ mod aliases;
 mod batch;
 mod error;
 mod loader;
+#[cfg(feature = "oamap")]
 mod oamap;
 mod permutation;
 mod rng;
@@ -65,7 +68,8 @@ pub use aliases::{DocumentLoader, TokenLoader, WindowLoader};
 pub use batch::{Batch, Collate, Records, StackTokens, TokenBatch};
 pub use error::{BoxError, LoaderError};
 pub use loader::{Loader, LoaderBuilder, LoaderIter, DEFAULT_WORKERS, MAX_WORKERS, SHUTDOWN_GRACE};
-pub use oamap::{GatherColumns, OamapDatasetRecords, OamapRecord, OamapRecords};
+#[cfg(feature = "oamap")]
+pub use oamap::{GatherColumns, OamapRecord, OamapRecords};
 pub use permutation::Permutation;
 pub use rng::{MapContext, RecordRng};
 pub use sampler::{BatchPlan, Sampler, SamplerConfig, Step};

@@ -1,43 +1,43 @@
-//! Object-array-mapped datasets in the loader: the records of a top-level list as a data
-//! source, and a collation that gathers a batch of them into named columns.
+//! Object-array-mapped datasets in the loader (feature `oamap`): the records of a top-level
+//! list as a data source, and a collation that gathers a batch of them into named columns.
 
 use std::sync::Arc;
 
-use guideloom_formats::oamap::{
-    gather_dataset_into, gather_into, ColumnarBatch, Dataset, OamapError, Projection, Reader,
-};
+use guideloom_oamap::{gather_dataset_into, ColumnarBatch, Dataset, OamapError, Projection, Reader};
 use serde_json::Value;
 
 use crate::{fingerprint_words, Collate, DataSource, LoaderError};
 
-/// One record of an [`OamapRecords`] source: its index in the top-level list (checked against
-/// the list's length). Its fields are read lazily through the source's [`Reader`], or gathered
-/// with the other records of its batch by [`GatherColumns`].
+/// One record of an [`OamapRecords`] source: its global index in the top-level list
+/// (checked against the list's length). Its fields are read lazily through the source's
+/// [`Dataset`], or gathered with the other records of its batch by [`GatherColumns`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct OamapRecord(pub u64);
 
 /// The elements of an object-array-mapped dataset's top-level list as a data source.
 ///
+/// The data is a [`Dataset`]: OAMap 0.12's top-level list split into partitions by offsets
+/// ([`OamapRecords::new`]; record `k` is global entry `k`, whatever partition holds it), or
+/// a single [`Reader`], which is a dataset of one partition ([`OamapRecords::from_reader`]).
+///
 /// `get` returns an [`OamapRecord`] handle and does no I/O; the data is touched by
 /// [`GatherColumns`] (columnar batches, only the projected fields' arrays) or by
-/// [`OamapRecords::json`] (one record as JSON). The fingerprint mixes the list length with
-/// the schema's OAMap JSON.
+/// [`OamapRecords::json`] (one record as JSON). The fingerprint mixes the schema's OAMap
+/// JSON with the partition offsets (with the list length for a reader).
 ///
 /// ```
 /// use std::sync::Arc;
-/// use guideloom_formats::oamap::{fromdata, Reader, Schema};
 /// use guideloom_loader::{GatherColumns, Loader, OamapRecords};
+/// use guideloom_oamap::{from_data, Reader, Schema};
 /// let schema = Schema::from_json(&serde_json::json!(
 ///     {"type": "list", "content": {"type": "record", "fields": {
 ///         "x": "float64", "ys": {"type": "list", "content": "int32"}}}}))?;
 /// let data = serde_json::json!([{"x": 1.5, "ys": [1, 2]}, {"x": 2.5, "ys": []}, {"x": 3.5, "ys": [3]}]);
-/// let arrays = fromdata(&schema, &data)?;
+/// let arrays = from_data(&schema, &data)?;
 /// let reader = Arc::new(Reader::new(Arc::new(schema), Arc::new(arrays)));
-/// let records = OamapRecords::new(Arc::clone(&reader))?;
-/// let loader = Loader::builder(records)
-///     .batch_size(2)
-///     .collate(GatherColumns::new(reader, &["ys"])?)
-///     .build()?;
+/// let records = OamapRecords::from_reader(reader)?;
+/// let gather = GatherColumns::new(&records, &["ys"])?;
+/// let loader = Loader::builder(records).batch_size(2).collate(gather).build()?;
 /// let first = loader.iter().next().unwrap()?;
 /// let ys = first.data.column("ys").unwrap();
 /// assert_eq!(ys.offsets, vec![vec![0, 2, 2]]);       // rebased to the batch
@@ -45,8 +45,7 @@ pub struct OamapRecord(pub u64);
 /// ```
 #[derive(Debug, Clone)]
 pub struct OamapRecords {
-    reader: Arc<Reader>,
-    len: u64,
+    dataset: Arc<Dataset>,
     fingerprint: u64,
 }
 
@@ -67,82 +66,26 @@ fn schema_words(tag: u64, numbers: &[u64], schema: &str) -> Vec<u64> {
 }
 
 impl OamapRecords {
-    /// The records of `reader`'s top-level list (its starts/stops are loaded now).
-    ///
-    /// # Errors
-    /// [`LoaderError::Source`] when the root is not a list or its arrays are damaged.
-    pub fn new(reader: Arc<Reader>) -> Result<Self, LoaderError> {
-        let root = reader.root().map_err(|e| oamap(0, e))?;
-        let list =
-            root.as_list().ok_or_else(|| LoaderError::source(0, "the dataset's root is not a list"))?;
-        let len = list.len() as u64;
-        let schema = reader.schema().to_oamap_json(true).to_string();
-        let fingerprint = fingerprint_words(&schema_words(0x006f_616d_6170, &[len], &schema));
-        Ok(OamapRecords { fingerprint, reader, len })
-    }
-
-    /// The reader the records come from.
-    pub fn reader(&self) -> &Arc<Reader> {
-        &self.reader
-    }
-
-    /// Record `index` as JSON (OAMap's data conventions).
-    ///
-    /// # Errors
-    /// [`LoaderError::IndexOutOfRange`]; [`LoaderError::Source`] for damaged arrays.
-    pub fn json(&self, index: u64) -> Result<Value, LoaderError> {
-        self.check(index)?;
-        let root = self.reader.root().map_err(|e| oamap(index, e))?;
-        let list =
-            root.as_list().ok_or_else(|| LoaderError::source(index, "the dataset's root is not a list"))?;
-        list.get(index as usize).and_then(|v| v.to_json()).map_err(|e| oamap(index, e))
-    }
-
-    fn check(&self, index: u64) -> Result<(), LoaderError> {
-        if index >= self.len {
-            return Err(LoaderError::IndexOutOfRange { index, len: self.len });
-        }
-        Ok(())
-    }
-}
-
-impl DataSource for OamapRecords {
-    type Item = OamapRecord;
-
-    fn len(&self) -> u64 {
-        self.len
-    }
-
-    fn get(&self, index: u64) -> Result<OamapRecord, LoaderError> {
-        self.check(index)?;
-        Ok(OamapRecord(index))
-    }
-
-    fn fingerprint(&self) -> u64 {
-        self.fingerprint
-    }
-}
-
-/// The entries of a partitioned OAMap [`Dataset`] (OAMap 0.12's `Dataset`: a top-level list
-/// split into partitions by offsets) as one data source: record `k` is global entry `k`,
-/// whatever partition holds it.
-///
-/// `get` returns an [`OamapRecord`] handle (the global index) and does no I/O; collate with
-/// [`GatherColumns::over_dataset`]. The fingerprint mixes the partition offsets with the
-/// schema's OAMap JSON.
-#[derive(Debug, Clone)]
-pub struct OamapDatasetRecords {
-    dataset: Arc<Dataset>,
-    fingerprint: u64,
-}
-
-impl OamapDatasetRecords {
     /// The entries of `dataset`, across its partitions in order.
     pub fn new(dataset: Arc<Dataset>) -> Self {
         let schema = dataset.schema().to_oamap_json(true).to_string();
         let offsets = dataset.description().offsets();
         let fingerprint = fingerprint_words(&schema_words(0x0064_736f_616d, offsets, &schema));
-        OamapDatasetRecords { dataset, fingerprint }
+        OamapRecords { dataset, fingerprint }
+    }
+
+    /// The elements of `reader`'s top-level list: a dataset of one partition
+    /// ([`Dataset::from_reader`]; the root's starts/stops are loaded now).
+    ///
+    /// # Errors
+    /// [`LoaderError::Source`] (record 0) when the root is not a list or its arrays are
+    /// damaged.
+    pub fn from_reader(reader: Arc<Reader>) -> Result<Self, LoaderError> {
+        let schema = reader.schema().to_oamap_json(true).to_string();
+        let dataset = Dataset::from_reader(reader).map_err(|e| oamap(0, e))?;
+        // The fingerprint a reader's records have always had: its list length and schema.
+        let fingerprint = fingerprint_words(&schema_words(0x006f_616d_6170, &[dataset.len()], &schema));
+        Ok(OamapRecords { dataset: Arc::new(dataset), fingerprint })
     }
 
     /// The dataset the records come from.
@@ -154,7 +97,7 @@ impl OamapDatasetRecords {
     ///
     /// # Errors
     /// [`LoaderError::IndexOutOfRange`]; [`LoaderError::Source`] for damaged arrays (the
-    /// message names the partition and the array).
+    /// error chain names the partition and the array).
     pub fn json(&self, index: u64) -> Result<Value, LoaderError> {
         self.check(index)?;
         self.dataset.get_json(index).map_err(|e| oamap(index, e))
@@ -168,7 +111,7 @@ impl OamapDatasetRecords {
     }
 }
 
-impl DataSource for OamapDatasetRecords {
+impl DataSource for OamapRecords {
     type Item = OamapRecord;
 
     fn len(&self) -> u64 {
@@ -185,49 +128,29 @@ impl DataSource for OamapDatasetRecords {
     }
 }
 
-#[derive(Debug, Clone)]
-enum Gathered {
-    Reader(Arc<Reader>),
-    Dataset(Arc<Dataset>),
-}
-
 /// Collates a batch of [`OamapRecord`]s into a [`ColumnarBatch`]: per projected field, leaf
-/// values plus offsets rebased to the batch (see
-/// [`guideloom_formats::oamap::gather`]), in batch order. Only the projected fields' arrays
-/// (and their parents' starts/stops) are ever loaded; no per-record object is created.
-/// Over a partitioned dataset ([`GatherColumns::over_dataset`]) a batch may take records
-/// from several partitions; its offsets are rebased across them, so the batch equals the
-/// one gathered from the same records unpartitioned.
+/// values plus offsets rebased to the batch (see [`guideloom_oamap::gather_dataset`]), in
+/// batch order. Only the projected fields' arrays (and their parents' starts/stops) are ever
+/// loaded; no per-record object is created. A batch may take records from several
+/// partitions; its offsets are rebased across them, so the batch equals the one gathered
+/// from the same records unpartitioned.
 #[derive(Debug, Clone)]
 pub struct GatherColumns {
-    source: Gathered,
+    dataset: Arc<Dataset>,
     projection: Projection,
 }
 
-fn projection(schema: &guideloom_formats::oamap::Schema, paths: &[&str]) -> Result<Projection, LoaderError> {
-    Projection::new(schema, paths)
-        .map_err(|e| LoaderError::InvalidConfig { field: "projection", detail: e.to_string() })
-}
-
 impl GatherColumns {
-    /// Gathers the dotted `paths` (for example `"planets.orbital_period.val"`) of `reader`'s
-    /// records ([`OamapRecords`]).
+    /// Gathers the dotted `paths` (for example `"planets.orbital_period.val"`) of
+    /// `records`' dataset (record indices are global entry indices).
     ///
     /// # Errors
     /// [`LoaderError::InvalidConfig`] for a path the schema does not have.
-    pub fn new(reader: Arc<Reader>, paths: &[&str]) -> Result<Self, LoaderError> {
-        let projection = projection(reader.schema(), paths)?;
-        Ok(GatherColumns { source: Gathered::Reader(reader), projection })
-    }
-
-    /// Gathers the dotted `paths` of a partitioned dataset's records
-    /// ([`OamapDatasetRecords`]; record indices are global entry indices).
-    ///
-    /// # Errors
-    /// [`LoaderError::InvalidConfig`] for a path the schema does not have.
-    pub fn over_dataset(dataset: Arc<Dataset>, paths: &[&str]) -> Result<Self, LoaderError> {
-        let projection = projection(dataset.schema(), paths)?;
-        Ok(GatherColumns { source: Gathered::Dataset(dataset), projection })
+    pub fn new(records: &OamapRecords, paths: &[&str]) -> Result<Self, LoaderError> {
+        let dataset = Arc::clone(records.dataset());
+        let projection = Projection::new(dataset.schema(), paths)
+            .map_err(|e| LoaderError::InvalidConfig { field: "projection", detail: e.to_string() })?;
+        Ok(GatherColumns { dataset, projection })
     }
 }
 
@@ -237,17 +160,9 @@ impl Collate<OamapRecord> for GatherColumns {
     fn collate(&self, records: Vec<OamapRecord>) -> Result<ColumnarBatch, LoaderError> {
         let mut out = ColumnarBatch::default();
         let first = records.first().map_or(0, |r| r.0);
-        match &self.source {
-            Gathered::Reader(reader) => {
-                let indices: Vec<usize> = records.iter().map(|r| r.0 as usize).collect();
-                gather_into(reader, &indices, &self.projection, &mut out)
-            }
-            Gathered::Dataset(dataset) => {
-                let indices: Vec<u64> = records.iter().map(|r| r.0).collect();
-                gather_dataset_into(dataset, &indices, &self.projection, &mut out)
-            }
-        }
-        .map_err(|e| oamap(first, e))?;
+        let indices: Vec<u64> = records.iter().map(|r| r.0).collect();
+        gather_dataset_into(&self.dataset, &indices, &self.projection, &mut out)
+            .map_err(|e| oamap(first, e))?;
         Ok(out)
     }
 }

@@ -4,8 +4,8 @@
 use std::io::Read;
 use std::sync::Arc;
 
-use guideloom_formats::oamap::{Array, ArrayData};
 use guideloom_loader::{GatherColumns, Loader, OamapRecords};
+use guideloom_oamap::{Array, Column};
 use serde_json::Value;
 
 fn data(name: &str) -> std::path::PathBuf {
@@ -22,14 +22,14 @@ fn stars_json() -> Vec<Value> {
 
 fn f32s(a: &Array) -> Vec<f32> {
     match a.data() {
-        ArrayData::F32(v) => v.clone(),
+        Column::F32(v) => v.clone(),
         other => panic!("expected float32 values, got {other:?}"),
     }
 }
 
 fn bytes(a: &Array) -> Vec<u8> {
     match a.data() {
-        ArrayData::U8(v) => v.clone(),
+        Column::U8(v) => v.clone(),
         other => panic!("expected uint8 bytes, got {other:?}"),
     }
 }
@@ -37,18 +37,15 @@ fn bytes(a: &Array) -> Vec<u8> {
 #[test]
 fn shuffled_star_batches_equal_the_json_records() {
     let stars = stars_json();
-    let reader = Arc::new(guideloom_storage::oamap::open_npz_file(&data("planets.npz")).unwrap());
-    let records = OamapRecords::new(Arc::clone(&reader)).unwrap();
+    let reader = Arc::new(guideloom_oamap::fs::open_npz_file(&data("planets.npz")).unwrap());
+    let records = OamapRecords::from_reader(reader).unwrap();
     assert_eq!(guideloom_loader::DataSource::len(&records), 2_660);
     assert_eq!(records.json(0).unwrap()["name"], "Kepler-1239");
     let paths = ["planets.orbital_period.val", "planets.name"];
-    let loader = Loader::builder(records)
-        .shuffle(11)
-        .batch_size(64)
-        .workers(2)
-        .collate(GatherColumns::new(Arc::clone(&reader), &paths).unwrap())
-        .build()
-        .unwrap();
+    let gather_all = GatherColumns::new(&records, &paths).unwrap();
+    let gather = GatherColumns::new(&records, &["planets.name"]).unwrap();
+    let loader =
+        Loader::builder(records).shuffle(11).batch_size(64).workers(2).collate(gather_all).build().unwrap();
     assert_eq!(loader.len(), 42);
     let mut seen = 0;
     for batch in loader.iter() {
@@ -93,7 +90,6 @@ fn shuffled_star_batches_equal_the_json_records() {
     }
     assert_eq!(seen, 2_660);
     // Star 258's planets, gathered alone.
-    let gather = GatherColumns::new(reader, &["planets.name"]).unwrap();
     let one = guideloom_loader::Collate::collate(&gather, vec![guideloom_loader::OamapRecord(258)]).unwrap();
     let col = one.column("planets.name").unwrap();
     let text = String::from_utf8(bytes(&col.values)).unwrap();
@@ -105,18 +101,18 @@ fn shuffled_star_batches_equal_the_json_records() {
 /// npz, including the batches whose stars straddle the partition boundary at 1,000.
 #[test]
 fn partitioned_star_batches_equal_the_unpartitioned_gather() {
-    use guideloom_formats::oamap::{fromdata_dataset, gather, Dataset, Projection};
-    use guideloom_loader::{Collate, DataSource, OamapDatasetRecords, OamapRecord};
+    use guideloom_loader::{Collate, DataSource, OamapRecord};
+    use guideloom_oamap::{from_data_dataset, gather, Dataset, Projection};
 
     let stars = stars_json();
-    let flat = Arc::new(guideloom_storage::oamap::open_npz_file(&data("planets.npz")).unwrap());
+    let flat = Arc::new(guideloom_oamap::fs::open_npz_file(&data("planets.npz")).unwrap());
     let schema_json = flat.schema().to_oamap_json(false);
     let parts = [
         Value::Array(stars[..1000].to_vec()),
         Value::Array(Vec::new()),
         Value::Array(stars[1000..].to_vec()),
     ];
-    let (desc, arrays) = fromdata_dataset(&schema_json, "stars", &parts).unwrap();
+    let (desc, arrays) = from_data_dataset(&schema_json, "stars", &parts).unwrap();
     assert_eq!(desc.offsets(), &[0, 1000, 1000, 2660]);
     let dataset = Arc::new(Dataset::from_arrays(desc, arrays).unwrap());
     assert_eq!(dataset.locate(999).unwrap(), (0, 999));
@@ -127,7 +123,7 @@ fn partitioned_star_batches_equal_the_unpartitioned_gather() {
         flat.root().unwrap().as_list().unwrap().get(1000).unwrap().to_json().unwrap()
     );
 
-    let records = OamapDatasetRecords::new(Arc::clone(&dataset));
+    let records = OamapRecords::new(Arc::clone(&dataset));
     assert_eq!(records.len(), 2_660);
     assert_eq!(records.json(0).unwrap()["name"], "Kepler-1239");
     assert!(matches!(
@@ -142,15 +138,12 @@ fn partitioned_star_batches_equal_the_unpartitioned_gather() {
         if let Some(seed) = shuffle {
             builder = builder.shuffle(seed);
         }
-        let loader = builder
-            .collate(GatherColumns::over_dataset(Arc::clone(&dataset), &paths).unwrap())
-            .build()
-            .unwrap();
+        let loader = builder.collate(GatherColumns::new(&records, &paths).unwrap()).build().unwrap();
         let (mut seen, mut crossing) = (0, 0);
         for batch in loader.iter() {
             let batch = batch.unwrap();
-            let idx: Vec<usize> = batch.indices.iter().map(|&i| i as usize).collect();
-            let want = gather(&flat, &idx, &flat_proj).unwrap();
+            let idx = &batch.indices;
+            let want = gather(&flat, idx, &flat_proj).unwrap();
             assert_eq!(batch.data, want, "batch {} (shuffle {shuffle:?})", batch.number);
             if idx.iter().any(|&i| i < 1000) && idx.iter().any(|&i| i >= 1000) {
                 crossing += 1;
@@ -163,7 +156,7 @@ fn partitioned_star_batches_equal_the_unpartitioned_gather() {
 
     // One hand-checked batch across the boundary: stars 999 and 1000, in that order and
     // reversed; offsets are rebased across the partitions.
-    let gather_ds = GatherColumns::over_dataset(Arc::clone(&dataset), &["planets.name", "ra"]).unwrap();
+    let gather_ds = GatherColumns::new(&records, &["planets.name", "ra"]).unwrap();
     for order in [[999u64, 1000], [1000, 999]] {
         let b = gather_ds.collate(order.iter().map(|&i| OamapRecord(i)).collect()).unwrap();
         let (mut off0, mut off1, mut text) = (vec![0i64], vec![0i64], String::new());

@@ -42,7 +42,6 @@ mod document;
 mod error;
 pub mod io;
 pub mod manifest;
-pub mod oamap;
 mod stream;
 mod stream_meta;
 mod verify;

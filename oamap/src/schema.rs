@@ -5,12 +5,21 @@ use std::collections::{BTreeMap, HashMap};
 
 use serde_json::{json, Map, Value};
 
-use super::dtype::{Kind, OaDtype};
-use super::OamapError;
+use guideloom_formats::DtypeKind;
 
-/// The index of a node inside a [`Schema`].
+use crate::{Dtype, OamapError};
+
+/// The index of a node inside a [`Schema`] (taken from the schema: [`Schema::root`],
+/// [`Schema::field`], the child ids of a [`NodeKind`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct NodeId(pub usize);
+pub struct NodeId(pub(crate) usize);
+
+impl NodeId {
+    /// The node's position in its schema, in `0..schema.len()` (for per-node tables).
+    pub fn index(self) -> usize {
+        self.0
+    }
+}
 
 /// What a node is.
 #[derive(Debug, Clone, PartialEq)]
@@ -19,7 +28,7 @@ pub enum NodeKind {
     /// One fixed-width value per index, read from the data array.
     Primitive {
         /// The value type.
-        dtype: OaDtype,
+        dtype: Dtype,
     },
     /// A variable-length list: `content[starts[i]..stops[i]]`.
     List {
@@ -48,9 +57,6 @@ pub enum NodeKind {
         /// Whether the target lives outside the tree (its arrays under `-X`).
         external: bool,
     },
-    /// An unresolved `#label` / `{"ref": label}` reference (only during parsing).
-    #[doc(hidden)]
-    Ref(String),
 }
 
 /// A recognised extension (matched by node name, OAMap's `UTF8String` / `ByteString`).
@@ -155,17 +161,10 @@ impl Schema {
             Some(c) if !(c.is_ascii_alphanumeric() || c == '_') => {}
             _ => return Err(OamapError::schema(format!("bad delimiter {delimiter:?}"))),
         }
-        let mut parser = Parser { nodes: Vec::new(), labels: HashMap::new() };
+        let mut parser = Parser { slots: Vec::new(), labels: HashMap::new() };
         let root = parser.parse(value)?;
-        let mut schema = Schema {
-            nodes: parser.nodes,
-            root,
-            prefix: prefix.to_string(),
-            delimiter: delimiter.to_string(),
-        };
-        schema.resolve_refs(&parser.labels)?;
-        let root = schema.follow_ref(root, &parser.labels)?;
-        schema.root = root;
+        let (nodes, root) = parser.resolve(root)?;
+        let mut schema = Schema { nodes, root, prefix: prefix.to_string(), delimiter: delimiter.to_string() };
         schema.assign_names()?;
         Ok(schema)
     }
@@ -231,7 +230,7 @@ impl Schema {
     }
 
     /// `(name, dtype)` of every array, in generator order.
-    pub fn array_dtypes(&self) -> Vec<(String, OaDtype)> {
+    pub fn array_dtypes(&self) -> Vec<(String, Dtype)> {
         let mut out = Vec::new();
         self.collect_dtypes(self.root, &mut out);
         out
@@ -243,21 +242,21 @@ impl Schema {
         out.extend(dt.into_iter().map(|(n, _)| n));
     }
 
-    fn collect_dtypes(&self, id: NodeId, out: &mut Vec<(String, OaDtype)>) {
+    fn collect_dtypes(&self, id: NodeId, out: &mut Vec<(String, Dtype)>) {
         let node = self.node(id);
         if let Some(m) = &node.names.mask {
-            out.push((m.clone(), OaDtype::INT32));
+            out.push((m.clone(), Dtype::INT32));
         }
         match &node.kind {
             NodeKind::Primitive { dtype } => out.extend(node.names.first.clone().map(|n| (n, *dtype))),
             NodeKind::List { content } => {
-                out.extend(node.names.first.clone().map(|n| (n, OaDtype::INT32)));
-                out.extend(node.names.second.clone().map(|n| (n, OaDtype::INT32)));
+                out.extend(node.names.first.clone().map(|n| (n, Dtype::INT32)));
+                out.extend(node.names.second.clone().map(|n| (n, Dtype::INT32)));
                 self.collect_dtypes(*content, out);
             }
             NodeKind::Union { possibilities } => {
-                out.extend(node.names.first.clone().map(|n| (n, OaDtype::INT8)));
-                out.extend(node.names.second.clone().map(|n| (n, OaDtype::INT32)));
+                out.extend(node.names.first.clone().map(|n| (n, Dtype::INT8)));
+                out.extend(node.names.second.clone().map(|n| (n, Dtype::INT32)));
                 for p in possibilities {
                     self.collect_dtypes(*p, out);
                 }
@@ -273,54 +272,12 @@ impl Schema {
                 }
             }
             NodeKind::Pointer { target, external } => {
-                out.extend(node.names.first.clone().map(|n| (n, OaDtype::INT32)));
+                out.extend(node.names.first.clone().map(|n| (n, Dtype::INT32)));
                 if *external {
                     self.collect_dtypes(*target, out);
                 }
             }
-            NodeKind::Ref(_) => {}
         }
-    }
-
-    fn follow_ref(&self, id: NodeId, labels: &HashMap<String, NodeId>) -> Result<NodeId, OamapError> {
-        let mut cur = id;
-        for _ in 0..=self.nodes.len() {
-            match &self.nodes[cur.0].kind {
-                NodeKind::Ref(l) => {
-                    cur = *labels.get(l).ok_or_else(|| OamapError::schema(format!("unknown label {l:?}")))?
-                }
-                _ => return Ok(cur),
-            }
-        }
-        Err(OamapError::schema("label references form a cycle"))
-    }
-
-    fn resolve_refs(&mut self, labels: &HashMap<String, NodeId>) -> Result<(), OamapError> {
-        for i in 0..self.nodes.len() {
-            let mut kind = self.nodes[i].kind.clone();
-            match &mut kind {
-                NodeKind::List { content } => *content = self.follow_ref(*content, labels)?,
-                NodeKind::Union { possibilities: v } | NodeKind::Tuple { types: v } => {
-                    for c in v.iter_mut() {
-                        *c = self.follow_ref(*c, labels)?;
-                    }
-                }
-                NodeKind::Record { fields } => {
-                    for (_, c) in fields.iter_mut() {
-                        *c = self.follow_ref(*c, labels)?;
-                    }
-                }
-                NodeKind::Pointer { target, .. } => {
-                    *target = self.follow_ref(*target, labels)?;
-                    if *target == NodeId(i) {
-                        return Err(OamapError::schema("a pointer may not target itself"));
-                    }
-                }
-                _ => {}
-            }
-            self.nodes[i].kind = kind;
-        }
-        Ok(())
     }
 
     /// Marks tree membership, decides internal/external pointers, detects extensions and
@@ -430,13 +387,12 @@ impl Schema {
             NodeKind::Pointer { target, external } => {
                 (None, None, if *external { vec![(*target, format!("{named}{d}X"))] } else { vec![] })
             }
-            NodeKind::Ref(l) => return Err(OamapError::schema(format!("unresolved reference {l:?}"))),
         };
         let extension = match (&node.kind, node.name.as_deref()) {
             (NodeKind::List { content }, Some(n @ ("UTF8String" | "ByteString"))) => {
                 let c = &self.nodes[content.0];
                 match c.kind {
-                    NodeKind::Primitive { dtype } if dtype == OaDtype::UINT8 && !c.nullable => {
+                    NodeKind::Primitive { dtype } if dtype == Dtype::UINT8 && !c.nullable => {
                         Some(if n == "UTF8String" { Extension::Utf8String } else { Extension::ByteString })
                     }
                     _ => None,
@@ -548,7 +504,6 @@ impl Schema {
                     m.insert("positions".into(), json!(x));
                 }
             }
-            NodeKind::Ref(l) => return json!(l),
         }
         if node.nullable {
             m.insert("nullable".into(), json!(true));
@@ -572,38 +527,93 @@ impl Schema {
 }
 
 /// numpy's `str(dtype)`: `int32`, `float64`, `bool`, `>f8` (big-endian), `|S4`.
-fn numpy_str(dtype: OaDtype) -> String {
-    if dtype.kind == Kind::Bytes || (dtype.big_endian && dtype.size > 1) {
+fn numpy_str(dtype: Dtype) -> String {
+    if dtype.kind() == DtypeKind::Bytes || dtype.big_endian() {
         dtype.descr()
     } else {
         dtype.name()
     }
 }
 
+/// A parsed node, or an unresolved `#label` / `{"ref": label}` reference (parse-time only:
+/// [`Parser::resolve`] replaces every reference by the labelled node).
+enum Slot {
+    Node(Box<Node>),
+    Ref(String),
+}
+
 struct Parser {
-    nodes: Vec<Node>,
+    slots: Vec<Slot>,
     labels: HashMap<String, NodeId>,
 }
 
 impl Parser {
-    fn push(&mut self, kind: NodeKind) -> NodeId {
-        self.nodes.push(Node {
-            kind,
-            nullable: false,
-            name: None,
-            label: None,
-            doc: None,
-            explicit: ExplicitNames::default(),
-            extension: None,
-            names: ArrayNames::default(),
-        });
-        NodeId(self.nodes.len() - 1)
+    fn push_ref(&mut self, label: &str) -> NodeId {
+        self.slots.push(Slot::Ref(label.to_string()));
+        NodeId(self.slots.len() - 1)
+    }
+
+    /// The node slot `id` stands for: itself, or the node its reference's label names.
+    fn target(&self, id: NodeId) -> Result<usize, OamapError> {
+        match &self.slots[id.0] {
+            Slot::Node(_) => Ok(id.0),
+            Slot::Ref(l) => {
+                let t =
+                    self.labels.get(l).ok_or_else(|| OamapError::schema(format!("unknown label {l:?}")))?;
+                Ok(t.0)
+            }
+        }
+    }
+
+    /// Drops the reference slots, renumbering the nodes and pointing every child id (and the
+    /// root) at the node it stands for.
+    fn resolve(self, root: NodeId) -> Result<(Vec<Node>, NodeId), OamapError> {
+        let mut new_id = vec![usize::MAX; self.slots.len()];
+        let mut n = 0;
+        for (i, slot) in self.slots.iter().enumerate() {
+            if matches!(slot, Slot::Node(_)) {
+                new_id[i] = n;
+                n += 1;
+            }
+        }
+        // What every slot stands for, in the new numbering.
+        let stands_for: Vec<usize> = (0..self.slots.len())
+            .map(|i| self.target(NodeId(i)).map(|t| new_id[t]))
+            .collect::<Result<_, _>>()?;
+        let map = |id: &mut NodeId| *id = NodeId(stands_for[id.0]);
+        let mut nodes = Vec::with_capacity(n);
+        for slot in self.slots {
+            let Slot::Node(mut node) = slot else { continue };
+            match &mut node.kind {
+                NodeKind::List { content } => map(content),
+                NodeKind::Union { possibilities: v } | NodeKind::Tuple { types: v } => {
+                    v.iter_mut().for_each(map)
+                }
+                NodeKind::Record { fields } => fields.iter_mut().for_each(|(_, c)| map(c)),
+                NodeKind::Pointer { target, .. } => {
+                    map(target);
+                    if target.0 == nodes.len() {
+                        return Err(OamapError::schema("a pointer may not target itself"));
+                    }
+                }
+                NodeKind::Primitive { .. } => {}
+            }
+            nodes.push(*node);
+        }
+        Ok((nodes, NodeId(stands_for[root.0])))
+    }
+
+    fn push(&mut self, node: Node) -> NodeId {
+        self.slots.push(Slot::Node(Box::new(node)));
+        NodeId(self.slots.len() - 1)
     }
 
     fn parse(&mut self, v: &Value) -> Result<NodeId, OamapError> {
         let obj = match v {
-            Value::String(s) if s.starts_with('#') => return Ok(self.push(NodeKind::Ref(s.clone()))),
-            Value::String(s) => return Ok(self.push(NodeKind::Primitive { dtype: OaDtype::parse(s)? })),
+            Value::String(s) if s.starts_with('#') => return Ok(self.push_ref(s)),
+            Value::String(s) => {
+                return Ok(self.push(Node::new(NodeKind::Primitive { dtype: Dtype::parse(s)? })))
+            }
             Value::Object(o) => o,
             other => {
                 return Err(OamapError::schema(format!(
@@ -618,11 +628,7 @@ impl Parser {
         let kind = match ty {
             "primitive" => {
                 let d = obj.get("dtype").and_then(Value::as_str).unwrap_or("float64");
-                let dtype = OaDtype::parse(d)?;
-                if dtype.kind == Kind::Bytes && dtype.size == 0 {
-                    return Err(OamapError::schema("S0 is not a dtype"));
-                }
-                NodeKind::Primitive { dtype }
+                NodeKind::Primitive { dtype: Dtype::parse(d)? }
             }
             "list" => {
                 let c = obj.get("content").ok_or_else(|| OamapError::schema("list without content"))?;
@@ -691,7 +697,7 @@ impl Parser {
                             .get("ref")
                             .and_then(Value::as_str)
                             .ok_or_else(|| OamapError::schema("bad ref"))?;
-                        self.push(NodeKind::Ref(l.to_string()))
+                        self.push_ref(l)
                     }
                     other => self.parse(other)?,
                 };
@@ -699,9 +705,8 @@ impl Parser {
             }
             other => return Err(OamapError::schema(format!("unknown node type {other:?}"))),
         };
-        let id = self.push(kind);
         let s = |k: &str| obj.get(k).and_then(Value::as_str).map(str::to_string);
-        let node = &mut self.nodes[id.0];
+        let mut node = Node::new(kind);
         node.nullable = obj.get("nullable").and_then(Value::as_bool).unwrap_or(false);
         node.name = s("name");
         if let Some(n) = &node.name {
@@ -722,12 +727,30 @@ impl Parser {
             offsets: s("offsets"),
             positions: s("positions"),
         };
-        if let Some(l) = s("label") {
-            node.label = Some(l.clone());
+        node.label = s("label");
+        let label = node.label.clone();
+        let id = self.push(node);
+        if let Some(l) = label {
             if self.labels.insert(l.clone(), id).is_some() {
                 return Err(OamapError::schema(format!("label {l:?} used twice")));
             }
         }
         Ok(id)
+    }
+}
+
+impl Node {
+    /// A node of `kind` with every attribute at its default.
+    fn new(kind: NodeKind) -> Self {
+        Node {
+            kind,
+            nullable: false,
+            name: None,
+            label: None,
+            doc: None,
+            explicit: ExplicitNames::default(),
+            extension: None,
+            names: ArrayNames::default(),
+        }
     }
 }

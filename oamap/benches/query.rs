@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use criterion::{criterion_group, criterion_main, Criterion};
-use guideloom_formats::oamap::{open_npz, NpzSource, Reader};
+use guideloom_oamap::{open_npz, NpzSource, Reader};
 
 fn query(reader: &Reader) -> (usize, f64) {
     let schema = reader.schema();

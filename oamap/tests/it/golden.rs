@@ -1,18 +1,32 @@
-//! Every OAMap golden case (tests/data/oamap/golden): writer arrays exact, reader data exact,
+//! Every OAMap golden case (tests/data/golden): writer arrays exact, reader data exact,
 //! lazy-loading request order exact, generator order of array names.
 
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use guideloom_formats::oamap::{
-    arrays_from_json, arrays_to_json, fromdata, fromdata_dataset, gather, gather_dataset, oam_fromdata_json,
-    oam_read_json, ArrayMap, ArraySource, Dataset, DatasetDescription, OValue, OamapError, Projection,
-    Reader, RecordingSource, Schema,
+use guideloom_oamap::Value as OamValue;
+use guideloom_oamap::{
+    arrays_from_json, arrays_to_json, from_data, from_data_dataset, gather, gather_dataset, ArrayMap,
+    ArraySource, Dataset, DatasetDescription, OamapError, Projection, Reader, RecordingSource, Schema,
 };
 use serde_json::Value;
 
 fn golden_dir() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/oamap/golden")
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/golden")
+}
+
+/// The arrays the writer makes for `data`, as `{"arrays", "dtypes"}` JSON (what
+/// `guideloom oam fromdata` prints).
+fn from_data_json(schema: &Value, data: &Value) -> Result<Value, OamapError> {
+    let schema = Schema::from_json(schema)?;
+    Ok(arrays_to_json(&from_data(&schema, data)?))
+}
+
+/// The value `schema` reads from the arrays JSON `arrays` (what `guideloom oam read
+/// --schema --arrays` prints).
+fn read_json(schema: &Value, arrays: &Value) -> Result<Value, OamapError> {
+    let reader = Reader::new(Arc::new(Schema::from_json(schema)?), Arc::new(arrays_from_json(arrays)?));
+    reader.root_json()
 }
 
 fn cases() -> Vec<Value> {
@@ -45,13 +59,13 @@ fn writer_produces_exact_arrays() {
         if name == "nullable_primitives_placeholder" {
             continue; // hand-written, not a writer output (read-checked below)
         }
-        let out = oam_fromdata_json(&case["schema"], &case["data"]).unwrap_or_else(|e| panic!("{name}: {e}"));
+        let out = from_data_json(&case["schema"], &case["data"]).unwrap_or_else(|e| panic!("{name}: {e}"));
         assert_eq!(out["arrays"], case["arrays"], "{name}: arrays");
         if let Some(d) = case.get("dtypes") {
             assert_eq!(&out["dtypes"], d, "{name}: dtypes");
         }
         // The same through OAMap's own schema JSON.
-        let out2 = oam_fromdata_json(&case["oamap_schema"], &case["data"]).unwrap();
+        let out2 = from_data_json(&case["oamap_schema"], &case["data"]).unwrap();
         assert_eq!(out2, out, "{name}: oamap_schema form");
     }
 }
@@ -64,9 +78,9 @@ fn reader_gives_exact_data() {
             check_dataset_case(&case);
             continue;
         }
-        let v = oam_read_json(&case["schema"], &case, None).unwrap_or_else(|e| panic!("{name}: {e}"));
+        let v = read_json(&case["schema"], &case).unwrap_or_else(|e| panic!("{name}: {e}"));
         assert_eq!(v, case["data"], "{name}");
-        let v2 = oam_read_json(&case["oamap_schema"], &case, None).unwrap();
+        let v2 = read_json(&case["oamap_schema"], &case).unwrap();
         assert_eq!(v2, case["data"], "{name}: oamap_schema form");
     }
 }
@@ -81,15 +95,15 @@ fn generator_order_of_array_names() {
     }
 }
 
-fn navigate<'r>(root: OValue<'r>, path: &[Value]) -> OValue<'r> {
+fn navigate<'r>(root: OamValue<'r>, path: &[Value]) -> OamValue<'r> {
     let mut cur = root;
     for step in path {
         cur = match step {
             Value::Number(n) => {
                 let i = n.as_u64().unwrap() as usize;
                 match cur {
-                    OValue::List(l) => l.get(i).unwrap(),
-                    OValue::Tuple(t) => t.field(&i.to_string()).unwrap(),
+                    OamValue::List(l) => l.get(i).unwrap(),
+                    OamValue::Tuple(t) => t.field(&i.to_string()).unwrap(),
                     other => panic!("cannot index {other:?}"),
                 }
             }
@@ -154,7 +168,7 @@ fn arrays_json_round_trips() {
 fn typed_views_on_exoplanet_like_case() {
     let case = cases().into_iter().find(|c| c["name"] == "nested_records_exoplanet_like").unwrap();
     let schema = Arc::new(Schema::from_json(&case["schema"]).unwrap());
-    let arrays = fromdata(&schema, &case["data"]).unwrap();
+    let arrays = from_data(&schema, &case["data"]).unwrap();
     let reader = Reader::new(schema, Arc::new(arrays));
     let stars = reader.root().unwrap().as_list().unwrap();
     assert_eq!(stars.len(), 3);
@@ -189,7 +203,7 @@ fn check_dataset_case(case: &Value) {
 
     // Writer: per-partition arrays exactly, description exactly; also from OAMap's schema JSON.
     for schema in [&case["schema"], &case["dataset_json"]["schema"]] {
-        let (desc, parts) = fromdata_dataset(schema, &ds_name, &parts_data).unwrap();
+        let (desc, parts) = from_data_dataset(schema, &ds_name, &parts_data).unwrap();
         assert_eq!(desc.to_json(), case["dataset_json"], "{name}: dataset_json");
         assert_eq!(desc.offsets(), &[0, 3, 5]);
         assert_eq!(parts.len(), expect_parts.len());
@@ -241,13 +255,11 @@ fn check_dataset_case(case: &Value) {
     // Gather across the boundary equals gathering the same entries unpartitioned.
     let flat_schema = Schema::from_json_named(&case["schema"], &ds_name, "-").unwrap();
     let flat =
-        Reader::new(Arc::new(flat_schema.clone()), Arc::new(fromdata(&flat_schema, &case["data"]).unwrap()));
+        Reader::new(Arc::new(flat_schema.clone()), Arc::new(from_data(&flat_schema, &case["data"]).unwrap()));
     let proj = Projection::new(ds.schema(), &["x", "y"]).unwrap();
     let order = [4u64, 2, 3, 0, 1];
     let got = gather_dataset(&ds, &order, &proj).unwrap();
-    let want =
-        gather(&flat, &order.map(|g| g as usize), &Projection::new(&flat_schema, &["x", "y"]).unwrap())
-            .unwrap();
+    let want = gather(&flat, &order, &Projection::new(&flat_schema, &["x", "y"]).unwrap()).unwrap();
     assert_eq!(got, want);
     let y = got.column("y").unwrap();
     assert_eq!(y.offsets, vec![vec![0, 0, 2, 3, 4, 4]]);
@@ -291,7 +303,7 @@ fn damaged_partition_errors_name_partition_and_array() {
     assert!(matches!(DatasetDescription::from_json(&rec, "one"), Err(OamapError::Dataset(_))));
     // A stored top-level starts array is ignored: they are synthesized.
     let mut p = arrays_from_json(&case["partitions"][1]).unwrap();
-    p.insert("one-B", guideloom_formats::oamap::Array::from_i32(vec![7]));
+    p.insert("one-B", guideloom_oamap::Array::from_i32(vec![7]));
     let src: Arc<dyn ArraySource> = Arc::new(p);
     let d = DatasetDescription::from_json(
         &serde_json::json!({"schema": case["dataset_json"]["schema"], "offsets": [0, 2]}),

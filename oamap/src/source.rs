@@ -1,9 +1,11 @@
 //! Array sources: anything that answers `get(name) -> array`.
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
+#[cfg(any(test, feature = "test-util"))]
+use std::sync::Mutex;
 
-use super::{Array, OamapError};
+use crate::{Array, OamapError};
 
 /// A key-value store of named arrays: an in-memory map, an `.npz` archive, a directory of
 /// `.npy` files, a guideloom storage ...
@@ -30,7 +32,7 @@ impl<S: ArraySource + ?Sized> ArraySource for &S {
     }
 }
 
-/// Named arrays in memory, sorted by name (what [`fromdata`](super::fromdata) returns).
+/// Named arrays in memory, sorted by name (what [`from_data`](crate::from_data) returns).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct ArrayMap {
     arrays: BTreeMap<String, Arc<Array>>,
@@ -80,13 +82,15 @@ impl ArraySource for ArrayMap {
 }
 
 /// Wraps a source and records every name asked for, in order (for lazy-loading checks and
-/// for showing which columns a query touched).
+/// for showing which columns a query touched). Feature `test-util`.
+#[cfg(any(test, feature = "test-util"))]
 #[derive(Debug)]
 pub struct RecordingSource<S> {
     inner: S,
     requests: Mutex<Vec<String>>,
 }
 
+#[cfg(any(test, feature = "test-util"))]
 impl<S> RecordingSource<S> {
     /// Wraps `inner`.
     pub fn new(inner: S) -> Self {
@@ -109,6 +113,7 @@ impl<S> RecordingSource<S> {
     }
 }
 
+#[cfg(any(test, feature = "test-util"))]
 impl<S: ArraySource> ArraySource for RecordingSource<S> {
     fn get(&self, name: &str) -> Result<Arc<Array>, OamapError> {
         if let Ok(mut r) = self.requests.lock() {

@@ -4,7 +4,7 @@
 use std::io::Read;
 use std::path::PathBuf;
 
-use guideloom_formats::oamap::{gather, gather_into, open_npz, ArrayData, Column, ColumnarBatch, Projection};
+use guideloom_oamap::{gather, gather_into, open_npz, Column, ColumnarBatch, GatheredColumn, Projection};
 use serde_json::Value;
 
 fn data_dir() -> PathBuf {
@@ -78,27 +78,27 @@ fn jwalk(v: &Value, parts: &[&str], level: usize, levels: usize, e: &mut Expect)
     }
 }
 
-fn check(col: &Column, stars: &[Value], records: &[usize]) {
+fn check(col: &GatheredColumn, stars: &[Value], records: &[u64]) {
     let parts: Vec<&str> = col.path.split('.').collect();
     let levels = col.offsets.len();
     let mut e =
         Expect { offsets: vec![vec![0]; levels], list_valid: vec![vec![]; levels], ..Default::default() };
     for &r in records {
-        jwalk(&stars[r], &parts, 0, levels, &mut e);
+        jwalk(&stars[usize::try_from(r).unwrap()], &parts, 0, levels, &mut e);
     }
     assert_eq!(col.offsets, e.offsets, "{}", col.path);
     assert_eq!(col.list_valid, e.list_valid, "{}", col.path);
     assert_eq!(col.valid, e.valid, "{}", col.path);
     let got: Vec<f64> = match col.values.data() {
-        ArrayData::F32(v) => {
+        Column::F32(v) => {
             // float32 storage: compare at float32 precision
             let want: Vec<f32> = e.values.iter().map(|&x| x as f32).collect();
             assert_eq!(v, &want, "{}", col.path);
             return;
         }
-        ArrayData::U8(v) => v.iter().map(|&b| b as f64).collect(),
-        ArrayData::I32(v) => v.iter().map(|&b| b as f64).collect(),
-        ArrayData::Bool(v) => v.iter().map(|&b| f64::from(u8::from(b))).collect(),
+        Column::U8(v) => v.iter().map(|&b| b as f64).collect(),
+        Column::I32(v) => v.iter().map(|&b| b as f64).collect(),
+        Column::Bool(v) => v.iter().map(|&b| f64::from(u8::from(b))).collect(),
         other => panic!("unexpected {other:?}"),
     };
     assert_eq!(got, e.values, "{}", col.path);
@@ -108,14 +108,14 @@ fn check(col: &Column, stars: &[Value], records: &[usize]) {
 fn shuffled_batches_equal_json_gather() {
     let reader = open_npz(std::fs::read(data_dir().join("planets.npz")).unwrap()).unwrap();
     let stars = stars_json();
-    let n = stars.len();
+    let n = stars.len() as u64;
     let proj = Projection::new(
         reader.schema(),
         &["planets.orbital_period.val", "planets.name", "ra", "planets.discovery_method", "num_planets"],
     )
     .unwrap();
     // A fixed shuffle (i * 1009 mod n is a bijection since gcd(1009, 2660) = 1), batches of 64.
-    let order: Vec<usize> = (0..n).map(|i| (i * 1009 + 17) % n).collect();
+    let order: Vec<u64> = (0..n).map(|i| (i * 1009 + 17) % n).collect();
     let mut reused = ColumnarBatch::default();
     let mut batches = 0;
     for batch in order.chunks(64) {
@@ -134,7 +134,7 @@ fn shuffled_batches_equal_json_gather() {
     let names = b.column("planets.name").unwrap();
     assert_eq!(names.offsets[0], [0, 5]);
     assert_eq!(names.offsets[1], [0, 10, 20, 30, 40, 50]);
-    let ArrayData::U8(bytes) = names.values.data() else { panic!() };
+    let Column::U8(bytes) = names.values.data() else { panic!() };
     assert_eq!(&bytes[40..50], b"HD 40307 g");
     assert!(gather(&reader, &[n], &proj).is_err());
     assert!(Projection::new(reader.schema(), &["planets.nope"]).is_err());

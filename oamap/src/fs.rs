@@ -1,34 +1,44 @@
 //! OAMap array sources on disk: an `.npz` file, a directory of `<name>.npy` files, or a
 //! partitioned dataset in OAMap 0.12's numpy-file database layout.
+//!
+//! Reads report [`OamapError::Io`] with the path and the operating system's error (a missing
+//! array file is [`OamapError::MissingArray`]); writes are atomic per file: a temporary file
+//! is written and fsynced, renamed over the target, and the directory fsynced, as the
+//! storage manifest's commit does.
 
+use std::fs::File;
+use std::io::{ErrorKind, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use guideloom_formats::oamap::{
-    fromdata_dataset, open_npz, parse_npy, write_npy, Array, ArraySource, Dataset, DatasetDescription,
-    NpzSource, OamapError, Reader,
-};
 use serde_json::Value;
 
+use crate::{
+    from_data_dataset, parse_npy, write_npy, Array, ArraySource, Dataset, DatasetDescription, OamapError,
+};
+#[cfg(feature = "npz")]
+use crate::{open_npz, NpzSource};
+
 /// Opens an OAMap `.npz` file whose schema is stored in it (member `object`), as a lazy
-/// [`Reader`]: members are decompressed on first use.
+/// [`Reader`](crate::Reader): members are decompressed on first use. Feature `npz`.
 ///
 /// # Errors
-/// [`OamapError::Npy`] naming the file when it cannot be read; the errors of
-/// [`guideloom_formats::oamap::open_npz`].
-pub fn open_npz_file(path: &Path) -> Result<Reader, OamapError> {
-    let bytes = std::fs::read(path)
-        .map_err(|e| OamapError::Npy { name: path.display().to_string(), reason: e.to_string() })?;
+/// [`OamapError::Io`] naming the file when it cannot be read; the errors of
+/// [`open_npz`].
+#[cfg(feature = "npz")]
+pub fn open_npz_file(path: &Path) -> Result<crate::Reader, OamapError> {
+    let bytes = std::fs::read(path).map_err(|e| OamapError::io(path, e))?;
     open_npz(bytes)
 }
 
-/// A lazy source over an `.npz` file (no schema needed).
+/// A lazy source over an `.npz` file (no schema needed). Feature `npz`.
 ///
 /// # Errors
-/// As [`open_npz_file`].
+/// [`OamapError::Io`] naming the file when it cannot be read; [`OamapError::Archive`] when
+/// it is not a zip archive.
+#[cfg(feature = "npz")]
 pub fn npz_file_source(path: &Path) -> Result<NpzSource, OamapError> {
-    let bytes = std::fs::read(path)
-        .map_err(|e| OamapError::Npy { name: path.display().to_string(), reason: e.to_string() })?;
+    let bytes = std::fs::read(path).map_err(|e| OamapError::io(path, e))?;
     NpzSource::new(bytes)
 }
 
@@ -46,27 +56,26 @@ impl NpyDir {
     }
 }
 
+/// The array in the `.npy` file at `path`: [`OamapError::MissingArray`] naming `name` when
+/// there is no such file, [`OamapError::Io`] when it cannot be read.
+fn read_npy(name: &str, path: &Path) -> Result<Arc<Array>, OamapError> {
+    let bytes = match std::fs::read(path) {
+        Ok(b) => b,
+        Err(e) if e.kind() == ErrorKind::NotFound => {
+            return Err(OamapError::MissingArray { name: name.to_string() })
+        }
+        Err(e) => return Err(OamapError::io(path, e)),
+    };
+    parse_npy(name, &bytes).map(Arc::new)
+}
+
 impl ArraySource for NpyDir {
     fn get(&self, name: &str) -> Result<Arc<Array>, OamapError> {
         if name.contains('/') || name.contains('\\') || name == ".." {
             return Err(OamapError::MissingArray { name: name.to_string() });
         }
-        let path = self.dir.join(format!("{name}.npy"));
-        let bytes = match std::fs::read(&path) {
-            Ok(b) => b,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                return Err(OamapError::MissingArray { name: name.to_string() })
-            }
-            Err(e) => {
-                return Err(OamapError::Npy { name: path.display().to_string(), reason: e.to_string() })
-            }
-        };
-        parse_npy(name, &bytes).map(Arc::new)
+        read_npy(name, &self.dir.join(format!("{name}.npy")))
     }
-}
-
-fn io_err(path: &Path, e: std::io::Error) -> OamapError {
-    OamapError::Npy { name: path.display().to_string(), reason: e.to_string() }
 }
 
 /// Whether a path component is a plain name (no `..`, `.`, empty or separator).
@@ -108,14 +117,7 @@ impl NumpyFilePartition {
 impl ArraySource for NumpyFilePartition {
     fn get(&self, name: &str) -> Result<Arc<Array>, OamapError> {
         let path = self.path_of(name).ok_or_else(|| OamapError::MissingArray { name: name.to_string() })?;
-        let bytes = match std::fs::read(&path) {
-            Ok(b) => b,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                return Err(OamapError::MissingArray { name: name.to_string() })
-            }
-            Err(e) => return Err(io_err(&path, e)),
-        };
-        parse_npy(name, &bytes).map(Arc::new)
+        read_npy(name, &path)
     }
 }
 
@@ -129,16 +131,17 @@ pub fn numpy_file_prefix(dataset: &str) -> String {
 /// `<dir>/data/<dataset>/<p>/<array>.npy` (read lazily, on first use).
 ///
 /// # Errors
-/// [`OamapError::Npy`] naming the file when `dataset.json` cannot be read or is not JSON;
-/// [`OamapError::Dataset`] for a bad dataset name or description; schema errors.
+/// [`OamapError::Io`] naming the file when `dataset.json` cannot be read;
+/// [`OamapError::Json`] naming it when it is not JSON; [`OamapError::Dataset`] for a bad
+/// dataset name or description; schema errors.
 pub fn open_numpy_file_dataset(dir: &Path, dataset: &str) -> Result<Dataset, OamapError> {
     if !dataset.split('/').all(plain) {
         return Err(OamapError::Dataset(format!("bad dataset name {dataset:?}")));
     }
     let path = dir.join("data").join(dataset).join("dataset.json");
-    let text = std::fs::read(&path).map_err(|e| io_err(&path, e))?;
+    let text = std::fs::read(&path).map_err(|e| OamapError::io(&path, e))?;
     let json: Value = serde_json::from_slice(&text)
-        .map_err(|e| OamapError::Npy { name: path.display().to_string(), reason: e.to_string() })?;
+        .map_err(|source| OamapError::Json { name: path.display().to_string(), source })?;
     let description = DatasetDescription::from_json(&json, &numpy_file_prefix(dataset))?;
     let sources = (0..description.num_partitions())
         .map(|p| Arc::new(NumpyFilePartition::new(dir, p)) as Arc<dyn ArraySource>)
@@ -152,8 +155,13 @@ pub fn open_numpy_file_dataset(dir: &Path, dataset: &str) -> Result<Dataset, Oam
 /// top-level starts/stops, `<dir>/data/<dataset>/dataset.json`, and the backend description
 /// `<dir>/backends/_.json`. Returns the description written.
 ///
+/// Every file is written atomically (temporary file, fsync, rename, fsync of the
+/// directory), and `dataset.json` only after every array file, so a reader that finds the
+/// description finds its arrays.
+///
 /// # Errors
-/// As [`fromdata_dataset`]; [`OamapError::Npy`] naming the file that cannot be written.
+/// As [`from_data_dataset`]; [`OamapError::Io`] naming the file or directory that cannot
+/// be written.
 pub fn write_numpy_file_dataset(
     dir: &Path,
     dataset: &str,
@@ -163,36 +171,73 @@ pub fn write_numpy_file_dataset(
     if !dataset.split('/').all(plain) {
         return Err(OamapError::Dataset(format!("bad dataset name {dataset:?}")));
     }
-    let (description, arrays) = fromdata_dataset(schema, &numpy_file_prefix(dataset), partitions)?;
+    let (description, arrays) = from_data_dataset(schema, &numpy_file_prefix(dataset), partitions)?;
     for (p, set) in arrays.iter().enumerate() {
         let src = NumpyFilePartition::new(dir, p);
         for (name, array) in set.iter() {
             let path = src.path_of(name).ok_or_else(|| OamapError::MissingArray { name: name.clone() })?;
-            if let Some(parent) = path.parent() {
-                std::fs::create_dir_all(parent).map_err(|e| io_err(parent, e))?;
-            }
-            std::fs::write(&path, write_npy(array)).map_err(|e| io_err(&path, e))?;
+            write_atomic(&path, &write_npy(array))?;
         }
     }
-    let ds_dir = dir.join("data").join(dataset);
-    std::fs::create_dir_all(&ds_dir).map_err(|e| io_err(&ds_dir, e))?;
-    let path = ds_dir.join("dataset.json");
-    std::fs::write(&path, description.to_json().to_string()).map_err(|e| io_err(&path, e))?;
-    let backends = dir.join("backends");
-    std::fs::create_dir_all(&backends).map_err(|e| io_err(&backends, e))?;
+    let path = dir.join("data").join(dataset).join("dataset.json");
+    write_atomic(&path, description.to_json().to_string().as_bytes())?;
     let backend = serde_json::json!({
         "class": "oamap.backend.numpyfile.NumpyFileBackend",
         "directory": dir.display().to_string(),
     });
-    let path = backends.join("_.json");
-    std::fs::write(&path, backend.to_string()).map_err(|e| io_err(&path, e))?;
+    write_atomic(&dir.join("backends").join("_.json"), backend.to_string().as_bytes())?;
     Ok(description)
+}
+
+/// The directory holding `path` (`.` for a bare file name).
+fn parent_of(path: &Path) -> &Path {
+    match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    }
+}
+
+/// fsyncs a directory, so that entries created or renamed in it are durable.
+fn sync_dir(dir: &Path) -> Result<(), OamapError> {
+    File::open(dir).and_then(|d| d.sync_all()).map_err(|e| OamapError::io(dir, e))
+}
+
+/// Creates `dir` and its missing ancestors, fsyncing the parent of each one created.
+fn create_dirs(dir: &Path) -> Result<(), OamapError> {
+    if dir.is_dir() {
+        return Ok(());
+    }
+    let parent = parent_of(dir);
+    if parent != dir {
+        create_dirs(parent)?;
+    }
+    match std::fs::create_dir(dir) {
+        Ok(()) => sync_dir(parent),
+        Err(e) if e.kind() == ErrorKind::AlreadyExists && dir.is_dir() => Ok(()),
+        Err(e) => Err(OamapError::io(dir, e)),
+    }
+}
+
+/// Writes `bytes` to `path` atomically: `<path>.tmp` is written and fsynced, then renamed
+/// over `path`, then the directory is fsynced. Missing directories are created.
+fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), OamapError> {
+    let dir = parent_of(path);
+    create_dirs(dir)?;
+    let mut tmp_name = path.file_name().unwrap_or_default().to_os_string();
+    tmp_name.push(".tmp");
+    let tmp = dir.join(tmp_name);
+    let mut f = File::create(&tmp).map_err(|e| OamapError::io(&tmp, e))?;
+    f.write_all(bytes).map_err(|e| OamapError::io(&tmp, e))?;
+    f.sync_all().map_err(|e| OamapError::io(&tmp, e))?;
+    drop(f);
+    std::fs::rename(&tmp, path).map_err(|e| OamapError::io(path, e))?;
+    sync_dir(dir)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use guideloom_formats::oamap::{fromdata, write_npy, Schema};
+    use crate::{from_data, Reader, Schema};
 
     #[test]
     fn npy_dir_and_npz_file_read_back() {
@@ -201,7 +246,7 @@ mod tests {
             {"type": "list", "content": {"type": "list", "content": {"type": "primitive", "dtype": "int64"}}}))
         .unwrap();
         let data = serde_json::json!([[1, 2], [], [3]]);
-        let arrays = fromdata(&schema, &data).unwrap();
+        let arrays = from_data(&schema, &data).unwrap();
         for (name, a) in arrays.iter() {
             std::fs::write(dir.path().join(format!("{name}.npy")), write_npy(a)).unwrap();
         }
@@ -210,16 +255,31 @@ mod tests {
         let e = NpyDir::new(dir.path()).get("object-X").unwrap_err();
         assert!(matches!(e, OamapError::MissingArray { name } if name == "object-X"));
 
-        let npz = dir.path().join("a.npz");
-        let bytes = guideloom_formats::oamap::oam_fromdata_npz(
-            &serde_json::json!({"type": "list", "content": {"type": "list", "content": {"type": "primitive", "dtype": "int64"}}}),
-            &data,
-        )
-        .unwrap();
-        std::fs::write(&npz, bytes).unwrap();
-        assert_eq!(open_npz_file(&npz).unwrap().root_json().unwrap(), data);
-        assert_eq!(npz_file_source(&npz).unwrap().names().len(), 6);
-        assert!(open_npz_file(&dir.path().join("missing.npz")).is_err());
+        // A file that cannot be read (a directory) keeps the operating system's error.
+        std::fs::create_dir(dir.path().join("object-Q.npy")).unwrap();
+        match NpyDir::new(dir.path()).get("object-Q").unwrap_err() {
+            OamapError::Io { path, source } => {
+                assert_eq!(path, dir.path().join("object-Q.npy"));
+                assert_eq!(source.kind(), std::io::ErrorKind::IsADirectory);
+            }
+            other => panic!("{other}"),
+        }
+
+        #[cfg(feature = "npz")]
+        {
+            let npz = dir.path().join("a.npz");
+            let bytes = crate::write_npz_with_schema(&schema, &arrays).unwrap();
+            std::fs::write(&npz, bytes).unwrap();
+            assert_eq!(open_npz_file(&npz).unwrap().root_json().unwrap(), data);
+            assert_eq!(npz_file_source(&npz).unwrap().names().len(), 6);
+            match open_npz_file(&dir.path().join("missing.npz")).unwrap_err() {
+                OamapError::Io { path, source } => {
+                    assert_eq!(path, dir.path().join("missing.npz"));
+                    assert_eq!(source.kind(), std::io::ErrorKind::NotFound);
+                }
+                other => panic!("{other}"),
+            }
+        }
     }
 
     #[test]
@@ -274,7 +334,34 @@ mod tests {
             }
             other => panic!("{other}"),
         }
-        assert!(open_numpy_file_dataset(dir.path(), "two").is_err());
+        // Atomic writes leave no temporary file behind.
+        for sub in ["data/one", "data/one/0", "data/one/1", "backends"] {
+            let tmp: Vec<_> = std::fs::read_dir(dir.path().join(sub))
+                .unwrap()
+                .map(|e| e.unwrap().file_name().into_string().unwrap())
+                .filter(|n| n.ends_with(".tmp"))
+                .collect();
+            assert!(tmp.is_empty(), "{sub}: {tmp:?}");
+        }
+        match open_numpy_file_dataset(dir.path(), "two").unwrap_err() {
+            OamapError::Io { path, source } => {
+                assert_eq!(path, dir.path().join("data/two/dataset.json"));
+                assert_eq!(source.kind(), std::io::ErrorKind::NotFound);
+            }
+            other => panic!("{other}"),
+        }
+        std::fs::create_dir_all(dir.path().join("data/three")).unwrap();
+        std::fs::write(dir.path().join("data/three/dataset.json"), "{not json").unwrap();
+        let e = open_numpy_file_dataset(dir.path(), "three").unwrap_err();
+        assert!(matches!(&e, OamapError::Json { name, .. } if name.ends_with("dataset.json")), "{e}");
+        assert!(std::error::Error::source(&e).is_some());
+        // A file where a directory must go: the I/O error names it.
+        let blocked = dir.path().join("blocked");
+        std::fs::write(&blocked, b"").unwrap();
+        match write_numpy_file_dataset(&blocked, "one", &schema, &parts).unwrap_err() {
+            OamapError::Io { path, .. } => assert!(path.starts_with(&blocked), "{}", path.display()),
+            other => panic!("{other}"),
+        }
         assert!(open_numpy_file_dataset(dir.path(), "../one").is_err());
         assert!(NumpyFilePartition::new(dir.path(), 0).path_of("../x/y").is_none());
         assert!(NumpyFilePartition::new(dir.path(), 0).path_of("noslash").is_none());

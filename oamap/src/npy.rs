@@ -6,11 +6,17 @@
 //! into typed Rust values chosen at compile time, which does not fit a dtype known only at
 //! run time). `.npz` archives are handled with the `zip` crate.
 
+#[cfg(feature = "npz")]
 use std::io::{Cursor, Read, Write};
+#[cfg(feature = "npz")]
 use std::sync::{Arc, Mutex};
 
-use super::dtype::OaDtype;
-use super::{Array, ArrayMap, ArraySource, OamapError};
+#[cfg(feature = "npz")]
+use serde_json::{json, Value};
+
+use crate::{Array, Dtype, OamapError};
+#[cfg(feature = "npz")]
+use crate::{ArrayMap, ArraySource, Column, Reader, Schema};
 
 const MAGIC: &[u8] = b"\x93NUMPY";
 
@@ -46,7 +52,7 @@ pub fn parse_npy(name: &str, bytes: &[u8]) -> Result<Array, OamapError> {
     let header = std::str::from_utf8(header).map_err(|_| npy_err(name, "header is not text"))?;
     let descr = dict_str(header, "descr")
         .ok_or_else(|| npy_err(name, "header has no string 'descr' (structured dtypes are not supported)"))?;
-    let dtype = OaDtype::parse(&descr).map_err(|e| npy_err(name, e.to_string()))?;
+    let dtype = Dtype::parse(&descr).map_err(|e| npy_err(name, e.to_string()))?;
     let shape = dict_shape(header).ok_or_else(|| npy_err(name, "header has no readable 'shape'"))?;
     let count = match shape.as_slice() {
         [] => 1usize,
@@ -55,7 +61,7 @@ pub fn parse_npy(name: &str, bytes: &[u8]) -> Result<Array, OamapError> {
             return Err(npy_err(name, format!("shape {shape:?}: only one-dimensional arrays are supported")))
         }
     };
-    let need = count.checked_mul(dtype.size).ok_or_else(|| npy_err(name, "shape overflows"))?;
+    let need = count.checked_mul(dtype.width()).ok_or_else(|| npy_err(name, "shape overflows"))?;
     let body = &bytes[hstart + hlen..];
     if body.len() < need {
         return Err(npy_err(name, format!("data has {} bytes, the shape needs {need}", body.len())));
@@ -96,40 +102,49 @@ pub fn write_npy(array: &Array) -> Vec<u8> {
     let pad = (64 - total % 64) % 64;
     header.push_str(&" ".repeat(pad));
     header.push('\n');
-    let mut out = Vec::with_capacity(10 + header.len() + array.len() * array.dtype().size);
+    let body = array.to_bytes();
+    let mut out = Vec::with_capacity(10 + header.len() + body.len());
     out.extend_from_slice(MAGIC);
     out.extend_from_slice(&[1, 0]);
     out.extend_from_slice(&(header.len() as u16).to_le_bytes());
     out.extend_from_slice(header.as_bytes());
-    out.extend_from_slice(&array.to_bytes());
+    out.extend_from_slice(&body);
     out
 }
 
 /// Upper bound on one decompressed `.npz` member (4 GiB): guards against a member whose
 /// header claims more than it holds or a decompression bomb.
+#[cfg(feature = "npz")]
 const MAX_MEMBER: u64 = 1 << 32;
+
+#[cfg(feature = "npz")]
+fn archive_err(name: &str, source: impl Into<crate::BoxError>) -> OamapError {
+    OamapError::Archive { name: name.to_string(), source: source.into() }
+}
 
 /// A lazy array source over the bytes of an `.npz` archive: each member is decompressed
 /// and decoded when first asked for (readers cache it).
+#[cfg(feature = "npz")]
 pub struct NpzSource {
     archive: Mutex<zip::ZipArchive<Cursor<Arc<[u8]>>>>,
     names: Vec<String>,
 }
 
+#[cfg(feature = "npz")]
 impl std::fmt::Debug for NpzSource {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("NpzSource").field("arrays", &self.names.len()).finish()
     }
 }
 
+#[cfg(feature = "npz")]
 impl NpzSource {
     /// Opens an archive held in memory (reads only its directory).
     ///
     /// # Errors
-    /// [`OamapError::Npy`] when the bytes are not a zip archive.
+    /// [`OamapError::Archive`] when the bytes are not a zip archive.
     pub fn new(bytes: impl Into<Arc<[u8]>>) -> Result<Self, OamapError> {
-        let archive =
-            zip::ZipArchive::new(Cursor::new(bytes.into())).map_err(|e| npy_err("<npz>", e.to_string()))?;
+        let archive = zip::ZipArchive::new(Cursor::new(bytes.into())).map_err(|e| archive_err("<npz>", e))?;
         let names = archive.file_names().map(|n| n.strip_suffix(".npy").unwrap_or(n).to_string()).collect();
         Ok(NpzSource { archive: Mutex::new(archive), names })
     }
@@ -142,7 +157,8 @@ impl NpzSource {
     /// The raw `.npy` bytes of member `name`.
     ///
     /// # Errors
-    /// [`OamapError::MissingArray`] when absent; [`OamapError::Npy`] when it cannot be read.
+    /// [`OamapError::MissingArray`] when absent; [`OamapError::Npy`] when it declares more
+    /// than 4 GiB; [`OamapError::Archive`] when it cannot be decompressed.
     pub fn member_bytes(&self, name: &str) -> Result<Vec<u8>, OamapError> {
         let mut archive = self.archive.lock().map_err(|_| npy_err(name, "archive lock poisoned"))?;
         let member = if archive.index_for_name(&format!("{name}.npy")).is_some() {
@@ -152,13 +168,13 @@ impl NpzSource {
         } else {
             return Err(OamapError::MissingArray { name: name.to_string() });
         };
-        let file = archive.by_name(&member).map_err(|e| npy_err(name, e.to_string()))?;
+        let file = archive.by_name(&member).map_err(|e| archive_err(name, e))?;
         let declared = file.size();
         if declared > MAX_MEMBER {
             return Err(npy_err(name, format!("member declares {declared} bytes")));
         }
         let mut out = Vec::with_capacity(declared as usize);
-        file.take(MAX_MEMBER).read_to_end(&mut out).map_err(|e| npy_err(name, e.to_string()))?;
+        file.take(MAX_MEMBER).read_to_end(&mut out).map_err(|e| archive_err(name, e))?;
         Ok(out)
     }
 
@@ -175,6 +191,7 @@ impl NpzSource {
     }
 }
 
+#[cfg(feature = "npz")]
 impl ArraySource for NpzSource {
     fn get(&self, name: &str) -> Result<Arc<Array>, OamapError> {
         let bytes = self.member_bytes(name)?;
@@ -186,7 +203,8 @@ impl ArraySource for NpzSource {
 /// one member `<name>.npy` per array, plus optional extra members (raw `.npy` bytes).
 ///
 /// # Errors
-/// [`OamapError::Npy`] if the zip writer fails.
+/// [`OamapError::Archive`] if the zip writer fails.
+#[cfg(feature = "npz")]
 pub fn write_npz(arrays: &ArrayMap, extra: &[(String, Array)]) -> Result<Vec<u8>, OamapError> {
     let mut zw = zip::ZipWriter::new(Cursor::new(Vec::new()));
     let opts = zip::write::SimpleFileOptions::default().compression_method(zip::CompressionMethod::Deflated);
@@ -195,30 +213,69 @@ pub fn write_npz(arrays: &ArrayMap, extra: &[(String, Array)]) -> Result<Vec<u8>
         .map(|(n, a)| (n.as_str(), a.as_ref()))
         .chain(extra.iter().map(|(n, a)| (n.as_str(), a)));
     for (name, array) in all {
-        zw.start_file(format!("{name}.npy"), opts).map_err(|e| npy_err(name, e.to_string()))?;
-        zw.write_all(&write_npy(array)).map_err(|e| npy_err(name, e.to_string()))?;
+        zw.start_file(format!("{name}.npy"), opts).map_err(|e| archive_err(name, e))?;
+        zw.write_all(&write_npy(array)).map_err(|e| archive_err(name, e))?;
     }
-    let cursor = zw.finish().map_err(|e| npy_err("<npz>", e.to_string()))?;
+    let cursor = zw.finish().map_err(|e| archive_err("<npz>", e))?;
     Ok(cursor.into_inner())
+}
+
+/// An `.npz` holding `arrays` plus a member named after the schema's prefix (`object` by
+/// default): uint8 UTF-8 JSON `{"schema", "prefix", "delimiter"}`, OAMap's way of storing
+/// the schema with the arrays. [`open_npz`] reads it back.
+///
+/// # Errors
+/// As [`write_npz`].
+#[cfg(feature = "npz")]
+pub fn write_npz_with_schema(schema: &Schema, arrays: &ArrayMap) -> Result<Vec<u8>, OamapError> {
+    let doc = json!({"schema": schema.to_oamap_json(false), "prefix": schema.prefix(), "delimiter": schema.delimiter()});
+    let bytes = Array::new(Dtype::UINT8, Column::U8(doc.to_string().into_bytes()))?;
+    write_npz(arrays, &[(schema.prefix().to_string(), bytes)])
+}
+
+/// Opens an OAMap `.npz` (bytes in memory) whose schema is stored in it: the member named
+/// `object` holding UTF-8 JSON `{"schema", "prefix"?, "delimiter"?}` (OAMap 0.10/0.11's and
+/// the exoplanets sample's layout). Arrays are decoded lazily, on first use.
+///
+/// # Errors
+/// [`OamapError::Archive`] for a bad archive; [`OamapError::MissingArray`] (`object`) when
+/// no schema is stored; [`OamapError::Json`] when it is not JSON; schema errors.
+#[cfg(feature = "npz")]
+pub fn open_npz(bytes: impl Into<Arc<[u8]>>) -> Result<Reader, OamapError> {
+    let source = NpzSource::new(bytes)?;
+    let meta = source.get("object")?;
+    let text: Vec<u8> = match meta.data() {
+        Column::U8(v) => v.clone(),
+        Column::Bytes { data, .. } => data.iter().copied().filter(|&b| b != 0).collect(),
+        _ => return Err(OamapError::schema("member 'object' is not uint8 bytes")),
+    };
+    let doc: Value = serde_json::from_slice(&text)
+        .map_err(|source| OamapError::Json { name: "npz member 'object'".into(), source })?;
+    let schema_json =
+        doc.get("schema").ok_or_else(|| OamapError::schema("member 'object' has no \"schema\""))?;
+    let prefix = doc.get("prefix").and_then(Value::as_str).unwrap_or("object");
+    let delimiter = doc.get("delimiter").and_then(Value::as_str).unwrap_or("-");
+    let schema = Schema::from_json_named(schema_json, prefix, delimiter)?;
+    Ok(Reader::new(Arc::new(schema), Arc::new(source)))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::oamap::ArrayData;
+    use crate::Column;
 
     #[test]
     fn npy_round_trips_every_kind_and_byte_order() {
         for (dtype, data) in [
-            ("int32", ArrayData::I32(vec![1, -2, 3])),
-            (">float64", ArrayData::F64(vec![1.5, -2.0])),
-            ("bool", ArrayData::Bool(vec![true, false])),
-            ("uint16", ArrayData::U16(vec![65535, 0])),
-            ("S3", ArrayData::Bytes { width: 3, data: b"abcde\0".to_vec() }),
-            ("complex64", ArrayData::C64(vec![[1.0, 2.0]])),
-            ("int8", ArrayData::I8(vec![])),
+            ("int32", Column::I32(vec![1, -2, 3])),
+            (">float64", Column::F64(vec![1.5, -2.0])),
+            ("bool", Column::Bool(vec![true, false])),
+            ("uint16", Column::U16(vec![65535, 0])),
+            ("S3", Column::Bytes { width: 3, data: b"abcde\0".to_vec() }),
+            ("complex64", Column::C64(vec![[1.0, 2.0]])),
+            ("int8", Column::I8(vec![])),
         ] {
-            let a = Array::new(OaDtype::parse(dtype).unwrap(), data).unwrap();
+            let a = Array::new(Dtype::parse(dtype).unwrap(), data).unwrap();
             let bytes = write_npy(&a);
             assert_eq!((10 + u16::from_le_bytes([bytes[8], bytes[9]]) as usize) % 64, 0);
             assert_eq!(parse_npy("x", &bytes).unwrap(), a);
@@ -234,7 +291,7 @@ mod tests {
         b.extend_from_slice(h.as_bytes());
         b.extend_from_slice(&[0, 1, 255, 254]);
         let a = parse_npy("x", &b).unwrap();
-        assert_eq!(a.data(), &ArrayData::I16(vec![1, -2]));
+        assert_eq!(a.data(), &Column::I16(vec![1, -2]));
         assert_eq!(a.dtype().name(), ">int16");
         // Truncated data, bad magic, 2-d shape, structured dtype: typed errors naming the array.
         let e = parse_npy("arr", &b[..b.len() - 1]).unwrap_err();
@@ -247,19 +304,22 @@ mod tests {
         assert!(parse_npy("arr", &b[..12]).is_err());
     }
 
+    #[cfg(feature = "npz")]
     #[test]
     fn npz_round_trip_and_missing_member() {
         let mut m = ArrayMap::new();
         m.insert("object-B", Array::from_i32(vec![0]));
         m.insert(
             "object-L-Df8",
-            Array::new(OaDtype::parse("float64").unwrap(), ArrayData::F64(vec![1.1])).unwrap(),
+            Array::new(Dtype::parse("float64").unwrap(), Column::F64(vec![1.1])).unwrap(),
         );
         let bytes = write_npz(&m, &[]).unwrap();
         let src = NpzSource::new(bytes).unwrap();
         assert_eq!(src.names(), ["object-B", "object-L-Df8"]);
         assert_eq!(src.read_all().unwrap(), m);
         assert!(matches!(src.get("nope"), Err(OamapError::MissingArray { name }) if name == "nope"));
-        assert!(NpzSource::new(vec![1u8, 2, 3]).is_err());
+        let e = NpzSource::new(vec![1u8, 2, 3]).unwrap_err();
+        assert!(matches!(&e, OamapError::Archive { name, .. } if name == "<npz>"), "{e}");
+        assert!(std::error::Error::source(&e).is_some(), "the zip error is the source");
     }
 }

@@ -1,122 +1,47 @@
 //! One named OAMap array: a dtype and its values, held in native byte order.
 
+use guideloom_formats::{Column, DtypeKind};
 use serde_json::Value;
 
-use super::dtype::{Kind, OaDtype};
-use super::OamapError;
-
-/// The values of an [`Array`], one vector per primitive type, in native byte order.
-///
-/// Byte order only matters on the way in and out (`.npy` bytes); the array's [`OaDtype`]
-/// remembers it so a big-endian array is written back big-endian under its `DF8`-style name.
-#[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
-pub enum ArrayData {
-    /// `bool`.
-    Bool(Vec<bool>),
-    /// `int8`.
-    I8(Vec<i8>),
-    /// `int16`.
-    I16(Vec<i16>),
-    /// `int32`.
-    I32(Vec<i32>),
-    /// `int64`.
-    I64(Vec<i64>),
-    /// `uint8`.
-    U8(Vec<u8>),
-    /// `uint16`.
-    U16(Vec<u16>),
-    /// `uint32`.
-    U32(Vec<u32>),
-    /// `uint64`.
-    U64(Vec<u64>),
-    /// `float32`.
-    F32(Vec<f32>),
-    /// `float64`.
-    F64(Vec<f64>),
-    /// `complex64` as `[re, im]` pairs.
-    C64(Vec<[f32; 2]>),
-    /// `complex128` as `[re, im]` pairs.
-    C128(Vec<[f64; 2]>),
-    /// `S<width>` fixed-width byte strings, concatenated (`data.len() == width * len`).
-    Bytes {
-        /// Bytes per value (at least 1).
-        width: usize,
-        /// All values back to back, each NUL-padded to `width`.
-        data: Vec<u8>,
-    },
-}
+use crate::{Dtype, OamapError};
 
 /// A one-dimensional array of one primitive dtype: what an array source returns for a name.
+///
+/// The values are a [`Column`] (one vector per numpy scalar type, in native byte order).
+/// Byte order only matters on the way in and out (`.npy` bytes); the array's [`Dtype`]
+/// remembers it so a big-endian array is written back big-endian under its `DF8`-style name.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Array {
-    dtype: OaDtype,
-    data: ArrayData,
-}
-
-macro_rules! each_numeric {
-    ($data:expr, $v:ident => $body:expr, bytes $w:ident, $b:ident => $bytes_body:expr) => {
-        match $data {
-            ArrayData::Bool($v) => $body,
-            ArrayData::I8($v) => $body,
-            ArrayData::I16($v) => $body,
-            ArrayData::I32($v) => $body,
-            ArrayData::I64($v) => $body,
-            ArrayData::U8($v) => $body,
-            ArrayData::U16($v) => $body,
-            ArrayData::U32($v) => $body,
-            ArrayData::U64($v) => $body,
-            ArrayData::F32($v) => $body,
-            ArrayData::F64($v) => $body,
-            ArrayData::C64($v) => $body,
-            ArrayData::C128($v) => $body,
-            ArrayData::Bytes { width: $w, data: $b } => $bytes_body,
-        }
-    };
+    dtype: Dtype,
+    data: Column,
 }
 
 impl Array {
     /// An empty array of `dtype`.
-    pub fn empty(dtype: OaDtype) -> Self {
-        let data = match (dtype.kind, dtype.size) {
-            (Kind::Bool, _) => ArrayData::Bool(Vec::new()),
-            (Kind::Int, 1) => ArrayData::I8(Vec::new()),
-            (Kind::Int, 2) => ArrayData::I16(Vec::new()),
-            (Kind::Int, 4) => ArrayData::I32(Vec::new()),
-            (Kind::Int, _) => ArrayData::I64(Vec::new()),
-            (Kind::UInt, 1) => ArrayData::U8(Vec::new()),
-            (Kind::UInt, 2) => ArrayData::U16(Vec::new()),
-            (Kind::UInt, 4) => ArrayData::U32(Vec::new()),
-            (Kind::UInt, _) => ArrayData::U64(Vec::new()),
-            (Kind::Float, 4) => ArrayData::F32(Vec::new()),
-            (Kind::Float, _) => ArrayData::F64(Vec::new()),
-            (Kind::Complex, 8) => ArrayData::C64(Vec::new()),
-            (Kind::Complex, _) => ArrayData::C128(Vec::new()),
-            (Kind::Bytes, w) => ArrayData::Bytes { width: w.max(1), data: Vec::new() },
-        };
-        Array { dtype, data }
+    pub fn empty(dtype: Dtype) -> Self {
+        Array { dtype, data: Column::empty(dtype.type_str()) }
     }
 
     /// An `int32` array (starts, stops, masks, offsets, positions).
     pub fn from_i32(values: Vec<i32>) -> Self {
-        Array { dtype: OaDtype::INT32, data: ArrayData::I32(values) }
+        Array { dtype: Dtype::INT32, data: Column::I32(values) }
     }
 
     /// An `int8` array (union tags).
     pub fn from_i8(values: Vec<i8>) -> Self {
-        Array { dtype: OaDtype::INT8, data: ArrayData::I8(values) }
+        Array { dtype: Dtype::INT8, data: Column::I8(values) }
     }
 
     /// Wraps values, checking that they match `dtype`'s kind and size.
     ///
     /// # Errors
     /// [`OamapError::Dtype`] when the vector type differs from the dtype.
-    pub fn new(dtype: OaDtype, data: ArrayData) -> Result<Self, OamapError> {
+    pub fn new(dtype: Dtype, data: Column) -> Result<Self, OamapError> {
         let probe = Array::empty(dtype);
         let same = std::mem::discriminant(&probe.data) == std::mem::discriminant(&data)
             && match (&probe.data, &data) {
-                (ArrayData::Bytes { width: a, .. }, ArrayData::Bytes { width: b, data }) => {
-                    a == b && data.len() % b == 0
+                (Column::Bytes { width: a, .. }, Column::Bytes { width: b, data }) => {
+                    a == b && data.len().checked_rem(*b) == Some(0)
                 }
                 _ => true,
             };
@@ -127,23 +52,24 @@ impl Array {
     }
 
     /// The array's dtype.
-    pub fn dtype(&self) -> OaDtype {
+    pub fn dtype(&self) -> Dtype {
         self.dtype
     }
 
     /// The values.
-    pub fn data(&self) -> &ArrayData {
+    pub fn data(&self) -> &Column {
         &self.data
     }
 
     /// Mutable values (for builders inside this crate).
-    pub(crate) fn data_mut(&mut self) -> &mut ArrayData {
+    pub(crate) fn data_mut(&mut self) -> &mut Column {
         &mut self.data
     }
 
     /// Number of entries.
     pub fn len(&self) -> usize {
-        each_numeric!(&self.data, v => v.len(), bytes w, b => b.len() / *w)
+        // The length of a vector held in memory, so it fits a usize.
+        self.data.len() as usize
     }
 
     /// Whether the array has no entries.
@@ -154,7 +80,7 @@ impl Array {
     /// The values as an `i32` slice when the array is `int32` (the structural fast path).
     pub fn as_i32(&self) -> Option<&[i32]> {
         match &self.data {
-            ArrayData::I32(v) => Some(v),
+            Column::I32(v) => Some(v),
             _ => None,
         }
     }
@@ -164,15 +90,15 @@ impl Array {
     #[inline]
     pub fn int_at(&self, i: usize) -> Option<i64> {
         match &self.data {
-            ArrayData::I32(v) => v.get(i).map(|&x| x as i64),
-            ArrayData::I8(v) => v.get(i).map(|&x| x as i64),
-            ArrayData::I16(v) => v.get(i).map(|&x| x as i64),
-            ArrayData::I64(v) => v.get(i).copied(),
-            ArrayData::U8(v) => v.get(i).map(|&x| x as i64),
-            ArrayData::U16(v) => v.get(i).map(|&x| x as i64),
-            ArrayData::U32(v) => v.get(i).map(|&x| x as i64),
-            ArrayData::U64(v) => v.get(i).and_then(|&x| i64::try_from(x).ok()),
-            ArrayData::Bool(v) => v.get(i).map(|&x| x as i64),
+            Column::I32(v) => v.get(i).map(|&x| x as i64),
+            Column::I8(v) => v.get(i).map(|&x| x as i64),
+            Column::I16(v) => v.get(i).map(|&x| x as i64),
+            Column::I64(v) => v.get(i).copied(),
+            Column::U8(v) => v.get(i).map(|&x| x as i64),
+            Column::U16(v) => v.get(i).map(|&x| x as i64),
+            Column::U32(v) => v.get(i).map(|&x| x as i64),
+            Column::U64(v) => v.get(i).and_then(|&x| i64::try_from(x).ok()),
+            Column::Bool(v) => v.get(i).map(|&x| x as i64),
             _ => None,
         }
     }
@@ -182,46 +108,48 @@ impl Array {
     #[inline]
     pub fn f64_at(&self, i: usize) -> Option<f64> {
         match &self.data {
-            ArrayData::F64(v) => v.get(i).copied(),
-            ArrayData::F32(v) => v.get(i).map(|&x| x as f64),
-            ArrayData::U64(v) => v.get(i).map(|&x| x as f64),
-            ArrayData::C64(_) | ArrayData::C128(_) | ArrayData::Bytes { .. } => None,
+            Column::F64(v) => v.get(i).copied(),
+            Column::F32(v) => v.get(i).map(|&x| x as f64),
+            Column::U64(v) => v.get(i).map(|&x| x as f64),
+            Column::C64(_) | Column::C128(_) | Column::Bytes { .. } => None,
             _ => self.int_at(i).map(|x| x as f64),
         }
     }
 
     /// Whether the array holds integers (or bools) that can serve as structural indices.
     pub fn is_integer(&self) -> bool {
-        matches!(self.dtype.kind, Kind::Int | Kind::UInt | Kind::Bool)
+        matches!(self.dtype.kind(), DtypeKind::Int | DtypeKind::UInt | DtypeKind::Bool)
     }
 
     /// Entry `i` as a JSON number the way the golden files list arrays (bools as 0/1,
     /// complex as `[re, im]`, bytes as a list of byte values).
     pub fn json_at(&self, i: usize) -> Option<Value> {
         Some(match &self.data {
-            ArrayData::Bool(v) => Value::from(u8::from(*v.get(i)?)),
-            ArrayData::I8(v) => Value::from(*v.get(i)?),
-            ArrayData::I16(v) => Value::from(*v.get(i)?),
-            ArrayData::I32(v) => Value::from(*v.get(i)?),
-            ArrayData::I64(v) => Value::from(*v.get(i)?),
-            ArrayData::U8(v) => Value::from(*v.get(i)?),
-            ArrayData::U16(v) => Value::from(*v.get(i)?),
-            ArrayData::U32(v) => Value::from(*v.get(i)?),
-            ArrayData::U64(v) => Value::from(*v.get(i)?),
-            ArrayData::F32(v) => float_json(f32_to_f64_shortest(*v.get(i)?)),
-            ArrayData::F64(v) => float_json(*v.get(i)?),
-            ArrayData::C64(v) => {
+            Column::Bool(v) => Value::from(u8::from(*v.get(i)?)),
+            Column::I8(v) => Value::from(*v.get(i)?),
+            Column::I16(v) => Value::from(*v.get(i)?),
+            Column::I32(v) => Value::from(*v.get(i)?),
+            Column::I64(v) => Value::from(*v.get(i)?),
+            Column::U8(v) => Value::from(*v.get(i)?),
+            Column::U16(v) => Value::from(*v.get(i)?),
+            Column::U32(v) => Value::from(*v.get(i)?),
+            Column::U64(v) => Value::from(*v.get(i)?),
+            Column::F32(v) => float_json(f32_to_f64_shortest(*v.get(i)?)),
+            Column::F64(v) => float_json(*v.get(i)?),
+            Column::C64(v) => {
                 let [re, im] = *v.get(i)?;
                 Value::Array(vec![float_json(f32_to_f64_shortest(re)), float_json(f32_to_f64_shortest(im))])
             }
-            ArrayData::C128(v) => {
+            Column::C128(v) => {
                 let [re, im] = *v.get(i)?;
                 Value::Array(vec![float_json(re), float_json(im)])
             }
-            ArrayData::Bytes { width, data } => {
+            Column::Bytes { width, data } => {
                 let chunk = data.get(i * width..(i + 1) * width)?;
                 Value::Array(chunk.iter().map(|&b| Value::from(b)).collect())
             }
+            // float16 (and any later type): never the values of an OAMap array.
+            _ => return None,
         })
     }
 
@@ -235,7 +163,7 @@ impl Array {
     ///
     /// # Errors
     /// [`OamapError::BadValue`] naming `name` for a value that does not fit.
-    pub fn from_json(name: &str, dtype: OaDtype, values: &[Value]) -> Result<Self, OamapError> {
+    pub fn from_json(name: &str, dtype: Dtype, values: &[Value]) -> Result<Self, OamapError> {
         let mut array = Array::empty(dtype);
         for (i, v) in values.iter().enumerate() {
             array.push_json(v).map_err(|reason| OamapError::BadValue {
@@ -288,7 +216,7 @@ impl Array {
             }
         }
         match &mut self.data {
-            ArrayData::Bool(x) => x.push(match v {
+            Column::Bool(x) => x.push(match v {
                 Value::Bool(b) => *b,
                 _ => match int::<i64>(v)? {
                     0 => false,
@@ -296,22 +224,22 @@ impl Array {
                     _ => return Err(format!("{v} is not a bool")),
                 },
             }),
-            ArrayData::I8(x) => x.push(int(v)?),
-            ArrayData::I16(x) => x.push(int(v)?),
-            ArrayData::I32(x) => x.push(int(v)?),
-            ArrayData::I64(x) => x.push(int(v)?),
-            ArrayData::U8(x) => x.push(int(v)?),
-            ArrayData::U16(x) => x.push(int(v)?),
-            ArrayData::U32(x) => x.push(int(v)?),
-            ArrayData::U64(x) => x.push(int(v)?),
-            ArrayData::F32(x) => x.push(f32_of(float(v)?, v)?),
-            ArrayData::F64(x) => x.push(float(v)?),
-            ArrayData::C64(x) => {
+            Column::I8(x) => x.push(int(v)?),
+            Column::I16(x) => x.push(int(v)?),
+            Column::I32(x) => x.push(int(v)?),
+            Column::I64(x) => x.push(int(v)?),
+            Column::U8(x) => x.push(int(v)?),
+            Column::U16(x) => x.push(int(v)?),
+            Column::U32(x) => x.push(int(v)?),
+            Column::U64(x) => x.push(int(v)?),
+            Column::F32(x) => x.push(f32_of(float(v)?, v)?),
+            Column::F64(x) => x.push(float(v)?),
+            Column::C64(x) => {
                 let [a, b] = complex(v)?;
                 x.push([f32_of(a, v)?, f32_of(b, v)?])
             }
-            ArrayData::C128(x) => x.push(complex(v)?),
-            ArrayData::Bytes { width, data } => {
+            Column::C128(x) => x.push(complex(v)?),
+            Column::Bytes { width, data } => {
                 let bytes: Vec<u8> = match v {
                     Value::String(s) => s.as_bytes().to_vec(),
                     Value::Array(a) => a.iter().map(int::<u8>).collect::<Result<_, _>>()?,
@@ -321,6 +249,8 @@ impl Array {
                 padded.resize(*width, 0);
                 data.extend_from_slice(&padded);
             }
+            // float16 (and any later type): never the values of an OAMap array.
+            _ => return Err(format!("no {} values in an OAMap array", self.dtype)),
         }
         Ok(())
     }
@@ -329,15 +259,15 @@ impl Array {
     ///
     /// # Errors
     /// [`OamapError::Npy`] naming `name` when the byte count is not a whole number of items.
-    pub fn from_bytes(name: &str, dtype: OaDtype, bytes: &[u8]) -> Result<Self, OamapError> {
-        let size = dtype.size.max(1);
+    pub fn from_bytes(name: &str, dtype: Dtype, bytes: &[u8]) -> Result<Self, OamapError> {
+        let size = dtype.width().max(1);
         if !bytes.len().is_multiple_of(size) {
             return Err(OamapError::Npy {
                 name: name.to_string(),
                 reason: format!("{} bytes is not a whole number of {}-byte items", bytes.len(), size),
             });
         }
-        let be = dtype.big_endian;
+        let be = dtype.big_endian();
         macro_rules! conv {
             ($t:ty, $n:expr) => {
                 bytes
@@ -356,34 +286,41 @@ impl Array {
         }
         let mut array = Array::empty(dtype);
         array.data = match array.data {
-            ArrayData::Bool(_) => ArrayData::Bool(bytes.iter().map(|&b| b != 0).collect()),
-            ArrayData::I8(_) => ArrayData::I8(bytes.iter().map(|&b| b as i8).collect()),
-            ArrayData::U8(_) => ArrayData::U8(bytes.to_vec()),
-            ArrayData::I16(_) => ArrayData::I16(conv!(i16, 2)),
-            ArrayData::U16(_) => ArrayData::U16(conv!(u16, 2)),
-            ArrayData::I32(_) => ArrayData::I32(conv!(i32, 4)),
-            ArrayData::U32(_) => ArrayData::U32(conv!(u32, 4)),
-            ArrayData::I64(_) => ArrayData::I64(conv!(i64, 8)),
-            ArrayData::U64(_) => ArrayData::U64(conv!(u64, 8)),
-            ArrayData::F32(_) => ArrayData::F32(conv!(f32, 4)),
-            ArrayData::F64(_) => ArrayData::F64(conv!(f64, 8)),
-            ArrayData::C64(_) => {
+            Column::Bool(_) => Column::Bool(bytes.iter().map(|&b| b != 0).collect()),
+            Column::I8(_) => Column::I8(bytes.iter().map(|&b| b as i8).collect()),
+            Column::U8(_) => Column::U8(bytes.to_vec()),
+            Column::I16(_) => Column::I16(conv!(i16, 2)),
+            Column::U16(_) => Column::U16(conv!(u16, 2)),
+            Column::I32(_) => Column::I32(conv!(i32, 4)),
+            Column::U32(_) => Column::U32(conv!(u32, 4)),
+            Column::I64(_) => Column::I64(conv!(i64, 8)),
+            Column::U64(_) => Column::U64(conv!(u64, 8)),
+            Column::F32(_) => Column::F32(conv!(f32, 4)),
+            Column::F64(_) => Column::F64(conv!(f64, 8)),
+            Column::C64(_) => {
                 let f = conv!(f32, 4);
-                ArrayData::C64(f.chunks_exact(2).map(|p| [p[0], p[1]]).collect())
+                Column::C64(f.chunks_exact(2).map(|p| [p[0], p[1]]).collect())
             }
-            ArrayData::C128(_) => {
+            Column::C128(_) => {
                 let f = conv!(f64, 8);
-                ArrayData::C128(f.chunks_exact(2).map(|p| [p[0], p[1]]).collect())
+                Column::C128(f.chunks_exact(2).map(|p| [p[0], p[1]]).collect())
             }
-            ArrayData::Bytes { width, .. } => ArrayData::Bytes { width, data: bytes.to_vec() },
+            Column::Bytes { width, .. } => Column::Bytes { width, data: bytes.to_vec() },
+            // float16 (and any later type): `Dtype` has none, so `Array::empty` never gives one.
+            _ => {
+                return Err(OamapError::Npy {
+                    name: name.to_string(),
+                    reason: format!("no {dtype} values in an OAMap array"),
+                })
+            }
         };
         Ok(array)
     }
 
     /// The raw bytes, in the dtype's byte order (what a `.npy` body holds).
     pub fn to_bytes(&self) -> Vec<u8> {
-        let be = self.dtype.big_endian;
-        let mut out = Vec::with_capacity(self.len() * self.dtype.size);
+        let be = self.dtype.big_endian();
+        let mut out = Vec::with_capacity(self.len().saturating_mul(self.dtype.width()));
         macro_rules! put {
             ($v:expr) => {
                 for x in $v {
@@ -392,20 +329,23 @@ impl Array {
             };
         }
         match &self.data {
-            ArrayData::Bool(v) => out.extend(v.iter().map(|&b| u8::from(b))),
-            ArrayData::I8(v) => out.extend(v.iter().map(|&b| b as u8)),
-            ArrayData::U8(v) => out.extend_from_slice(v),
-            ArrayData::I16(v) => put!(v),
-            ArrayData::U16(v) => put!(v),
-            ArrayData::I32(v) => put!(v),
-            ArrayData::U32(v) => put!(v),
-            ArrayData::I64(v) => put!(v),
-            ArrayData::U64(v) => put!(v),
-            ArrayData::F32(v) => put!(v),
-            ArrayData::F64(v) => put!(v),
-            ArrayData::C64(v) => put!(v.iter().flatten()),
-            ArrayData::C128(v) => put!(v.iter().flatten()),
-            ArrayData::Bytes { data, .. } => out.extend_from_slice(data),
+            Column::Bool(v) => out.extend(v.iter().map(|&b| u8::from(b))),
+            Column::I8(v) => out.extend(v.iter().map(|&b| b as u8)),
+            Column::U8(v) => out.extend_from_slice(v),
+            Column::I16(v) => put!(v),
+            Column::U16(v) => put!(v),
+            Column::I32(v) => put!(v),
+            Column::U32(v) => put!(v),
+            Column::I64(v) => put!(v),
+            Column::U64(v) => put!(v),
+            Column::F32(v) => put!(v),
+            Column::F64(v) => put!(v),
+            Column::C64(v) => put!(v.iter().flatten()),
+            Column::C128(v) => put!(v.iter().flatten()),
+            Column::F16(v) => put!(v),
+            Column::Bytes { data, .. } => out.extend_from_slice(data),
+            // Any later type: `Dtype` has none, so no array holds one.
+            _ => {}
         }
         out
     }
@@ -413,7 +353,7 @@ impl Array {
 
 /// The `f64` whose shortest decimal form equals the `f32`'s shortest form (so `293.12738f32`
 /// prints as `293.12738`, not `293.1273803710938`).
-pub fn f32_to_f64_shortest(x: f32) -> f64 {
+pub(crate) fn f32_to_f64_shortest(x: f32) -> f64 {
     if !x.is_finite() {
         return x as f64;
     }

@@ -1,8 +1,15 @@
 //! The error type of the object-array mapping.
 
+use std::path::PathBuf;
+
+/// A boxed error from a codec this crate uses (the zip archive reader and writer).
+pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
+
 /// Everything that can go wrong while describing, writing or reading OAMap arrays.
 ///
 /// Variants about arrays name the array, so a damaged array set can be found and repaired.
+/// A variant that wraps another error returns it from [`std::error::Error::source`] and
+/// does not repeat it in its message: print the whole chain to see every cause.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum OamapError {
@@ -70,6 +77,35 @@ pub enum OamapError {
         /// What is wrong.
         reason: String,
     },
+    /// The zip codec refused an `.npz` archive or one of its members (the cause is the
+    /// codec's error, from `source()`).
+    #[error("npz {name:?}: the archive could not be read or written")]
+    Archive {
+        /// The archive member concerned (`<npz>` for the whole archive).
+        name: String,
+        /// The codec's error.
+        #[source]
+        source: BoxError,
+    },
+    /// A file or directory could not be read, written, created, synced or renamed.
+    #[error("I/O error on {path}")]
+    Io {
+        /// The file or directory.
+        path: PathBuf,
+        /// The operating system's error (its `kind()` tells not-found from permission denied).
+        #[source]
+        source: std::io::Error,
+    },
+    /// Text that must be JSON (a stored description, a schema member of an archive, a value
+    /// handed to the writer) is not, or a value could not be turned into JSON.
+    #[error("{name}: not valid JSON")]
+    Json {
+        /// What holds the JSON: a file path, an archive member, or the value being written.
+        name: String,
+        /// The JSON codec's error.
+        #[source]
+        source: serde_json::Error,
+    },
     /// A navigation or projection asked for something the schema does not have.
     #[error("no such path {path:?}: {reason}")]
     Path {
@@ -99,8 +135,9 @@ pub enum OamapError {
         /// Number of entries.
         len: u64,
     },
-    /// An error while reading or writing one partition of a dataset.
-    #[error("partition {partition}: {source}")]
+    /// An error while reading or writing one partition of a dataset (the error, naming the
+    /// array, is the `source()`).
+    #[error("in partition {partition}")]
     InPartition {
         /// The partition number.
         partition: usize,
@@ -113,5 +150,32 @@ pub enum OamapError {
 impl OamapError {
     pub(crate) fn schema(msg: impl Into<String>) -> Self {
         OamapError::Schema(msg.into())
+    }
+
+    pub(crate) fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
+        OamapError::Io { path: path.into(), source }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::error::Error as _;
+
+    #[test]
+    fn wrapping_variants_keep_the_cause_out_of_the_message() {
+        let inner = OamapError::MissingArray { name: "object-B".into() };
+        let e = OamapError::InPartition { partition: 2, source: Box::new(inner) };
+        assert_eq!(e.to_string(), "in partition 2");
+        assert_eq!(e.source().unwrap().to_string(), "missing array \"object-B\"");
+        let io = std::io::Error::new(std::io::ErrorKind::PermissionDenied, "denied");
+        let e = OamapError::io("/x/y.npy", io);
+        assert_eq!(e.to_string(), "I/O error on /x/y.npy");
+        let src = e.source().unwrap().downcast_ref::<std::io::Error>().unwrap();
+        assert_eq!(src.kind(), std::io::ErrorKind::PermissionDenied);
+        let json = serde_json::from_str::<serde_json::Value>("{").unwrap_err();
+        let e = OamapError::Json { name: "d/dataset.json".into(), source: json };
+        assert_eq!(e.to_string(), "d/dataset.json: not valid JSON");
+        assert!(e.source().is_some());
     }
 }

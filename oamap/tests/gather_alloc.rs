@@ -5,7 +5,7 @@ use std::alloc::{GlobalAlloc, Layout, System};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use guideloom_formats::oamap::{gather_into, open_npz, ColumnarBatch, Projection};
+use guideloom_oamap::{gather_into, open_npz, ColumnarBatch, Projection};
 
 struct Counting;
 static ALLOCS: AtomicUsize = AtomicUsize::new(0);
@@ -37,11 +37,11 @@ fn gather_allocates_nothing_per_record() {
     let reader = open_npz(std::fs::read(path).unwrap()).unwrap();
     let proj =
         Projection::new(reader.schema(), &["planets.orbital_period.val", "planets.name", "ra"]).unwrap();
-    let all: Vec<usize> = (0..2660).collect();
+    let all: Vec<u64> = (0..2660).collect();
     let mut batch = ColumnarBatch::default();
     // Warm-up: loads the columns and grows the buffers to the largest batch.
     gather_into(&reader, &all, &proj, &mut batch).unwrap();
-    let order: Vec<usize> = (0..2660).map(|i| (i * 1009 + 17) % 2660).collect();
+    let order: Vec<u64> = (0..2660).map(|i| (i * 1009 + 17) % 2660).collect();
     let before = ALLOCS.load(Ordering::Relaxed);
     let mut records = 0;
     for b in order.chunks(64) {

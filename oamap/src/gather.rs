@@ -2,8 +2,10 @@
 //! per projected field, leaf `values` plus one `offsets` vector per list level, rebased to
 //! the batch — the layout a training loop consumes, with no per-record objects.
 
-use super::schema::{NodeId, NodeKind, Schema};
-use super::{Array, ArrayData, Dataset, OaDtype, OamapError, Reader};
+use guideloom_formats::Column;
+
+use crate::schema::{NodeId, NodeKind, Schema};
+use crate::{Array, Dataset, Dtype, OamapError, Reader};
 
 /// Which fields to gather: dotted paths from the top-level list's record
 /// (`"planets.orbital_period.val"`), lists traversed implicitly, pointers followed.
@@ -19,7 +21,7 @@ struct Plan {
     nodes: Vec<NodeId>,
     /// Number of list levels (a string leaf counts as one).
     levels: usize,
-    leaf_dtype: OaDtype,
+    leaf_dtype: Dtype,
 }
 
 impl Projection {
@@ -47,7 +49,7 @@ impl Projection {
                     NodeKind::List { content } => {
                         levels += 1;
                         if node.extension.is_some() {
-                            break OaDtype::UINT8;
+                            break Dtype::UINT8;
                         }
                         cur = *content;
                     }
@@ -74,7 +76,7 @@ impl Projection {
     }
 }
 
-/// One gathered field.
+/// One gathered field: offsets per list level, leaf values and validity.
 ///
 /// `offsets[k]` belongs to list level `k` (outermost first) and has `n_k + 1` entries
 /// starting at 0, where `n_0` is the number of records and `n_{k+1} = offsets[k][n_k]`;
@@ -82,7 +84,7 @@ impl Projection {
 /// has no list). Nulls: a null list is empty with `list_valid[k][i] == false`; a null
 /// leaf (or a null record above it) holds a zero placeholder with `valid[i] == false`.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Column {
+pub struct GatheredColumn {
     /// The projected path.
     pub path: String,
     /// Per list level, rebased offsets (`i64`, `n + 1` entries, first 0).
@@ -95,30 +97,31 @@ pub struct Column {
     pub valid: Vec<bool>,
 }
 
-/// A gathered batch: one [`Column`] per projected path, in projection order.
+/// A gathered batch: one [`GatheredColumn`] per projected path, in projection order.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct ColumnarBatch {
     /// Number of records gathered.
     pub len: usize,
     /// The columns.
-    pub columns: Vec<Column>,
+    pub columns: Vec<GatheredColumn>,
 }
 
 impl ColumnarBatch {
     /// The column for `path`, if projected.
-    pub fn column(&self, path: &str) -> Option<&Column> {
+    pub fn column(&self, path: &str) -> Option<&GatheredColumn> {
         self.columns.iter().find(|c| c.path == path)
     }
 }
 
-/// Gathers records `records` (indices into the top-level list) into a new batch.
+/// Gathers records `records` (indices into the top-level list, in any order) into a new
+/// batch.
 ///
 /// # Errors
 /// [`OamapError::Path`] for a record index past the list; array errors (typed, naming the
 /// array) for damaged data.
 pub fn gather(
     reader: &Reader,
-    records: &[usize],
+    records: &[u64],
     projection: &Projection,
 ) -> Result<ColumnarBatch, OamapError> {
     let mut out = ColumnarBatch::default();
@@ -133,7 +136,7 @@ pub fn gather(
 /// As [`gather`].
 pub fn gather_into(
     reader: &Reader,
-    records: &[usize],
+    records: &[u64],
     projection: &Projection,
     out: &mut ColumnarBatch,
 ) -> Result<(), OamapError> {
@@ -144,13 +147,11 @@ pub fn gather_into(
     let (start, _) = top.range();
     let len = top.len();
     gather_with(projection, records, out, |r| {
-        if r >= len {
-            return Err(OamapError::Path {
-                path: r.to_string(),
-                reason: format!("record index past the top-level list of {len}"),
-            });
-        }
-        Ok((reader, start + r, None))
+        let i = usize::try_from(r).ok().filter(|&i| i < len).ok_or_else(|| OamapError::Path {
+            path: r.to_string(),
+            reason: format!("record index past the top-level list of {len}"),
+        })?;
+        Ok((reader, start + i, None))
     })
 }
 
@@ -190,11 +191,11 @@ pub fn gather_dataset_into(
 
 /// The shared gather loop: `resolve(record)` gives the reader holding the record, the
 /// record's index in that reader's top-level list content, and its partition (for errors).
-fn gather_with<'a, R: Copy>(
+fn gather_with<'a>(
     projection: &Projection,
-    records: &[R],
+    records: &[u64],
     out: &mut ColumnarBatch,
-    resolve: impl Fn(R) -> Result<(&'a Reader, usize, Option<usize>), OamapError>,
+    resolve: impl Fn(u64) -> Result<(&'a Reader, usize, Option<usize>), OamapError>,
 ) -> Result<(), OamapError> {
     if out.columns.len() != projection.columns.len()
         || out.columns.iter().zip(&projection.columns).any(|(c, p)| c.path != p.path)
@@ -202,7 +203,7 @@ fn gather_with<'a, R: Copy>(
         out.columns = projection
             .columns
             .iter()
-            .map(|p| Column {
+            .map(|p| GatheredColumn {
                 path: p.path.clone(),
                 offsets: vec![Vec::new(); p.levels],
                 list_valid: vec![Vec::new(); p.levels],
@@ -218,7 +219,7 @@ fn gather_with<'a, R: Copy>(
             o.push(0);
         }
         col.list_valid.iter_mut().for_each(Vec::clear);
-        clear(&mut col.values);
+        col.values.data_mut().clear();
         col.valid.clear();
         for &r in records {
             let (reader, i, partition) = resolve(r)?;
@@ -231,31 +232,12 @@ fn gather_with<'a, R: Copy>(
     Ok(())
 }
 
-fn clear(a: &mut Array) {
-    match a.data_mut() {
-        ArrayData::Bool(v) => v.clear(),
-        ArrayData::I8(v) => v.clear(),
-        ArrayData::I16(v) => v.clear(),
-        ArrayData::I32(v) => v.clear(),
-        ArrayData::I64(v) => v.clear(),
-        ArrayData::U8(v) => v.clear(),
-        ArrayData::U16(v) => v.clear(),
-        ArrayData::U32(v) => v.clear(),
-        ArrayData::U64(v) => v.clear(),
-        ArrayData::F32(v) => v.clear(),
-        ArrayData::F64(v) => v.clear(),
-        ArrayData::C64(v) => v.clear(),
-        ArrayData::C128(v) => v.clear(),
-        ArrayData::Bytes { data, .. } => data.clear(),
-    }
-}
-
 /// Appends `src[i]` (same dtype) or a zero placeholder (`src == None`); false on a bad index.
 fn push(dst: &mut Array, src: Option<(&Array, usize)>) -> bool {
     macro_rules! one {
         ($v:expr, $variant:ident, $zero:expr) => {{
             match src.map(|(s, i)| (s.data(), i)) {
-                Some((ArrayData::$variant(s), i)) => match s.get(i) {
+                Some((Column::$variant(s), i)) => match s.get(i) {
                     Some(x) => $v.push(*x),
                     None => return false,
                 },
@@ -266,22 +248,23 @@ fn push(dst: &mut Array, src: Option<(&Array, usize)>) -> bool {
         }};
     }
     match dst.data_mut() {
-        ArrayData::Bool(v) => one!(v, Bool, false),
-        ArrayData::I8(v) => one!(v, I8, 0),
-        ArrayData::I16(v) => one!(v, I16, 0),
-        ArrayData::I32(v) => one!(v, I32, 0),
-        ArrayData::I64(v) => one!(v, I64, 0),
-        ArrayData::U8(v) => one!(v, U8, 0),
-        ArrayData::U16(v) => one!(v, U16, 0),
-        ArrayData::U32(v) => one!(v, U32, 0),
-        ArrayData::U64(v) => one!(v, U64, 0),
-        ArrayData::F32(v) => one!(v, F32, 0.0),
-        ArrayData::F64(v) => one!(v, F64, 0.0),
-        ArrayData::C64(v) => one!(v, C64, [0.0; 2]),
-        ArrayData::C128(v) => one!(v, C128, [0.0; 2]),
-        ArrayData::Bytes { width, data } => {
+        Column::Bool(v) => one!(v, Bool, false),
+        Column::I8(v) => one!(v, I8, 0),
+        Column::I16(v) => one!(v, I16, 0),
+        Column::I32(v) => one!(v, I32, 0),
+        Column::I64(v) => one!(v, I64, 0),
+        Column::U8(v) => one!(v, U8, 0),
+        Column::U16(v) => one!(v, U16, 0),
+        Column::U32(v) => one!(v, U32, 0),
+        Column::U64(v) => one!(v, U64, 0),
+        Column::F32(v) => one!(v, F32, 0.0),
+        Column::F64(v) => one!(v, F64, 0.0),
+        Column::C64(v) => one!(v, C64, [0.0; 2]),
+        Column::C128(v) => one!(v, C128, [0.0; 2]),
+        Column::F16(v) => one!(v, F16, 0),
+        Column::Bytes { width, data } => {
             match src.map(|(s, i)| (s.data(), i)) {
-                Some((ArrayData::Bytes { width: w, data: s }, i)) if w == width => {
+                Some((Column::Bytes { width: w, data: s }, i)) if w == width => {
                     match s.get(i * *w..(i + 1) * *w) {
                         Some(x) => data.extend_from_slice(x),
                         None => return false,
@@ -292,10 +275,12 @@ fn push(dst: &mut Array, src: Option<(&Array, usize)>) -> bool {
             }
             true
         }
+        // Any later value type: `Dtype` has none, so no gathered leaf holds one.
+        _ => false,
     }
 }
 
-fn leaf_len(col: &Column, level: usize) -> usize {
+fn leaf_len(col: &GatheredColumn, level: usize) -> usize {
     match col.offsets.get(level) {
         Some(o) => o.len() - 1,
         None => col.valid.len(),
@@ -304,7 +289,7 @@ fn leaf_len(col: &Column, level: usize) -> usize {
 
 /// Records a null at plan position `pos`: the first list level at or below it gets an
 /// empty, invalid list; with no list below, the leaf gets an invalid placeholder.
-fn push_null(col: &mut Column, level: usize) {
+fn push_null(col: &mut GatheredColumn, level: usize) {
     if level < col.offsets.len() {
         let next = leaf_len(col, level + 1) as i64;
         col.offsets[level].push(next);
@@ -318,7 +303,7 @@ fn push_null(col: &mut Column, level: usize) {
 fn walk(
     reader: &Reader,
     plan: &Plan,
-    col: &mut Column,
+    col: &mut GatheredColumn,
     pos: usize,
     level: usize,
     i: usize,
@@ -342,7 +327,7 @@ fn walk(
             if node.extension.is_some() {
                 let cl = reader.load(*content)?;
                 let name = || schema.node(*content).names.first.clone().unwrap_or_default();
-                let Some(ArrayData::U8(bytes)) = cl.first.as_deref().map(Array::data) else {
+                let Some(Column::U8(bytes)) = cl.first.as_deref().map(Array::data) else {
                     return Err(OamapError::MissingArray { name: name() });
                 };
                 let slice = bytes.get(s..e).ok_or_else(|| OamapError::IndexOutOfRange {
@@ -350,7 +335,7 @@ fn walk(
                     index: e as u64,
                     len: bytes.len() as u64,
                 })?;
-                if let ArrayData::U8(v) = col.values.data_mut() {
+                if let Column::U8(v) = col.values.data_mut() {
                     v.extend_from_slice(slice);
                 }
                 col.valid.extend(std::iter::repeat_n(true, slice.len()));

@@ -5,9 +5,8 @@ use std::io::Read;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use guideloom_formats::oamap::{
-    open_npz, Array, ArrayMap, NpzSource, OValue, OamapError, Reader, RecordingSource, Schema,
-};
+use guideloom_oamap::Value as OamValue;
+use guideloom_oamap::{open_npz, Array, ArrayMap, NpzSource, OamapError, Reader, RecordingSource, Schema};
 use serde_json::Value;
 
 fn data_dir() -> PathBuf {
@@ -67,7 +66,7 @@ fn planets_npz_equals_planets_json() {
     assert_eq!(planets, 3572);
     let s0 = stars.get(0).unwrap().as_record().unwrap();
     assert_eq!(s0.field("name").unwrap().as_str(), Some("Kepler-1239"));
-    assert!(matches!(s0.field("ra").unwrap(), OValue::Float32(x) if x == 293.12738_f32));
+    assert!(matches!(s0.field("ra").unwrap(), OamValue::Float32(x) if x == 293.12738_f32));
     assert_eq!(s0.field("dec").unwrap().as_f64(), Some(42.320103_f32 as f64));
     let t = s0.field("temperature").unwrap().as_record().unwrap();
     assert_eq!(t.field("val").unwrap().as_f64(), Some(6564.0));
@@ -139,7 +138,7 @@ fn damaged(edit: impl FnOnce(&mut ArrayMap)) -> OamapError {
             "p": {"type": "pointer", "target": {"type": "primitive", "dtype": "int32"}, "nullable": true}}}}))
     .unwrap();
     let data = serde_json::json!([{"x": [1.0, 2.0], "u": 1, "p": 5}, {"x": [], "u": 2.5, "p": null}]);
-    let mut arrays = guideloom_formats::oamap::fromdata(&schema, &data).unwrap();
+    let mut arrays = guideloom_oamap::from_data(&schema, &data).unwrap();
     let good = Reader::new(Arc::new(schema.clone()), Arc::new(arrays.clone())).root_json().unwrap();
     assert_eq!(good, data);
     edit(&mut arrays);
@@ -186,8 +185,8 @@ fn damaged_arrays_give_typed_errors_naming_the_array() {
     assert_eq!(names(&e), "object-E");
     let e = damaged(|a| {
         let f = Array::new(
-            guideloom_formats::oamap::OaDtype::parse("float32").unwrap(),
-            guideloom_formats::oamap::ArrayData::F32(vec![0.0]),
+            guideloom_oamap::Dtype::parse("float32").unwrap(),
+            guideloom_oamap::Column::F32(vec![0.0]),
         )
         .unwrap();
         a.insert("object-L-Fx-B", f)

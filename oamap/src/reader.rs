@@ -7,11 +7,12 @@
 
 use std::sync::{Arc, OnceLock};
 
-use serde_json::{Map, Value};
+use guideloom_formats::{Column, DtypeKind};
+use serde_json::{Map, Value as Json};
 
-use super::array::{f32_to_f64_shortest, float_json};
-use super::schema::{Extension, NodeId, NodeKind, Schema};
-use super::{Array, ArrayData, ArraySource, Kind, OaDtype, OamapError};
+use crate::array::{f32_to_f64_shortest, float_json};
+use crate::schema::{Extension, NodeId, NodeKind, Schema};
+use crate::{Array, ArraySource, Dtype, OamapError};
 
 /// The arrays of one node, once loaded.
 #[derive(Debug, Default)]
@@ -37,7 +38,7 @@ impl std::fmt::Debug for Reader {
 /// A value read through a [`Reader`]: scalars by value, strings and containers as views
 /// borrowing the reader's cached arrays. Unions, pointers and masks are resolved.
 #[derive(Debug, Clone, Copy)]
-pub enum OValue<'r> {
+pub enum Value<'r> {
     /// A null (masked) value.
     Null,
     /// A `bool`.
@@ -64,28 +65,28 @@ pub enum OValue<'r> {
     Tuple(RecordView<'r>),
 }
 
-impl<'r> OValue<'r> {
+impl<'r> Value<'r> {
     /// The value as `f64` for numbers (bools are 0/1); `None` otherwise (null included).
     pub fn as_f64(&self) -> Option<f64> {
         match *self {
-            OValue::Float(x) => Some(x),
-            OValue::Float32(x) => Some(x as f64),
-            OValue::Int(x) => Some(x as f64),
-            OValue::UInt(x) => Some(x as f64),
-            OValue::Bool(b) => Some(f64::from(u8::from(b))),
+            Value::Float(x) => Some(x),
+            Value::Float32(x) => Some(x as f64),
+            Value::Int(x) => Some(x as f64),
+            Value::UInt(x) => Some(x as f64),
+            Value::Bool(b) => Some(f64::from(u8::from(b))),
             _ => None,
         }
     }
 
     /// Whether the value is null.
     pub fn is_null(&self) -> bool {
-        matches!(self, OValue::Null)
+        matches!(self, Value::Null)
     }
 
     /// The list view, if this is a list.
     pub fn as_list(&self) -> Option<ListView<'r>> {
         match self {
-            OValue::List(l) => Some(*l),
+            Value::List(l) => Some(*l),
             _ => None,
         }
     }
@@ -93,7 +94,7 @@ impl<'r> OValue<'r> {
     /// The record view, if this is a record (or tuple).
     pub fn as_record(&self) -> Option<RecordView<'r>> {
         match self {
-            OValue::Record(r) | OValue::Tuple(r) => Some(*r),
+            Value::Record(r) | Value::Tuple(r) => Some(*r),
             _ => None,
         }
     }
@@ -101,7 +102,7 @@ impl<'r> OValue<'r> {
     /// The string, if this is a `UTF8String`.
     pub fn as_str(&self) -> Option<&'r str> {
         match self {
-            OValue::Str(s) => Some(s),
+            Value::Str(s) => Some(s),
             _ => None,
         }
     }
@@ -141,7 +142,7 @@ impl<'r> ListView<'r> {
     ///
     /// # Errors
     /// [`OamapError::Path`] for `i >= len()`; array errors from the content's arrays.
-    pub fn get(&self, i: usize) -> Result<OValue<'r>, OamapError> {
+    pub fn get(&self, i: usize) -> Result<Value<'r>, OamapError> {
         if i >= self.len() {
             return Err(OamapError::Path {
                 path: i.to_string(),
@@ -152,7 +153,7 @@ impl<'r> ListView<'r> {
     }
 
     /// The elements in order.
-    pub fn iter(&self) -> impl Iterator<Item = Result<OValue<'r>, OamapError>> + 'r {
+    pub fn iter(&self) -> impl Iterator<Item = Result<Value<'r>, OamapError>> + 'r {
         let (r, c) = (self.reader, self.content);
         (self.start..self.stop).map(move |j| r.value(c, j))
     }
@@ -181,7 +182,7 @@ impl<'r> RecordView<'r> {
     ///
     /// # Errors
     /// [`OamapError::Path`] when there is no such field; array errors.
-    pub fn field(&self, name: &str) -> Result<OValue<'r>, OamapError> {
+    pub fn field(&self, name: &str) -> Result<Value<'r>, OamapError> {
         let f = self
             .reader
             .schema
@@ -195,7 +196,7 @@ impl<'r> RecordView<'r> {
     ///
     /// # Errors
     /// Array errors.
-    pub fn field_at(&self, field: NodeId) -> Result<OValue<'r>, OamapError> {
+    pub fn field_at(&self, field: NodeId) -> Result<Value<'r>, OamapError> {
         self.reader.value(field, self.index)
     }
 
@@ -218,7 +219,7 @@ fn not_i32(name: &str, a: &Array) -> OamapError {
 }
 
 /// Converts a structural array to `int32` (OAMap copies such arrays to its fixed dtype).
-fn as_structural(name: &str, a: Arc<Array>, dtype: OaDtype) -> Result<Arc<Array>, OamapError> {
+fn as_structural(name: &str, a: Arc<Array>, dtype: Dtype) -> Result<Arc<Array>, OamapError> {
     if a.dtype() == dtype {
         return Ok(a);
     }
@@ -235,7 +236,7 @@ fn as_structural(name: &str, a: Arc<Array>, dtype: OaDtype) -> Result<Arc<Array>
         })?;
         out32.push(v);
     }
-    if dtype == OaDtype::INT8 {
+    if dtype == Dtype::INT8 {
         let mut out8 = Vec::with_capacity(out32.len());
         for (i, v) in out32.into_iter().enumerate() {
             out8.push(i8::try_from(v).map_err(|_| OamapError::BadValue {
@@ -252,8 +253,8 @@ fn as_structural(name: &str, a: Arc<Array>, dtype: OaDtype) -> Result<Arc<Array>
 #[inline]
 fn read_i32(a: &Array, name: &Option<String>, i: usize) -> Result<i64, OamapError> {
     match a.data() {
-        ArrayData::I32(v) => v.get(i).map(|&x| x as i64),
-        ArrayData::I8(v) => v.get(i).map(|&x| x as i64),
+        Column::I32(v) => v.get(i).map(|&x| x as i64),
+        Column::I8(v) => v.get(i).map(|&x| x as i64),
         _ => None,
     }
     .ok_or_else(|| OamapError::IndexOutOfRange {
@@ -294,7 +295,7 @@ impl Reader {
     ///
     /// # Errors
     /// Array errors (missing, damaged).
-    pub fn root(&self) -> Result<OValue<'_>, OamapError> {
+    pub fn root(&self) -> Result<Value<'_>, OamapError> {
         self.value(self.schema.root(), 0)
     }
 
@@ -312,16 +313,16 @@ impl Reader {
             }
         };
         let mask = match get(&names.mask)? {
-            Some(m) => Some(as_structural(names.mask.as_deref().unwrap_or(""), m, OaDtype::INT32)?),
+            Some(m) => Some(as_structural(names.mask.as_deref().unwrap_or(""), m, Dtype::INT32)?),
             None => None,
         };
         let (first, second) = match &node.kind {
-            NodeKind::Record { .. } | NodeKind::Tuple { .. } | NodeKind::Ref(_) => (None, None),
+            NodeKind::Record { .. } | NodeKind::Tuple { .. } => (None, None),
             NodeKind::Primitive { dtype } => {
                 let name = names.first.as_deref().unwrap_or("");
                 let a = get(&names.first)?.ok_or_else(|| OamapError::MissingArray { name: name.into() })?;
                 let found = a.dtype();
-                if found.kind != dtype.kind || found.size != dtype.size {
+                if found.kind() != dtype.kind() || found.size() != dtype.size() {
                     return Err(OamapError::ArrayDtype {
                         name: name.into(),
                         expected: dtype.name(),
@@ -332,13 +333,13 @@ impl Reader {
             }
             NodeKind::List { .. } | NodeKind::Union { .. } | NodeKind::Pointer { .. } => {
                 let dt1 =
-                    if matches!(node.kind, NodeKind::Union { .. }) { OaDtype::INT8 } else { OaDtype::INT32 };
+                    if matches!(node.kind, NodeKind::Union { .. }) { Dtype::INT8 } else { Dtype::INT32 };
                 let a = match get(&names.first)? {
                     Some(a) => Some(as_structural(names.first.as_deref().unwrap_or(""), a, dt1)?),
                     None => None,
                 };
                 let b = match get(&names.second)? {
-                    Some(b) => Some(as_structural(names.second.as_deref().unwrap_or(""), b, OaDtype::INT32)?),
+                    Some(b) => Some(as_structural(names.second.as_deref().unwrap_or(""), b, Dtype::INT32)?),
                     None => None,
                 };
                 (a, b)
@@ -407,13 +408,13 @@ impl Reader {
     ///
     /// # Errors
     /// Missing or damaged arrays (typed errors naming the array).
-    pub fn value(&self, id: NodeId, i: usize) -> Result<OValue<'_>, OamapError> {
+    pub fn value(&self, id: NodeId, i: usize) -> Result<Value<'_>, OamapError> {
         let mut id = id;
         let mut i = i;
         let mut hops = 0usize;
         loop {
             let l = self.load(id)?;
-            let Some(j) = self.unmask(id, l, i)? else { return Ok(OValue::Null) };
+            let Some(j) = self.unmask(id, l, i)? else { return Ok(Value::Null) };
             let node = self.schema.node(id);
             match &node.kind {
                 NodeKind::Primitive { .. } => {
@@ -424,13 +425,13 @@ impl Reader {
                     if let Some(ext) = node.extension {
                         return self.string(*content, ext, start, stop);
                     }
-                    return Ok(OValue::List(ListView { reader: self, content: *content, start, stop }));
+                    return Ok(Value::List(ListView { reader: self, content: *content, start, stop }));
                 }
                 NodeKind::Record { .. } => {
-                    return Ok(OValue::Record(RecordView { reader: self, node: id, index: j }))
+                    return Ok(Value::Record(RecordView { reader: self, node: id, index: j }))
                 }
                 NodeKind::Tuple { .. } => {
-                    return Ok(OValue::Tuple(RecordView { reader: self, node: id, index: j }))
+                    return Ok(Value::Tuple(RecordView { reader: self, node: id, index: j }))
                 }
                 NodeKind::Union { possibilities } => {
                     let (tag, off) = self.union_at(id, l, j, possibilities.len())?;
@@ -441,7 +442,6 @@ impl Reader {
                     i = self.position(id, l, j)?;
                     id = *target;
                 }
-                NodeKind::Ref(_) => return Err(OamapError::schema("unresolved reference")),
             }
             hops += 1;
             if hops > self.schema.len() + 1 {
@@ -494,7 +494,7 @@ impl Reader {
         Ok(pos as usize)
     }
 
-    fn primitive<'a>(&'a self, id: NodeId, l: &'a Loaded, j: usize) -> Result<OValue<'a>, OamapError> {
+    fn primitive<'a>(&'a self, id: NodeId, l: &'a Loaded, j: usize) -> Result<Value<'a>, OamapError> {
         let Some(a) = &l.first else {
             return Err(OamapError::MissingArray { name: String::new() });
         };
@@ -504,24 +504,24 @@ impl Reader {
             len: a.len() as u64,
         };
         Ok(match a.data() {
-            ArrayData::Bool(v) => OValue::Bool(*v.get(j).ok_or_else(oob)?),
-            ArrayData::F64(v) => OValue::Float(*v.get(j).ok_or_else(oob)?),
-            ArrayData::F32(v) => OValue::Float32(*v.get(j).ok_or_else(oob)?),
-            ArrayData::U64(v) => OValue::UInt(*v.get(j).ok_or_else(oob)?),
-            ArrayData::C64(v) => {
+            Column::Bool(v) => Value::Bool(*v.get(j).ok_or_else(oob)?),
+            Column::F64(v) => Value::Float(*v.get(j).ok_or_else(oob)?),
+            Column::F32(v) => Value::Float32(*v.get(j).ok_or_else(oob)?),
+            Column::U64(v) => Value::UInt(*v.get(j).ok_or_else(oob)?),
+            Column::C64(v) => {
                 let [a, b] = *v.get(j).ok_or_else(oob)?;
-                OValue::Complex([a as f64, b as f64])
+                Value::Complex([a as f64, b as f64])
             }
-            ArrayData::C128(v) => OValue::Complex(*v.get(j).ok_or_else(oob)?),
-            ArrayData::Bytes { width, data } => {
-                OValue::Bytes(data.get(j * width..(j + 1) * width).ok_or_else(oob)?)
+            Column::C128(v) => Value::Complex(*v.get(j).ok_or_else(oob)?),
+            Column::Bytes { width, data } => {
+                Value::Bytes(data.get(j * width..(j + 1) * width).ok_or_else(oob)?)
             }
             _ => {
                 let x = a.int_at(j).ok_or_else(oob)?;
-                if matches!(a.dtype().kind, Kind::UInt) {
-                    OValue::UInt(x as u64)
+                if matches!(a.dtype().kind(), DtypeKind::UInt) {
+                    Value::UInt(x as u64)
                 } else {
-                    OValue::Int(x)
+                    Value::Int(x)
                 }
             }
         })
@@ -533,11 +533,11 @@ impl Reader {
         ext: Extension,
         start: usize,
         stop: usize,
-    ) -> Result<OValue<'_>, OamapError> {
+    ) -> Result<Value<'_>, OamapError> {
         let l = self.load(content)?;
         let name = self.schema.node(content).names.first.clone().unwrap_or_default();
         let bytes = match l.first.as_deref().map(Array::data) {
-            Some(ArrayData::U8(v)) => v.get(start..stop).ok_or_else(|| OamapError::IndexOutOfRange {
+            Some(Column::U8(v)) => v.get(start..stop).ok_or_else(|| OamapError::IndexOutOfRange {
                 name: name.clone(),
                 index: stop as u64,
                 len: v.len() as u64,
@@ -545,9 +545,9 @@ impl Reader {
             _ => return Err(OamapError::MissingArray { name }),
         };
         Ok(match ext {
-            Extension::ByteString => OValue::Bytes(bytes),
+            Extension::ByteString => Value::Bytes(bytes),
             Extension::Utf8String => {
-                OValue::Str(std::str::from_utf8(bytes).map_err(|_| OamapError::Utf8 {
+                Value::Str(std::str::from_utf8(bytes).map_err(|_| OamapError::Utf8 {
                     name,
                     start: start as u64,
                     stop: stop as u64,
@@ -561,7 +561,7 @@ impl Reader {
     ///
     /// # Errors
     /// Array errors.
-    pub fn to_json(&self, id: NodeId, i: usize) -> Result<Value, OamapError> {
+    pub fn to_json(&self, id: NodeId, i: usize) -> Result<Json, OamapError> {
         let mut stack = Vec::new();
         let mut path = String::new();
         self.json_at(id, i, &mut path, &mut stack)
@@ -571,7 +571,7 @@ impl Reader {
     ///
     /// # Errors
     /// Array errors.
-    pub fn root_json(&self) -> Result<Value, OamapError> {
+    pub fn root_json(&self) -> Result<Json, OamapError> {
         self.to_json(self.schema.root(), 0)
     }
 
@@ -581,17 +581,17 @@ impl Reader {
         i: usize,
         path: &mut String,
         stack: &mut Vec<(NodeId, usize, String)>,
-    ) -> Result<Value, OamapError> {
+    ) -> Result<Json, OamapError> {
         let node = self.schema.node(id);
         let l = self.load(id)?;
-        let Some(j) = self.unmask(id, l, i)? else { return Ok(Value::Null) };
+        let Some(j) = self.unmask(id, l, i)? else { return Ok(Json::Null) };
         match &node.kind {
             NodeKind::Pointer { target, .. } => {
                 let pos = self.position(id, l, j)?;
                 if let Some((_, _, p)) = stack.iter().find(|(n, k, _)| n == target && *k == pos) {
                     let mut m = Map::new();
-                    m.insert("$ref".into(), Value::String(p.clone()));
-                    return Ok(Value::Object(m));
+                    m.insert("$ref".into(), Json::String(p.clone()));
+                    return Ok(Json::Object(m));
                 }
                 if stack.len() > 10_000 {
                     return Err(OamapError::BadValue {
@@ -618,7 +618,7 @@ impl Reader {
                     m.insert(name.clone(), v?);
                 }
                 stack.pop();
-                Ok(Value::Object(m))
+                Ok(Json::Object(m))
             }
             NodeKind::Tuple { types } => {
                 stack.push((id, i, path.clone()));
@@ -631,7 +631,7 @@ impl Reader {
                     out.push(v?);
                 }
                 stack.pop();
-                Ok(Value::Array(out))
+                Ok(Json::Array(out))
             }
             NodeKind::List { content } if node.extension.is_none() => {
                 let (start, stop) = self.list_range(id, l, j)?;
@@ -645,7 +645,7 @@ impl Reader {
                     out.push(v?);
                 }
                 stack.pop();
-                Ok(Value::Array(out))
+                Ok(Json::Array(out))
             }
             _ => Ok(scalar_json(self.value(id, i)?)),
         }
@@ -653,18 +653,18 @@ impl Reader {
 }
 
 /// A scalar value as JSON (containers give `null`; use [`Reader::to_json`] for those).
-pub fn scalar_json(v: OValue<'_>) -> Value {
+fn scalar_json(v: Value<'_>) -> Json {
     match v {
-        OValue::Null => Value::Null,
-        OValue::Bool(b) => Value::Bool(b),
-        OValue::Int(x) => Value::from(x),
-        OValue::UInt(x) => Value::from(x),
-        OValue::Float32(x) => float_json(f32_to_f64_shortest(x)),
-        OValue::Float(x) => float_json(x),
-        OValue::Complex([a, b]) => Value::Array(vec![float_json(a), float_json(b)]),
-        OValue::Bytes(b) => Value::Array(b.iter().map(|&x| Value::from(x)).collect()),
-        OValue::Str(s) => Value::String(s.to_string()),
-        OValue::List(_) | OValue::Record(_) | OValue::Tuple(_) => Value::Null,
+        Value::Null => Json::Null,
+        Value::Bool(b) => Json::Bool(b),
+        Value::Int(x) => Json::from(x),
+        Value::UInt(x) => Json::from(x),
+        Value::Float32(x) => float_json(f32_to_f64_shortest(x)),
+        Value::Float(x) => float_json(x),
+        Value::Complex([a, b]) => Json::Array(vec![float_json(a), float_json(b)]),
+        Value::Bytes(b) => Json::Array(b.iter().map(|&x| Json::from(x)).collect()),
+        Value::Str(s) => Json::String(s.to_string()),
+        Value::List(_) | Value::Record(_) | Value::Tuple(_) => Json::Null,
     }
 }
 
@@ -673,12 +673,12 @@ impl<'r> ListView<'r> {
     ///
     /// # Errors
     /// Array errors.
-    pub fn to_json(&self) -> Result<Value, OamapError> {
+    pub fn to_json(&self) -> Result<Json, OamapError> {
         let mut out = Vec::with_capacity(self.len());
         for j in self.start..self.stop {
             out.push(self.reader.to_json(self.content, j)?);
         }
-        Ok(Value::Array(out))
+        Ok(Json::Array(out))
     }
 }
 
@@ -687,7 +687,7 @@ impl<'r> RecordView<'r> {
     ///
     /// # Errors
     /// Array errors.
-    pub fn to_json(&self) -> Result<Value, OamapError> {
+    pub fn to_json(&self) -> Result<Json, OamapError> {
         // The record node read at an unmasked index: go through its fields directly.
         match &self.reader.schema.node(self.node).kind {
             NodeKind::Record { fields } => {
@@ -695,29 +695,29 @@ impl<'r> RecordView<'r> {
                 for (n, f) in fields {
                     m.insert(n.clone(), self.reader.to_json(*f, self.index)?);
                 }
-                Ok(Value::Object(m))
+                Ok(Json::Object(m))
             }
             NodeKind::Tuple { types } => {
                 let mut out = Vec::new();
                 for f in types {
                     out.push(self.reader.to_json(*f, self.index)?);
                 }
-                Ok(Value::Array(out))
+                Ok(Json::Array(out))
             }
-            _ => Ok(Value::Null),
+            _ => Ok(Json::Null),
         }
     }
 }
 
-impl OValue<'_> {
+impl Value<'_> {
     /// The value as JSON (containers converted recursively).
     ///
     /// # Errors
     /// Array errors.
-    pub fn to_json(&self) -> Result<Value, OamapError> {
+    pub fn to_json(&self) -> Result<Json, OamapError> {
         match self {
-            OValue::List(l) => l.to_json(),
-            OValue::Record(r) | OValue::Tuple(r) => r.to_json(),
+            Value::List(l) => l.to_json(),
+            Value::Record(r) | Value::Tuple(r) => r.to_json(),
             other => Ok(scalar_json(*other)),
         }
     }

@@ -13,8 +13,8 @@ use std::sync::Arc;
 
 use serde_json::{json, Map, Value};
 
-use super::schema::NodeKind;
-use super::{fromdata, Array, ArrayMap, ArraySource, OamapError, Reader, Schema};
+use crate::schema::NodeKind;
+use crate::{from_data, Array, ArrayMap, ArraySource, OamapError, Reader, Schema};
 
 fn ds_err(msg: impl Into<String>) -> OamapError {
     OamapError::Dataset(msg.into())
@@ -215,10 +215,13 @@ impl ArraySource for PartitionArrays {
 /// Each partition loads a column on first use and keeps it for the life of the dataset
 /// (OAMap keeps one partition's cache at a time; here an unused partition costs nothing).
 /// Errors from a partition come wrapped in [`OamapError::InPartition`].
+///
+/// A single [`Reader`] whose root is a list is a dataset of one partition
+/// ([`Dataset::from_reader`]), so code that reads records by global index serves both.
 #[derive(Debug)]
 pub struct Dataset {
     description: DatasetDescription,
-    partitions: Vec<Reader>,
+    partitions: Vec<Arc<Reader>>,
 }
 
 fn in_partition(partition: usize) -> impl Fn(OamapError) -> OamapError {
@@ -245,12 +248,41 @@ impl Dataset {
         let mut partitions = Vec::with_capacity(sources.len());
         for (p, s) in sources.into_iter().enumerate() {
             let arrays = PartitionArrays::new(&description, p, s)?;
-            partitions.push(Reader::new(Arc::clone(description.schema()), Arc::new(arrays)));
+            partitions.push(Arc::new(Reader::new(Arc::clone(description.schema()), Arc::new(arrays))));
         }
         Ok(Dataset { description, partitions })
     }
 
-    /// A dataset over in-memory partitions (what [`fromdata_dataset`] returns).
+    /// The elements of `reader`'s top-level list as a dataset of one partition (offsets
+    /// `[0, len]`; the reader's root starts/stops are loaded now and used as stored). Unlike
+    /// a stored dataset, the root list may be nullable as long as its value is not null.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use guideloom_oamap::{from_data, Dataset, Reader, Schema};
+    /// let schema = Schema::from_json(&serde_json::json!({"type": "list", "content": "int32"}))?;
+    /// let arrays = from_data(&schema, &serde_json::json!([7, 8, 9]))?;
+    /// let reader = Arc::new(Reader::new(Arc::new(schema), Arc::new(arrays)));
+    /// let dataset = Dataset::from_reader(reader)?;
+    /// assert_eq!((dataset.num_partitions(), dataset.len()), (1, 3));
+    /// assert_eq!(dataset.get_json(2)?, serde_json::json!(9));
+    /// # Ok::<(), guideloom_oamap::OamapError>(())
+    /// ```
+    ///
+    /// # Errors
+    /// [`OamapError::Dataset`] when the root is not a list or its value is null; array
+    /// errors (missing, damaged) from reading the root.
+    pub fn from_reader(reader: Arc<Reader>) -> Result<Self, OamapError> {
+        let schema = Arc::clone(reader.schema());
+        if !matches!(schema.node(schema.root()).kind, NodeKind::List { .. }) {
+            return Err(ds_err("a dataset's schema must be a list (non-list data has one partition)"));
+        }
+        let len = reader.root()?.as_list().ok_or_else(|| ds_err("the top-level value is null"))?.len();
+        let description = DatasetDescription { schema, offsets: vec![0, len as u64], extra: Map::new() };
+        Ok(Dataset { description, partitions: vec![reader] })
+    }
+
+    /// A dataset over in-memory partitions (what [`from_data_dataset`] returns).
     ///
     /// # Errors
     /// As [`Dataset::new`].
@@ -289,7 +321,7 @@ impl Dataset {
 
     /// The reader of partition `p` (its root is that partition's list), if there is one.
     pub fn partition(&self, p: usize) -> Option<&Reader> {
-        self.partitions.get(p)
+        self.partitions.get(p).map(|r| &**r)
     }
 
     /// `(partition, index within it)` of global entry `index`; see
@@ -312,13 +344,13 @@ impl Dataset {
         let root = reader.root().map_err(in_partition(p))?;
         let list = root.as_list().ok_or_else(|| ds_err("the top-level value is not a list"))?;
         let (start, stop) = list.range();
-        let j = start + local as usize;
-        if j >= stop {
+        let j = usize::try_from(local).ok().and_then(|l| start.checked_add(l)).filter(|&j| j < stop);
+        let Some(j) = j else {
             return Err(in_partition(p)(OamapError::EntryOutOfRange {
                 index: local,
                 len: (stop - start) as u64,
             }));
-        }
+        };
         Ok((reader, j, p))
     }
 
@@ -336,7 +368,9 @@ impl Dataset {
         let read = || -> Result<Value, OamapError> {
             let root = reader.root()?;
             let list = root.as_list().ok_or_else(|| ds_err("the top-level value is not a list"))?;
-            list.get(local as usize)?.to_json()
+            let i = usize::try_from(local)
+                .map_err(|_| OamapError::EntryOutOfRange { index: local, len: list.len() as u64 })?;
+            list.get(i)?.to_json()
         };
         read().map_err(in_partition(p))
     }
@@ -383,7 +417,7 @@ impl Dataset {
 /// Schema errors; [`OamapError::Dataset`] when the schema's root is not a non-nullable
 /// list; [`OamapError::InPartition`] around [`OamapError::Fill`] for an entry that does
 /// not fit.
-pub fn fromdata_dataset(
+pub fn from_data_dataset(
     schema: &Value,
     prefix: &str,
     partitions: &[Value],
@@ -405,7 +439,7 @@ pub fn fromdata_dataset(
                 })
             })?
             .len() as u64;
-        let mut arrays = fromdata(&schema, data).map_err(in_partition(p))?;
+        let mut arrays = from_data(&schema, data).map_err(in_partition(p))?;
         arrays.remove(&starts);
         arrays.remove(&stops);
         offsets.push(offsets.last().copied().unwrap_or(0) + n);

@@ -1,4 +1,4 @@
-//! The writer (OAMap's `fromdata`): nested values -> named arrays, in the compact form.
+//! The writer (OAMap's `fromdata`, here [`from_data`]): nested values -> named arrays, in the compact form.
 //!
 //! Differences from OAMap 0.12.4, on purpose: pointers are resolved by value equality (JSON
 //! has no object identity), and objects appended to a pointer target count pointer
@@ -10,32 +10,37 @@ use std::collections::HashMap;
 use serde::Serialize;
 use serde_json::Value;
 
-use super::dtype::Kind;
-use super::schema::{Extension, NodeId, NodeKind, Schema};
-use super::{Array, ArrayMap, OamapError};
+use guideloom_formats::DtypeKind;
 
-/// Fills arrays for one top-level value.
+use crate::schema::{Extension, NodeId, NodeKind, Schema};
+use crate::{Array, ArrayMap, OamapError};
+
+/// Fills arrays for one top-level value (OAMap's `fromdata`).
 ///
 /// `value` is the whole top-level object: for a list root, the JSON array of records.
 /// Returns every array of the schema (empty ones included), named by its convention.
 ///
 /// # Errors
 /// [`OamapError::Fill`] with the path of the first value that does not fit the schema.
-pub fn fromdata(schema: &Schema, value: &Value) -> Result<ArrayMap, OamapError> {
+pub fn from_data(schema: &Schema, value: &Value) -> Result<ArrayMap, OamapError> {
     let mut w = Writer::new(schema);
     w.fill(schema.root(), value, &mut String::new())?;
     w.resolve_pointers()?;
     Ok(w.finish())
 }
 
-/// [`fromdata`] for any `serde::Serialize` value (converted to JSON first).
+/// [`from_data`] for any `serde::Serialize` value (converted to JSON first).
 ///
 /// # Errors
-/// [`OamapError::Fill`] when the value cannot be serialized or does not fit the schema.
-pub fn fromdata_serialize<T: Serialize + ?Sized>(schema: &Schema, value: &T) -> Result<ArrayMap, OamapError> {
+/// [`OamapError::Json`] when the value cannot be turned into JSON; [`OamapError::Fill`]
+/// when it does not fit the schema.
+pub fn from_data_serialize<T: Serialize + ?Sized>(
+    schema: &Schema,
+    value: &T,
+) -> Result<ArrayMap, OamapError> {
     let v = serde_json::to_value(value)
-        .map_err(|e| OamapError::Fill { path: String::new(), reason: format!("cannot serialize: {e}") })?;
-    fromdata(schema, &v)
+        .map_err(|source| OamapError::Json { name: "the value to write".into(), source })?;
+    from_data(schema, &v)
 }
 
 struct Buffers {
@@ -109,18 +114,19 @@ impl<'s, 'v> Writer<'s, 'v> {
                 };
         }
         match &node.kind {
-            NodeKind::Primitive { dtype } => match dtype.kind {
-                Kind::Bool => v.is_boolean(),
-                Kind::Int | Kind::UInt => {
+            NodeKind::Primitive { dtype } => match dtype.kind() {
+                DtypeKind::Bool => v.is_boolean(),
+                DtypeKind::Int | DtypeKind::UInt => {
                     let mut probe = Array::empty(*dtype);
                     (v.is_i64() || v.is_u64()) && probe.push_json(v).is_ok()
                 }
-                Kind::Float => v.is_number(),
-                Kind::Complex => {
+                DtypeKind::Float => v.is_number(),
+                DtypeKind::Complex => {
                     v.is_number()
                         || v.as_array().is_some_and(|a| a.len() == 2 && a.iter().all(Value::is_number))
                 }
-                Kind::Bytes => v.is_string(),
+                DtypeKind::Bytes => v.is_string(),
+                _ => false,
             },
             NodeKind::List { content } => match node.extension {
                 Some(Extension::Utf8String) => v.is_string(),
@@ -138,7 +144,6 @@ impl<'s, 'v> Writer<'s, 'v> {
             }),
             NodeKind::Union { possibilities } => possibilities.iter().any(|p| self.accepts(*p, v)),
             NodeKind::Pointer { target, .. } => self.accepts(*target, v),
-            NodeKind::Ref(_) => false,
         }
     }
 
@@ -237,7 +242,6 @@ impl<'s, 'v> Writer<'s, 'v> {
                 self.bufs[id.0].first.push(0);
                 self.pending.push(Pending { pointer: id, slot, value: v, path: path.clone() });
             }
-            NodeKind::Ref(_) => return Err(fill_err(path, "unresolved schema reference")),
         }
         Ok(())
     }
