@@ -1,0 +1,10 @@
+//! The loader's integration tests, one binary (module per area). Tests that count the
+//! process's threads or descriptors live in the `threads` binary, where no other test runs
+//! beside them.
+
+mod acceptance;
+#[cfg(feature = "oamap")]
+mod oamap_stars;
+mod props;
+mod regression;
+mod token_windows;

@@ -1,0 +1,141 @@
+//! Regression tests: each pins a bug that was found and fixed, and carries its issue number in
+//! its name (`issue12_...` = issue 12, "One shape for every storage"). Regressions that count
+//! threads live in the `threads` binary (`lifecycle::issue8_*`).
+
+use guideloom_formats::TokenFormat;
+use guideloom_loader::{DataSource, Loader, LoaderError, State, StreamWindows, TokenWindows, WindowLoader};
+use guideloom_storage::{StorageError, StreamWriter};
+
+use crate::acceptance::token_storage;
+use crate::token_windows::u16_and_u32_storages;
+
+/// Failing to open a storage is `LoaderError::Open` naming the directory, with the storage's
+/// error as its source (not "record 0: ..."), for every storage source.
+#[test]
+fn issue12_open_failure_is_an_open_error_not_record_0() {
+    let tmp = tempfile::tempdir().unwrap();
+    let missing = tmp.path().join("missing");
+    let errors = [
+        TokenWindows::<u16>::open(&missing, 8).unwrap_err(),
+        TokenWindows::<u32>::open_any(&missing, 8).unwrap_err(),
+        StreamWindows::open(&missing, TokenFormat::<u16>::new(), 8).unwrap_err(),
+        guideloom_loader::MetaWindows::open(
+            &missing,
+            guideloom_formats::DocumentTokensFormat::<u16>::new(),
+            8,
+        )
+        .unwrap_err(),
+        guideloom_loader::Documents::open(&missing, guideloom_formats::RawBytesFormat).unwrap_err(),
+    ];
+    for err in errors {
+        assert_eq!(err.to_string(), format!("could not open the storage in {}", missing.display()));
+        assert_eq!(err.record_index(), None);
+        let source = std::error::Error::source(&err).expect("a source");
+        assert_eq!(
+            source.to_string(),
+            format!("{} is not a guideloom storage (no manifest.json)", missing.display())
+        );
+        assert!(matches!(err, LoaderError::Open { source: StorageError::NotAStorage { .. }, .. }));
+    }
+    // A document storage is not a token stream.
+    let docs = tmp.path().join("docs");
+    let mut w = guideloom_storage::DocumentWriter::open(&docs, guideloom_formats::RawBytesFormat).unwrap();
+    w.append(0, b"x").unwrap();
+    w.commit().unwrap();
+    assert!(matches!(
+        TokenWindows::<u32>::open_any(&docs, 8),
+        Err(LoaderError::Open { source: StorageError::KindMismatch { .. }, .. })
+    ));
+}
+
+/// A window longer than a non-empty stream is an error at build naming `seq_len` and the token
+/// count; an empty storage (or one of empty shards) is an empty source; `StreamWindows` stays
+/// an empty source and says why on request.
+#[test]
+fn issue12_window_longer_than_the_stream_is_refused_at_build() {
+    let (small, _large) = u16_and_u32_storages();
+    for err in [
+        TokenWindows::<u16>::open(small.path(), 1_001).unwrap_err(),
+        TokenWindows::<i64>::open_any(small.path(), 5_000).unwrap_err(),
+    ] {
+        assert!(matches!(err, LoaderError::WindowTooLong { elements: 1_000, .. }), "{err}");
+    }
+    assert_eq!(
+        TokenWindows::<u16>::open(small.path(), 1_001).unwrap_err().to_string(),
+        "seq_len 1001 is longer than the stream's 1000 elements (tokens): not one window fits, so there is no batch"
+    );
+    assert_eq!(TokenWindows::<u16>::open(small.path(), 1_000).unwrap().len(), 1);
+    let slow = StreamWindows::open(small.path(), TokenFormat::<u16>::new(), 1_001).unwrap();
+    assert_eq!(slow.len(), 0);
+    assert!(matches!(slow.check_fits(), Err(LoaderError::WindowTooLong { seq_len: 1_001, elements: 1_000 })));
+
+    let tmp = tempfile::tempdir().unwrap();
+    let empty = tmp.path().join("empty");
+    StreamWriter::open(&empty, TokenFormat::<u16>::new()).unwrap().finish().unwrap();
+    let empty_shards = tmp.path().join("empty_shards");
+    let mut w = StreamWriter::open(&empty_shards, TokenFormat::<u16>::new()).unwrap();
+    w.append(0, &[]).unwrap();
+    w.append(3, &[]).unwrap();
+    w.finish().unwrap();
+    for dir in [&empty, &empty_shards] {
+        let windows = TokenWindows::<u32>::open_any(dir, 4).unwrap();
+        assert_eq!((windows.len(), windows.elements()), (0, 0));
+        let collate = windows.collate();
+        let loader = Loader::builder(windows).batch_size(2).collate(collate).build().unwrap();
+        assert_eq!(loader.len(), 0);
+        assert_eq!(loader.iter().count(), 0);
+        let slow = StreamWindows::open(dir, TokenFormat::<u16>::new(), 4).unwrap();
+        assert!(slow.check_fits().is_ok());
+    }
+}
+
+/// A state taken over windows of 8 is refused by a loader over windows of 4 of the same
+/// storage, naming the parameter that differs (`source.seq_len`, `source.stride`, expected vs
+/// found); a state without window parameters (written before they were recorded) is still
+/// refused by record count and fingerprint (the fingerprint includes seq_len and stride).
+#[test]
+fn issue12_resume_with_another_seq_len_or_stride_names_the_parameter() {
+    let dir = token_storage();
+    let strided = |seq, stride| {
+        let reader =
+            guideloom_storage::StreamReader::open(dir.path(), TokenFormat::<u16>::new()).expect("open");
+        Loader::builder(StreamWindows::with_stride(reader, seq, stride).expect("valid"))
+            .batch_size(1)
+            .workers(0)
+            .build()
+            .expect("valid")
+    };
+    let loader = |seq| strided(seq, seq);
+    let state = loader(8).iter().state();
+    assert_eq!(
+        state.source.window,
+        Some(guideloom_loader::WindowParams { seq_len: 8, stride: 8, elements: 40 })
+    );
+    let mismatch = |loader: WindowLoader<TokenFormat<u16>>, state: &State| match loader.iter_from(state) {
+        Err(LoaderError::StateMismatch { field, expected, found }) => (field, expected, found),
+        other => panic!("unexpected {:?}", other.map(|it| it.state())),
+    };
+    assert_eq!(mismatch(loader(4), &state), ("source.seq_len", "4".into(), "8".into()));
+    assert_eq!(mismatch(strided(8, 3), &state), ("source.stride", "3".into(), "8".into()));
+    let err = loader(4).iter_from(&state).map(|_| ()).unwrap_err();
+    assert_eq!(err.to_string(), "state mismatch: source.seq_len: the loader has 4, the state has 8");
+
+    let mut s = state;
+    s.source.window = None;
+    assert!(matches!(
+        loader(4).iter_from(&s),
+        Err(LoaderError::StateMismatch { field: "source.records", .. })
+    ));
+    s.source.records = 10;
+    assert!(matches!(
+        loader(4).iter_from(&s),
+        Err(LoaderError::StateMismatch { field: "source.fingerprint", .. })
+    ));
+    // An old state (no `window` key) of the same loader still resumes.
+    let json = state.to_json();
+    assert!(json.ends_with(r#""window":{"seq_len":8,"stride":8,"elements":40}}}"#), "{json}");
+    let old = State::from_json(&json.replace(r#","window":{"seq_len":8,"stride":8,"elements":40}"#, ""))
+        .expect("old state");
+    assert_eq!(old.source.window, None);
+    assert_eq!(loader(8).iter_from(&old).expect("fits").count(), 5);
+}

@@ -1,0 +1,21 @@
+//! Helpers shared by the loader's test binaries that count threads.
+
+use std::sync::{Mutex, MutexGuard};
+
+static SERIAL: Mutex<()> = Mutex::new(());
+
+/// Serializes the tests of one binary that count threads or descriptors, so the counts see
+/// only their own loader.
+pub(crate) fn serial() -> MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Live threads of this process named like loader workers (`guideloom-w*`).
+pub(crate) fn worker_threads() -> usize {
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else { return 0 };
+    tasks
+        .filter_map(|t| t.ok())
+        .filter_map(|t| std::fs::read_to_string(t.path().join("comm")).ok())
+        .filter(|name| name.starts_with("guideloom-w"))
+        .count()
+}
