@@ -1,0 +1,106 @@
+//! Regression tests of the `guideloom` binary: each pins a bug that was found and fixed, and
+//! carries its issue number in its name (`issue8_...`, `issue12_...`).
+
+use std::path::Path;
+
+use crate::cli::{batches, bin, known_storage, run_ok};
+
+/// Regression (issue 8): `batches` over an empty storage and with `--drop-remainder` leaving
+/// no batch used to fail with an invalid-config error; each prints nothing and exits 0 (and
+/// `--save-state` writes the state at batch 0). A stream shorter than one window is an error
+/// naming the token count since issue 12 (see
+/// `issue12_batches_and_bench_with_a_seq_len_longer_than_the_data_fail_naming_the_token_count`).
+#[test]
+fn issue8_batches_with_no_batch_print_nothing_and_exit_zero() {
+    let tmp = tempfile::tempdir().unwrap();
+    let empty = tmp.path().join("empty");
+    guideloom::storage::StreamWriter::open(&empty, guideloom::formats::TokenFormat::<u16>::new())
+        .unwrap()
+        .finish()
+        .unwrap();
+    let (known, stream) = known_storage(tmp.path());
+    // At least one 64-token window, fewer than one batch of 1,000.
+    assert!((1..1000).contains(&(stream.len() / 64)));
+    let state = tmp.path().join("state.json");
+    let cases: [(&Path, Vec<&str>); 3] = [
+        (&empty, vec!["--seq-len", "4", "--epochs", "3", "--workers", "2"]),
+        (&known, vec!["--seq-len", "64", "--batch-size", "1000", "--drop-remainder", "--workers", "4"]),
+        (&empty, vec!["--seq-len", "4", "--save-state", state.to_str().unwrap()]),
+    ];
+    for (dir, args) in cases {
+        assert_eq!(batches(dir, &args), Vec::<String>::new(), "{args:?}");
+    }
+    assert!(std::fs::read_to_string(&state).unwrap().contains("\"next_batch\":0"));
+}
+
+/// `guideloom inspect` of a missing path says it does not exist; of a file, that it is not a
+/// directory.
+#[test]
+fn issue12_inspect_of_a_missing_path_or_a_file_says_which() {
+    let tmp = tempfile::tempdir().unwrap();
+    let missing = tmp.path().join("no-such-storage");
+    let o = bin().arg("inspect").arg(&missing).output().unwrap();
+    assert_eq!(o.status.code(), Some(1));
+    assert_eq!(String::from_utf8_lossy(&o.stderr), format!("error: {} does not exist\n", missing.display()));
+    let file = tmp.path().join("a-file");
+    std::fs::write(&file, "not a storage").unwrap();
+    let o = bin().arg("inspect").arg(&file).output().unwrap();
+    assert_eq!(o.status.code(), Some(1));
+    assert_eq!(String::from_utf8_lossy(&o.stderr), format!("error: {} is not a directory\n", file.display()));
+    assert!(o.stdout.is_empty());
+}
+
+/// Issue 12: a `--seq-len` longer than a non-empty storage used to print a note (`batches`)
+/// or nothing; `batches` and `bench` now exit 1 naming the token count and the seq-len, for
+/// token streams and stream-with-meta storages alike. A seq-len equal to the token count
+/// still yields its one window.
+#[test]
+fn issue12_batches_and_bench_with_a_seq_len_longer_than_the_data_fail_naming_the_token_count() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (known, stream) = known_storage(tmp.path());
+    assert_eq!(stream.len(), 150);
+    let text = tmp.path().join("two.txt");
+    std::fs::write(&text, "hello world\nsecond document here\n").unwrap();
+    let meta = tmp.path().join("meta");
+    let args = ["ingest", "text", "--out", meta.to_str().unwrap(), "--split", "line", "--doc-meta"];
+    run_ok(&[&args[..], &["--tokenizer", "gpt2", text.to_str().unwrap()]].concat());
+    let meta_tokens = guideloom::storage::Manifest::load(&meta).unwrap().shards[0].elements.unwrap();
+    assert_eq!(meta_tokens, 5, "gpt2: hello, world, second, document, here");
+    let state = tmp.path().join("state.json");
+    for (dir, tokens, seq_len, extra) in [
+        (&known, 150u64, "151", vec![]),
+        (&known, 150, "100000", vec!["--shuffle"]),
+        (&known, 150, "151", vec!["--save-state", state.to_str().unwrap()]),
+        (&meta, 5, "6", vec![]),
+    ] {
+        for command in ["batches", "bench"] {
+            if command == "bench" && extra.first() == Some(&"--save-state") {
+                continue;
+            }
+            let o = bin()
+                .args([command, dir.to_str().unwrap(), "--seq-len", seq_len])
+                .args(&extra)
+                .output()
+                .unwrap();
+            assert_eq!(o.status.code(), Some(1), "{command} {extra:?}");
+            assert_eq!(
+                String::from_utf8_lossy(&o.stderr),
+                format!(
+                    "error: no batch: the storage {} holds {tokens} tokens, fewer than one window of --seq-len {seq_len}\n",
+                    dir.display()
+                ),
+                "{command} {extra:?}"
+            );
+            assert!(o.stdout.is_empty(), "{command} {extra:?}");
+        }
+    }
+    assert!(!state.exists(), "no state is written for a configuration that cannot run");
+    let lines = batches(&known, &["--seq-len", "150", "--no-tokens"]);
+    assert_eq!(lines, [r#"{"batch":0,"epoch":0,"windows":[0]}"#]);
+    let o = run_ok(&["bench", known.to_str().unwrap(), "--seq-len", "5", "--json"]);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!((v["windows"].as_u64(), v["tokens"].as_u64()), (Some(30), Some(150)));
+    let o = run_ok(&["bench", meta.to_str().unwrap(), "--seq-len", "5", "--json"]);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!((v["windows"].as_u64(), v["tokens"].as_u64()), (Some(1), Some(5)));
+}
