@@ -3,7 +3,6 @@
 //! Compare with `benches/oamap_awkward.py` (awkward-array 2.x, same data, same query).
 
 use std::hint::black_box;
-use std::path::PathBuf;
 use std::sync::Arc;
 
 use criterion::{criterion_group, criterion_main, Criterion};
@@ -47,7 +46,7 @@ fn query(reader: &Reader) -> (usize, f64) {
 }
 
 fn bench(c: &mut Criterion) {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../data/exoplanets/planets.npz");
+    let path = guideloom_testkit::exoplanets("planets.npz");
     let bytes = std::fs::read(path).unwrap();
     // Columns preloaded (decoded once), as awkward's arrays are in memory.
     let reader = open_npz(bytes.clone()).unwrap();

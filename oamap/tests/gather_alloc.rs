@@ -2,7 +2,6 @@
 //! (its own test binary so no other test allocates concurrently).
 
 use std::alloc::{GlobalAlloc, Layout, System};
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use guideloom_oamap::{gather_into, open_npz, ColumnarBatch, Projection};
@@ -33,7 +32,7 @@ static GLOBAL: Counting = Counting;
 
 #[test]
 fn gather_allocates_nothing_per_record() {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../data/exoplanets/planets.npz");
+    let path = guideloom_testkit::exoplanets("planets.npz");
     let reader = open_npz(std::fs::read(path).unwrap()).unwrap();
     let proj =
         Projection::new(reader.schema(), &["planets.orbital_period.val", "planets.name", "ra"]).unwrap();

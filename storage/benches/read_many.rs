@@ -6,7 +6,7 @@
 
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
 use guideloom_formats::TokenFormat;
-use guideloom_storage::{StreamReader, StreamWriter};
+use guideloom_storage::StreamReader;
 use rand::seq::SliceRandom;
 use rand::SeedableRng;
 
@@ -14,21 +14,8 @@ const SEQ: u64 = 2_048;
 const BATCH: usize = 32;
 
 fn bench(c: &mut Criterion) {
-    let mib: u64 = std::env::var("GUIDELOOM_BENCH_MIB").ok().and_then(|v| v.parse().ok()).unwrap_or(256);
     let dir = tempfile::tempdir().expect("temp dir");
-    let tokens = mib << 19; // u16 tokens
-    let mut w = StreamWriter::open(dir.path(), TokenFormat::<u16>::new()).expect("writer");
-    let shards = 8u64;
-    let chunk: Vec<u32> = (0..1u32 << 20).map(|i| i.wrapping_mul(2_654_435_761) >> 16).collect();
-    for s in 0..shards {
-        let mut left = tokens / shards;
-        while left > 0 {
-            let n = left.min(chunk.len() as u64) as usize;
-            w.append(s, &chunk[..n]).expect("append");
-            left -= n as u64;
-        }
-    }
-    w.commit().expect("commit");
+    guideloom_testkit::write_u16_storage(dir.path(), guideloom_testkit::bench_mib(256), 8);
     let r = StreamReader::open(dir.path(), TokenFormat::<u16>::new()).expect("open");
     let n_windows = r.len() / SEQ;
     let mut order: Vec<u64> = (0..n_windows).collect();

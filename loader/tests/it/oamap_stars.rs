@@ -1,24 +1,13 @@
 //! A loader over the exoplanet stars (an OAMap npz): shuffled columnar batches equal the
 //! same records gathered from the JSON copy of the data.
 
-use std::io::Read;
 use std::sync::Arc;
 
 use guideloom_loader::{GatherColumns, Loader, OamapRecords};
 use guideloom_oamap::{Array, Column};
 use serde_json::Value;
 
-fn data(name: &str) -> std::path::PathBuf {
-    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../data/exoplanets").join(name)
-}
-
-fn stars_json() -> Vec<Value> {
-    let mut text = String::new();
-    flate2::read::GzDecoder::new(std::fs::File::open(data("planets.json.gz")).unwrap())
-        .read_to_string(&mut text)
-        .unwrap();
-    serde_json::from_str::<Value>(&text).unwrap().as_array().unwrap().clone()
-}
+use guideloom_testkit::stars_json;
 
 fn f32s(a: &Array) -> Vec<f32> {
     match a.data() {
@@ -37,7 +26,8 @@ fn bytes(a: &Array) -> Vec<u8> {
 #[test]
 fn shuffled_star_batches_equal_the_json_records() {
     let stars = stars_json();
-    let reader = Arc::new(guideloom_oamap::fs::open_npz_file(&data("planets.npz")).unwrap());
+    let reader =
+        Arc::new(guideloom_oamap::fs::open_npz_file(&guideloom_testkit::exoplanets("planets.npz")).unwrap());
     let records = OamapRecords::from_reader(reader).unwrap();
     assert_eq!(guideloom_loader::DataSource::len(&records), 2_660);
     assert_eq!(records.json(0).unwrap()["name"], "Kepler-1239");
@@ -105,7 +95,8 @@ fn partitioned_star_batches_equal_the_unpartitioned_gather() {
     use guideloom_oamap::{from_data_dataset, gather, Dataset, Projection};
 
     let stars = stars_json();
-    let flat = Arc::new(guideloom_oamap::fs::open_npz_file(&data("planets.npz")).unwrap());
+    let flat =
+        Arc::new(guideloom_oamap::fs::open_npz_file(&guideloom_testkit::exoplanets("planets.npz")).unwrap());
     let schema_json = flat.schema().to_oamap_json(false);
     let parts = [
         Value::Array(stars[..1000].to_vec()),

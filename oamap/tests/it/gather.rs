@@ -1,22 +1,10 @@
 //! Gathering shuffled batches of exoplanet stars into columnar batches equals gathering the
 //! same records from planets.json.gz.
 
-use std::io::Read;
-use std::path::PathBuf;
-
 use guideloom_oamap::{gather, gather_into, open_npz, Column, ColumnarBatch, GatheredColumn, Projection};
 use serde_json::Value;
 
-fn data_dir() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../data/exoplanets")
-}
-
-fn stars_json() -> Vec<Value> {
-    let f = std::fs::File::open(data_dir().join("planets.json.gz")).unwrap();
-    let mut s = String::new();
-    flate2::read::GzDecoder::new(f).read_to_string(&mut s).unwrap();
-    serde_json::from_str(&s).unwrap()
-}
+use guideloom_testkit::stars_json;
 
 /// Expected column from JSON: offsets per list level, leaf values as f64 (strings: bytes),
 /// validity.
@@ -106,7 +94,7 @@ fn check(col: &GatheredColumn, stars: &[Value], records: &[u64]) {
 
 #[test]
 fn shuffled_batches_equal_json_gather() {
-    let reader = open_npz(std::fs::read(data_dir().join("planets.npz")).unwrap()).unwrap();
+    let reader = open_npz(guideloom_testkit::planets_npz()).unwrap();
     let stars = stars_json();
     let n = stars.len() as u64;
     let proj = Projection::new(

@@ -1,28 +1,15 @@
 //! The real exoplanets sample (data/exoplanets): planets.npz read with the schema stored in
 //! it, compared with planets.json.gz; laziness of a nested-field scan; damaged arrays.
 
-use std::io::Read;
-use std::path::PathBuf;
 use std::sync::Arc;
 
 use guideloom_oamap::Value as OamValue;
 use guideloom_oamap::{open_npz, Array, ArrayMap, NpzSource, OamapError, Reader, RecordingSource, Schema};
 use serde_json::Value;
 
-fn data_dir() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../data/exoplanets")
-}
+use guideloom_testkit::planets_npz as npz_bytes;
 
-fn npz_bytes() -> Vec<u8> {
-    std::fs::read(data_dir().join("planets.npz")).unwrap()
-}
-
-fn stars_json() -> Vec<Value> {
-    let f = std::fs::File::open(data_dir().join("planets.json.gz")).unwrap();
-    let mut s = String::new();
-    flate2::read::GzDecoder::new(f).read_to_string(&mut s).unwrap();
-    serde_json::from_str(&s).unwrap()
-}
+use guideloom_testkit::stars_json;
 
 /// Equal, with numbers compared at float32 precision (the npz stores float32).
 fn same(a: &Value, b: &Value, path: &str) -> Result<(), String> {
