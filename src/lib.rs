@@ -19,6 +19,8 @@
 //! A training program that only reads storages depends on guideloom with
 //! `default-features = false` and compiles none of these.
 
+#![forbid(unsafe_code)]
+
 #[cfg(feature = "ingest")]
 pub mod ingest;
 

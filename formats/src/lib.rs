@@ -29,6 +29,8 @@
 //! # Ok::<(), guideloom_formats::FormatError>(())
 //! ```
 
+#![forbid(unsafe_code)]
+
 mod columns;
 mod document;
 mod dtype;

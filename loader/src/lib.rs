@@ -44,6 +44,8 @@
 //! # Ok::<(), guideloom_loader::LoaderError>(())
 //! ```
 
+#![forbid(unsafe_code)]
+
 mod aliases;
 mod batch;
 mod error;

@@ -751,8 +751,8 @@ mod tests {
             };
             let (one, many) =
                 (tmp.path().join(format!("one{doc_meta}")), tmp.path().join(format!("many{doc_meta}")));
-            let a = ingest_text_in_chunks(&one, &[input.clone()], &opts, usize::MAX).unwrap();
-            let b = ingest_text_in_chunks(&many, &[input.clone()], &opts, 1).unwrap();
+            let a = ingest_text_in_chunks(&one, std::slice::from_ref(&input), &opts, usize::MAX).unwrap();
+            let b = ingest_text_in_chunks(&many, std::slice::from_ref(&input), &opts, 1).unwrap();
             assert_eq!(a, b);
             assert_eq!((a.documents, a.shards, a.dtype), (4, 3, "u32"));
             assert_eq!(storage_files(&one), storage_files(&many));
@@ -777,7 +777,7 @@ mod tests {
             let out = tmp.path().join(format!("out{chunk}"));
             let e = ingest_jsonl_in_chunks(
                 &out,
-                &[input.clone()],
+                std::slice::from_ref(&input),
                 &JsonlField::Tokens("ids".into()),
                 &write,
                 chunk,
@@ -791,7 +791,7 @@ mod tests {
             let out = tmp.path().join(format!("ok{chunk}"));
             let r = ingest_jsonl_in_chunks(
                 &out,
-                &[input.clone()],
+                std::slice::from_ref(&input),
                 &JsonlField::Tokens("ids".into()),
                 &write,
                 chunk,
@@ -801,7 +801,7 @@ mod tests {
             let u16_write = WriteOptions { dtype: DtypeChoice::U16, ..write };
             let e = ingest_jsonl_in_chunks(
                 &tmp.path().join(format!("u16{chunk}")),
-                &[input.clone()],
+                std::slice::from_ref(&input),
                 &JsonlField::Tokens("ids".into()),
                 &u16_write,
                 chunk,
