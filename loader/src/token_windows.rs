@@ -5,7 +5,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use guideloom_formats::{TokenElement, TokenFormat};
-use guideloom_storage::{ReadOptions, StreamReader};
+use guideloom_storage::{ReadOptions, StreamReader, Window};
 
 #[cfg(doc)]
 use crate::StreamWindows;
@@ -117,11 +117,11 @@ impl<E: TokenElement> DataSource for TokenWindows<E> {
     }
 
     fn get(&self, index: u64) -> Result<WindowSpan, LoaderError> {
-        let (offset, len) = self
+        let w = self
             .windows
             .window(index)
             .ok_or(LoaderError::IndexOutOfRange { index, len: self.windows.len() })?;
-        Ok(WindowSpan { index, offset, len })
+        Ok(WindowSpan { index, offset: w.offset, len: w.len })
     }
 
     fn fingerprint(&self) -> u64 {
@@ -139,7 +139,7 @@ impl<E: TokenElement> Collate<WindowSpan> for ReadTokens<E> {
                 detail: format!("window {} holds {} tokens, the first holds {seq_len}", r.index, r.len),
             });
         }
-        let spans: Vec<(u64, u64)> = records.iter().map(|r| (r.offset, r.len)).collect();
+        let spans: Vec<Window> = records.iter().map(|r| Window::new(r.offset, r.len)).collect();
         let mut data = vec![E::zeroed(); records.len() * seq_len as usize];
         self.reader.read_many_into(&spans, bytemuck::cast_slice_mut(&mut data)).map_err(|source| {
             LoaderError::Storage { index: records.first().map_or(0, |r| r.index), source }

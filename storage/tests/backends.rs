@@ -8,9 +8,9 @@ use std::sync::Arc;
 
 use guideloom_formats::{RawBytesFormat, TokenFormat};
 use guideloom_storage::{
-    auto_backend_choice, choose_backend, io_uring_probe, AutoBackend, BackendKind, DirectBackend, DocumentReader,
-    DocumentWriter, FileSet, Manifest, MmapBackend, PreadBackend, ReadBackend, ReadOptions, ReadRequest,
-    StorageError, StreamReader, StreamWriter, UringBackend, Window,
+    auto_backend_choice, choose_backend, io_uring_probe, AutoBackend, BackendKind, DirectBackend,
+    DocumentReader, DocumentWriter, FileSet, Manifest, MmapBackend, PreadBackend, ReadBackend, ReadOptions,
+    ReadRequest, StorageError, StreamReader, StreamWriter, UringBackend, Window,
 };
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -325,7 +325,8 @@ fn safe_backends(dir: &Path) -> Vec<(&'static str, &'static str)> {
             StreamReader::open(dir, TokenFormat::<u16>::new()).unwrap().options().backend.name(),
         ),
     ];
-    for value in [None, Some(""), Some("auto"), Some("pread"), Some("io_uring"), Some("mmap"), Some(" MMAP ")] {
+    for value in [None, Some(""), Some("auto"), Some("pread"), Some("io_uring"), Some("mmap"), Some(" MMAP ")]
+    {
         v.push(("AutoBackend::for_env_value", AutoBackend::for_env_value(value).name()));
         v.push(("choose_backend", choose_backend(value).kind.name()));
     }

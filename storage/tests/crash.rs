@@ -350,9 +350,10 @@ impl Reader {
     fn read_all(&self) -> Data {
         let windows = |n: u64| (0..n).step_by(3).map(|o| Window::new(o, 4.min(n - o))).collect::<Vec<_>>();
         match self {
-            Reader::Stream(r) => {
-                Data::Stream(r.read(Window::new(0, r.len())).unwrap(), r.read_many(&windows(r.len())).unwrap())
-            }
+            Reader::Stream(r) => Data::Stream(
+                r.read(Window::new(0, r.len())).unwrap(),
+                r.read_many(&windows(r.len())).unwrap(),
+            ),
             Reader::Document(r) => {
                 let all: Vec<u64> = (0..r.len()).collect();
                 let rev: Vec<u64> = all.iter().rev().copied().collect();

@@ -167,7 +167,10 @@ fn reads_past_the_end_are_out_of_range() {
         Err(StorageError::OutOfRange { what: "window", start: 4, len: 2, total: 5 })
     ));
     assert!(matches!(r.read(Window::new(u64::MAX, 2)), Err(StorageError::OutOfRange { .. })));
-    assert!(matches!(r.read_many(&[Window::new(0, 1), Window::new(5, 1)]), Err(StorageError::OutOfRange { .. })));
+    assert!(matches!(
+        r.read_many(&[Window::new(0, 1), Window::new(5, 1)]),
+        Err(StorageError::OutOfRange { .. })
+    ));
     let d = tempfile::tempdir().unwrap();
     docs(d.path());
     let r = DocumentReader::open(d.path(), RawBytesFormat).unwrap();

@@ -9,7 +9,9 @@ use guideloom_formats::{
     DocumentTokensFormat, Dtype, FormatError, MetaSink, MetaWindow, Primitive, StreamWithMetaFormat,
     TokenDocument,
 };
-use guideloom_storage::{Manifest, ReadOptions, StorageError, StreamWithMetaReader, StreamWithMetaWriter, Window};
+use guideloom_storage::{
+    Manifest, ReadOptions, StorageError, StreamWithMetaReader, StreamWithMetaWriter, Window,
+};
 
 use crate::common::{backends, edit_manifest, Counting};
 

@@ -113,7 +113,10 @@ fn crash_shape_uncommitted_bytes_are_invisible_and_a_second_session_appends() {
     w.append(3, &[30]).unwrap();
     w.commit().unwrap();
     let r = StreamReader::open(dir.path(), SegFormat).unwrap();
-    assert_eq!(r.read(Window::new(0, r.len())).unwrap().0, [10, 11, 12, 13, 14, 15, 20, 21, 22, 23, 24, 25, 30]);
+    assert_eq!(
+        r.read(Window::new(0, r.len())).unwrap().0,
+        [10, 11, 12, 13, 14, 15, 20, 21, 22, 23, 24, 25, 30]
+    );
     guideloom_storage::verify(dir.path()).unwrap();
     assert_eq!(std::fs::metadata(&p0).unwrap().len(), 12);
 }
