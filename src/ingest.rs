@@ -554,7 +554,7 @@ pub fn write_documents(
         Some(m) => {
             if let Value::Object(new) = &meta {
                 for (k, v) in new {
-                    let old = m.metadata.get(k);
+                    let old = m.metadata().get(k);
                     if old != Some(v) {
                         return Err(IngestError::AppendMismatch {
                             path: out.to_path_buf(),
@@ -565,11 +565,11 @@ pub fn write_documents(
                     }
                 }
             }
-            let next = m.shards.last().map_or(Some(0), |s| s.id.checked_add(1)).ok_or_else(|| {
+            let next = m.shards().last().map_or(Some(0), |s| s.id.checked_add(1)).ok_or_else(|| {
                 IngestError::InvalidArgument("the storage's last shard id is u64::MAX".into())
             })?;
-            let documents = m.metadata.get("documents").and_then(Value::as_u64).unwrap_or(0);
-            (next, documents, Some(m.dtype.clone()))
+            let documents = m.metadata().get("documents").and_then(Value::as_u64).unwrap_or(0);
+            (next, documents, Some(m.dtype_descr().clone()))
         }
     };
     let (shards, dtype, progress, target) = (write.shards, write.dtype, write.progress, write.target);

@@ -111,9 +111,14 @@ pub fn run(corpus: Vec<PathBuf>, workdir: Option<PathBuf>) -> CliResult {
 
     say!("\n== 2. storage summary ({})", store.display());
     let m = Manifest::load(&store)?;
-    let dtype = guideloom::formats::Dtype::from_descr(&m.dtype)?;
-    say!("   kind {}, dtype {dtype}, format {}, fingerprint {:016x}", m.kind, m.format.name, m.fingerprint());
-    for s in &m.shards {
+    let dtype = m.dtype().ok_or("the demo storage has no element dtype")?;
+    say!(
+        "   kind {}, dtype {dtype}, format {}, fingerprint {:016x}",
+        m.kind(),
+        m.format().name,
+        m.fingerprint()
+    );
+    for s in m.shards() {
         say!(
             "   shard {}: {} tokens, {} bytes, crc32c {:08x}",
             s.id,

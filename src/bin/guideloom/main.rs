@@ -92,7 +92,8 @@ pub enum BackendArg {
     IoUring,
     /// Positional reads.
     Pread,
-    /// Memory-mapped shards (do not truncate shard files while reading).
+    /// Memory-mapped shards (do not truncate or rewrite shard files while reading; also
+    /// chosen by GUIDELOOM_IO=mmap with `--backend auto`).
     Mmap,
 }
 
@@ -305,12 +306,11 @@ struct InspectArgs {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    if let Ok(v) = std::env::var(guideloom::storage::io::IO_ENV_VAR) {
-        let known = ["", "auto", "pread", "io_uring", "io-uring", "uring", "mmap"];
-        if !known.contains(&v.trim().to_ascii_lowercase().as_str()) {
+    if let Ok(v) = std::env::var(guideloom::storage::IO_ENV_VAR) {
+        if v.parse::<guideloom::storage::BackendKind>().is_err() {
             eprintln!(
                 "warning: {}={v:?} is not one of auto, pread, io_uring, mmap; using auto",
-                guideloom::storage::io::IO_ENV_VAR
+                guideloom::storage::IO_ENV_VAR
             );
         }
     }
@@ -410,16 +410,16 @@ fn summary(dir: &std::path::Path, m: &Manifest) -> CliResult<Value> {
         }
         Ok(total)
     }
-    let elements = sum(dir, m.shards.iter().filter_map(|s| s.elements))?;
-    let documents: Option<u64> = match m.kind {
-        StorageKind::Document => Some(sum(dir, m.shards.iter().filter_map(|s| s.documents))?),
-        _ => m.metadata.get("documents").and_then(Value::as_u64),
+    let elements = sum(dir, m.shards().iter().filter_map(|s| s.elements))?;
+    let documents: Option<u64> = match m.kind() {
+        StorageKind::Document => Some(sum(dir, m.shards().iter().filter_map(|s| s.documents))?),
+        _ => m.metadata().get("documents").and_then(Value::as_u64),
     };
     let files =
-        m.shards.iter().flat_map(|s| std::iter::once(s.bytes).chain(s.files.values().map(|f| f.bytes)));
+        m.shards().iter().flat_map(|s| std::iter::once(s.bytes).chain(s.files.values().map(|f| f.bytes)));
     let bytes = sum(dir, files)?;
     let shards: Vec<Value> = m
-        .shards
+        .shards()
         .iter()
         .map(|s| {
             let mut o = json!({"id": s.id, "bytes": s.bytes, "checksum": format!("{:08x}", s.checksum)});
@@ -434,14 +434,14 @@ fn summary(dir: &std::path::Path, m: &Manifest) -> CliResult<Value> {
         .collect();
     Ok(json!({
         "path": dir.display().to_string(),
-        "kind": m.kind.as_str(),
-        "dtype": m.dtype,
-        "format": m.format,
+        "kind": m.kind().as_str(),
+        "dtype": m.dtype_descr(),
+        "format": m.format(),
         "elements": elements,
         "documents": documents,
         "bytes": bytes,
         "shards": shards,
-        "metadata": m.metadata,
+        "metadata": m.metadata(),
         "fingerprint": format!("{:016x}", m.fingerprint()),
     }))
 }
@@ -461,18 +461,18 @@ fn inspect(a: InspectArgs) -> CliResult {
     } else {
         outln!("storage   {}", a.dir.display());
         outln!("kind      {}", s["kind"].as_str().unwrap_or("?"));
-        match guideloom::formats::Dtype::from_descr(&m.dtype) {
-            Ok(d) => outln!("dtype     {d}"),
-            Err(_) => outln!("dtype     {}", m.dtype),
+        match m.dtype() {
+            Some(d) => outln!("dtype     {d}"),
+            None => outln!("dtype     {}", m.dtype_descr()),
         }
-        outln!("format    {} {}", m.format.name, m.format.params);
+        outln!("format    {} {}", m.format().name, m.format().params);
         outln!("elements  {}", s["elements"]);
         if let Some(d) = s["documents"].as_u64() {
             outln!("documents {d}");
         }
         outln!("bytes     {}", s["bytes"]);
-        outln!("shards    {}", m.shards.len());
-        for sh in &m.shards {
+        outln!("shards    {}", m.shards().len());
+        for sh in m.shards() {
             let count = match (sh.elements, sh.documents) {
                 (Some(e), _) => format!("{e} elements"),
                 (None, Some(d)) => format!("{d} documents"),
@@ -480,8 +480,8 @@ fn inspect(a: InspectArgs) -> CliResult {
             };
             outln!("  shard {:>5}  {count:>18}  {:>14} bytes  crc32c {:08x}", sh.id, sh.bytes, sh.checksum);
         }
-        if !m.metadata.is_empty() {
-            outln!("metadata  {}", Value::Object(m.metadata.clone()));
+        if !m.metadata().is_empty() {
+            outln!("metadata  {}", Value::Object(m.metadata().clone()));
         }
     }
     match verified {
@@ -577,19 +577,31 @@ fn bench(a: BenchArgs) -> CliResult {
     Ok(())
 }
 
-/// Read options for a `--backend` value.
+/// Read options for a `--backend` value. `auto` follows `GUIDELOOM_IO` (parsed by the
+/// storage crate's `BackendKind`): the library honours `pread` and `io_uring`, and this tool
+/// honours `mmap` itself, as it does `--backend mmap`.
 pub(crate) fn backend_options(b: BackendArg) -> CliResult<guideloom::storage::ReadOptions> {
-    use guideloom::storage::{AutoBackend, PreadBackend, ReadOptions, UringBackend};
+    use guideloom::storage::{
+        AutoBackend, BackendKind, MmapBackend, PreadBackend, ReadBackend, ReadOptions, UringBackend,
+        IO_ENV_VAR,
+    };
     use std::sync::Arc;
-    let backend: Arc<dyn guideloom::storage::ReadBackend> = match b {
-        // Honors GUIDELOOM_IO.
-        BackendArg::Auto => Arc::new(AutoBackend::new()),
+    let env = std::env::var(IO_ENV_VAR).ok().and_then(|v| v.parse::<BackendKind>().ok());
+    let backend: Arc<dyn ReadBackend> = match b {
+        // Honours GUIDELOOM_IO=pread|io_uring.
+        BackendArg::Auto if env != Some(BackendKind::Mmap) => Arc::new(AutoBackend::new()),
         BackendArg::IoUring => Arc::new(UringBackend::new()?),
         BackendArg::Pread => Arc::new(PreadBackend),
-        // `--backend mmap` is the user's explicit opt-in to the mmap contract (shard files are
-        // not truncated or rewritten while this process reads them), exactly as
-        // GUIDELOOM_IO=mmap is; the storage crate's safe opt-in path takes it.
-        BackendArg::Mmap => Arc::new(AutoBackend::for_env_value(Some("mmap"))),
+        // `--backend mmap`, or `GUIDELOOM_IO=mmap` with the default `--backend auto`.
+        BackendArg::Auto | BackendArg::Mmap => {
+            // SAFETY: `MmapBackend::new` requires that no process truncates or rewrites a
+            // mapped shard file while this process reads it (else SIGBUS, or bytes changing
+            // under shared slices). The user asked for mmap by name, which this tool's help
+            // documents as accepting that contract. guideloom's own writers only append past
+            // the committed bytes and publish through the manifest, which live maps tolerate,
+            // and this tool does not write the storage it reads.
+            Arc::new(unsafe { MmapBackend::new() })
+        }
     };
     Ok(ReadOptions::default().with_backend(backend))
 }

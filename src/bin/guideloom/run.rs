@@ -92,29 +92,29 @@ pub fn read_options(backend: BackendArg) -> CliResult<ReadOptions> {
 /// and dtype.
 pub fn with_source<R>(args: &LoaderArgs, f: impl SourceFn<R>) -> CliResult<R> {
     let m = Manifest::load(&args.dir)?;
-    let dtype = Dtype::from_descr(&m.dtype)?;
     let opts = read_options(args.backend)?;
     let stride = args.stride.unwrap_or(args.seq_len);
-    match (m.kind, dtype) {
-        (StorageKind::Stream, Dtype::Primitive(Primitive::U16)) => {
+    match (m.kind(), m.dtype()) {
+        (StorageKind::Stream, Some(Dtype::Primitive(Primitive::U16))) => {
             let r = StreamReader::open_with(&args.dir, TokenFormat::<u16>::new(), opts)?;
             f.call(StreamWindows::with_stride(r, args.seq_len, stride)?)
         }
-        (StorageKind::Stream, Dtype::Primitive(Primitive::U32)) => {
+        (StorageKind::Stream, Some(Dtype::Primitive(Primitive::U32))) => {
             let r = StreamReader::open_with(&args.dir, TokenFormat::<u32>::new(), opts)?;
             f.call(StreamWindows::with_stride(r, args.seq_len, stride)?)
         }
-        (StorageKind::StreamWithMeta, Dtype::Primitive(Primitive::U16)) => {
+        (StorageKind::StreamWithMeta, Some(Dtype::Primitive(Primitive::U16))) => {
             let r = StreamWithMetaReader::open_with(&args.dir, DocumentTokensFormat::<u16>::new(), opts)?;
             f.call(guideloom::loader::MetaWindows::with_stride(r, args.seq_len, stride)?)
         }
-        (StorageKind::StreamWithMeta, Dtype::Primitive(Primitive::U32)) => {
+        (StorageKind::StreamWithMeta, Some(Dtype::Primitive(Primitive::U32))) => {
             let r = StreamWithMetaReader::open_with(&args.dir, DocumentTokensFormat::<u32>::new(), opts)?;
             f.call(guideloom::loader::MetaWindows::with_stride(r, args.seq_len, stride)?)
         }
         (kind, dtype) => Err(format!(
-            "{} holds a {kind} storage of dtype {dtype}; batches and bench read u16 or u32 token streams",
-            args.dir.display()
+            "{} holds a {kind} storage of dtype {}; batches and bench read u16 or u32 token streams",
+            args.dir.display(),
+            dtype.map_or_else(|| "none".to_string(), Dtype::to_string)
         )
         .into()),
     }
@@ -312,12 +312,15 @@ impl Bench {
             args.epochs = None;
         }
         let m = Manifest::load(&args.dir)?;
-        let dtype = Dtype::from_descr(&m.dtype)?;
         let stride = args.stride.unwrap_or(args.seq_len);
         let start = Instant::now();
-        match (m.kind, &dtype) {
-            (StorageKind::Stream, Dtype::Primitive(Primitive::U16)) => self.fast::<u16>(&args, stride, start),
-            (StorageKind::Stream, Dtype::Primitive(Primitive::U32)) => self.fast::<u32>(&args, stride, start),
+        match (m.kind(), m.dtype()) {
+            (StorageKind::Stream, Some(Dtype::Primitive(Primitive::U16))) => {
+                self.fast::<u16>(&args, stride, start)
+            }
+            (StorageKind::Stream, Some(Dtype::Primitive(Primitive::U32))) => {
+                self.fast::<u32>(&args, stride, start)
+            }
             _ => with_source(&args, self),
         }
     }
@@ -376,10 +379,8 @@ impl SourceFn<Throughput> for &Bench {
         S::Item: WindowRecord,
     {
         let start = Instant::now();
-        let token_bytes = Manifest::load(&self.args.dir)
-            .ok()
-            .and_then(|m| Dtype::from_descr(&m.dtype).ok())
-            .map_or(0, |d| d.itemsize());
+        let token_bytes =
+            Manifest::load(&self.args.dir).ok().and_then(|m| m.dtype().map(Dtype::itemsize)).unwrap_or(0);
         let mut args = self.args.clone();
         if self.max_batches.is_none() && self.seconds.is_some() {
             args.epochs = None;
