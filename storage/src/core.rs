@@ -2,9 +2,9 @@
 //! the kind ([`crate::kind`]), with the sans-IO read split ([`Reader::plan`],
 //! [`Reader::fetch`], [`Reader::decode`]) and the typed [`Window`].
 //!
-//! A kind supplies only what differs: how it opens (the files it reads and the in-memory
-//! index it keeps), how it turns keys into byte ranges, and how it decodes them
-//! ([`ReaderKind`]); the shard files it appends to and its format's dtype and name
+//! A kind supplies only what differs: what the manifest records about its format ([`Kind`]),
+//! how it opens its files and index and turns keys into byte ranges ([`ReaderIndex`]), how the
+//! format decodes a planned output ([`ReaderKind`]), and its writer's buffers and `append`
 //! ([`WriterKind`]). Opening, the manifest, the accessors, the batched read, locking,
 //! metadata, shard parking and the commit exist here once.
 

@@ -1,5 +1,5 @@
-//! The storage kinds a [`Reader`] or [`Writer`] is generic over, and what their readers keep
-//! in memory. [`crate::StreamReader`] and the other five names spell them out.
+//! The storage kinds a [`crate::Reader`] or [`crate::Writer`] is generic over, and what their
+//! readers keep in memory. [`crate::StreamReader`] and the other five names spell them out.
 
 use std::fmt;
 use std::marker::PhantomData;
@@ -8,8 +8,6 @@ use guideloom_formats::{DocumentFormat, Dtype, MetaSink, StreamFormat, StreamWit
 
 use crate::core::{Kind, Sealed, WriterKind};
 use crate::manifest::{FormatSpec, StorageKind};
-#[allow(unused_imports)] // for the links of the docs below
-use crate::{Reader, Writer};
 
 pub use crate::document::DocumentIndex;
 pub use crate::stream::StreamIndex;
