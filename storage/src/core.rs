@@ -54,7 +54,7 @@ impl Window {
 /// A caller that brings its own I/O reads the requests into one buffer (for example with
 /// [`StorageDir::read_requests`]) and hands it to [`Reader::decode`]; [`Reader::read_many`]
 /// does plan, one backend call ([`Reader::fetch`]) and decode.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct ReadPlan {
     /// The fingerprint of the storage of the reader that made the plan.
     storage: u64,
@@ -108,12 +108,14 @@ impl ReadPlan {
     /// An empty plan for about `outputs` outputs.
     pub(crate) fn with_capacity(outputs: usize) -> Self {
         ReadPlan {
+            storage: 0,
             requests: Vec::with_capacity(outputs + 4),
+            bytes: 0,
             seg_lens: Vec::with_capacity(outputs + 4),
             seg_shards: Vec::with_capacity(outputs + 4),
             out_seg_end: Vec::with_capacity(outputs),
             out_byte_end: Vec::with_capacity(outputs),
-            ..ReadPlan::default()
+            payloads: None,
         }
     }
 
@@ -279,7 +281,8 @@ pub(crate) struct OutputPayloads<'a> {
 }
 
 mod sealed {
-    /// Keeps [`super::ReaderKind`] and [`super::WriterKind`] to this crate's kinds.
+    /// Keeps [`super::Kind`], [`super::ReaderIndex`] and the traits built on them to this
+    /// crate's kinds.
     pub trait Sealed {}
 }
 pub(crate) use sealed::Sealed;

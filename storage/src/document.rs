@@ -12,11 +12,8 @@ use crate::core::{
 use crate::dir::StorageDir;
 use crate::io::{ReadRequest, ShardFile};
 use crate::kind::Document;
-use crate::manifest::{shard_file_name, Manifest, ShardEntry, StorageKind, MANIFEST_FILE};
+use crate::manifest::{shard_file_name, Manifest, ShardEntry, StorageKind, INDEX, MANIFEST_FILE};
 use crate::{Result, StorageError};
-
-/// Extension of the offset index file.
-const INDEX: &str = "index";
 
 /// Reads a document storage by global document index ([`Reader::read`] /
 /// [`Reader::read_many`], or their names here, [`Reader::get`] / [`Reader::get_many`]).

@@ -27,6 +27,17 @@ pub const MAX_MANIFEST_BYTES: u64 = 256 << 20;
 /// The manifest's file name inside a storage directory.
 pub const MANIFEST_FILE: &str = "manifest.json";
 
+/// Extension of the elements file of the stream kinds.
+pub(crate) const STREAM: &str = "stream";
+/// Extension of a document shard's payload file.
+pub(crate) const DOCS: &str = "docs";
+/// Extension of a document shard's offset index.
+pub(crate) const INDEX: &str = "index";
+/// Extension of a stream-with-meta shard's payload file.
+pub(crate) const META: &str = "meta";
+/// Extension of a stream-with-meta shard's run index.
+pub(crate) const METAIDX: &str = "metaidx";
+
 /// The three storage kinds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -54,17 +65,17 @@ impl StorageKind {
     /// Extensions of a shard's files, its main data file first.
     pub(crate) fn files(self) -> &'static [&'static str] {
         match self {
-            StorageKind::Stream => &["stream"],
-            StorageKind::Document => &["docs", "index"],
-            StorageKind::StreamWithMeta => &["stream", "meta", "metaidx"],
+            StorageKind::Stream => &[STREAM],
+            StorageKind::Document => &[DOCS, INDEX],
+            StorageKind::StreamWithMeta => &[STREAM, META, METAIDX],
         }
     }
 
     /// Extension of a shard's main data file (`stream`, `docs`).
     pub fn data_extension(self) -> &'static str {
         match self {
-            StorageKind::Stream | StorageKind::StreamWithMeta => "stream",
-            StorageKind::Document => "docs",
+            StorageKind::Stream | StorageKind::StreamWithMeta => STREAM,
+            StorageKind::Document => DOCS,
         }
     }
 }

@@ -25,14 +25,10 @@ use crate::core::{
 use crate::dir::StorageDir;
 use crate::io::{ReadRequest, ShardFile};
 use crate::kind::StreamWithMeta;
-use crate::manifest::{shard_file_name, Manifest, ShardEntry, MANIFEST_FILE};
+use crate::manifest::{shard_file_name, Manifest, ShardEntry, MANIFEST_FILE, META, METAIDX};
 use crate::stream::StreamIndex;
 use crate::{Result, StorageError};
 
-/// Extension of the payload file.
-pub(crate) const META: &str = "meta";
-/// Extension of the run index file.
-pub(crate) const METAIDX: &str = "metaidx";
 /// Bytes of one run-index entry (first element u64, payload offset u64).
 const ENTRY: u64 = 16;
 
