@@ -94,6 +94,7 @@ impl StreamWithMetaIndex {
     /// Adds the payloads of every window of `plan` (a stream plan over files `2 * i`).
     fn plan_payloads(&self, mut plan: ReadPlan) -> Result<ReadPlan> {
         let too_large = || StorageError::BatchTooLarge { bytes: u64::MAX };
+        // At least 1: every dtype has a field of a primitive type.
         let itemsize = self.stream.itemsize();
         let mut requests = Vec::new();
         let mut p = PayloadPlan::default();
