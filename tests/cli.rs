@@ -3,6 +3,8 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+use guideloom::storage::Window;
+
 /// Every `--backend` value the CLI accepts.
 pub(crate) const BACKENDS: [&str; 4] = ["auto", "pread", "io-uring", "mmap"];
 
@@ -23,7 +25,7 @@ pub(crate) fn austen(name: &str) -> PathBuf {
 fn read_u32_stream(dir: &Path) -> Vec<u32> {
     let r =
         guideloom::storage::StreamReader::open(dir, guideloom::formats::TokenFormat::<u32>::new()).unwrap();
-    r.read(0, r.len()).unwrap()
+    r.read(Window::new(0, r.len())).unwrap()
 }
 
 #[test]
@@ -71,19 +73,19 @@ fn ingest_shards_do_not_change_the_stream_and_eos_follows_each_document() {
         ]);
     }
     let m = guideloom::storage::Manifest::load(&four).unwrap();
-    assert_eq!(m.shards.len(), 4);
-    assert_eq!(m.dtype, serde_json::json!("<u2"), "gpt2 ids fit u16");
+    assert_eq!(m.shards().len(), 4);
+    assert_eq!(m.dtype_descr(), &serde_json::json!("<u2"), "gpt2 ids fit u16");
     let read = |d: &Path| {
         let r =
             guideloom::storage::StreamReader::open(d, guideloom::formats::TokenFormat::<u16>::new()).unwrap();
-        r.read(0, r.len()).unwrap()
+        r.read(Window::new(0, r.len())).unwrap()
     };
     let (a, b) = (read(&one), read(&four));
     assert_eq!(a, b);
     let text = std::fs::read_to_string(&file).unwrap();
     let blocks = guideloom::ingest::split_text(&text, guideloom::ingest::Split::BlankLine);
     assert_eq!(a.iter().filter(|&&t| t == 50_256).count(), blocks.len());
-    assert_eq!(m.metadata["documents"], blocks.len());
+    assert_eq!(m.metadata()["documents"], blocks.len());
     assert_eq!(*a.last().unwrap(), 50_256);
 }
 
@@ -122,7 +124,7 @@ fn ingest_jsonl_u16_refuses_70000_and_auto_stores_u32() {
         "ids",
         input.to_str().unwrap(),
     ]);
-    assert_eq!(guideloom::storage::Manifest::load(&out).unwrap().dtype, serde_json::json!("<u4"));
+    assert_eq!(guideloom::storage::Manifest::load(&out).unwrap().dtype_descr(), &serde_json::json!("<u4"));
     assert_eq!(read_u32_stream(&out), [1, 2, 3, 70_000, 5]);
 }
 
@@ -220,7 +222,7 @@ fn batches_return_exact_windows_across_shards() {
     assert_eq!(stream.len(), 150);
     let m = guideloom::storage::Manifest::load(&dir).unwrap();
     let shard_ends: Vec<u64> = m
-        .shards
+        .shards()
         .iter()
         .scan(0, |a, s| {
             *a += s.elements.unwrap();
@@ -481,11 +483,15 @@ fn ingest_refuses_an_existing_storage_unless_append_and_append_continues_it() {
     );
     run_ok(&["ingest", "jsonl", "--out", o, "--tokens-field", "ids", "--append", b.to_str().unwrap()]);
     let m = guideloom::storage::Manifest::load(&out).unwrap();
-    assert_eq!(m.shards.iter().map(|s| s.id).collect::<Vec<_>>(), [0, 1, 2], "appended after the last shard");
-    assert_eq!(m.metadata["documents"], 3);
+    assert_eq!(
+        m.shards().iter().map(|s| s.id).collect::<Vec<_>>(),
+        [0, 1, 2],
+        "appended after the last shard"
+    );
+    assert_eq!(m.metadata()["documents"], 3);
     let r =
         guideloom::storage::StreamReader::open(&out, guideloom::formats::TokenFormat::<u16>::new()).unwrap();
-    assert_eq!(r.read(0, r.len()).unwrap(), vec![1, 2, 3, 4, 5, 6]);
+    assert_eq!(r.read(Window::new(0, r.len())).unwrap(), vec![1, 2, 3, 4, 5, 6]);
     // Another field (or tokenizer) is refused, naming it.
     let txt = tmp.path().join("t.jsonl");
     std::fs::write(&txt, "{\"text\": \"hello\"}\n").unwrap();

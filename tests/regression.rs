@@ -64,7 +64,7 @@ fn issue12_batches_and_bench_with_a_seq_len_longer_than_the_data_fail_naming_the
     let meta = tmp.path().join("meta");
     let args = ["ingest", "text", "--out", meta.to_str().unwrap(), "--split", "line", "--doc-meta"];
     run_ok(&[&args[..], &["--tokenizer", "gpt2", text.to_str().unwrap()]].concat());
-    let meta_tokens = guideloom::storage::Manifest::load(&meta).unwrap().shards[0].elements.unwrap();
+    let meta_tokens = guideloom::storage::Manifest::load(&meta).unwrap().shards()[0].elements.unwrap();
     assert_eq!(meta_tokens, 5, "gpt2: hello, world, second, document, here");
     let state = tmp.path().join("state.json");
     for (dir, tokens, seq_len, extra) in [
@@ -103,4 +103,32 @@ fn issue12_batches_and_bench_with_a_seq_len_longer_than_the_data_fail_naming_the
     let o = run_ok(&["bench", meta.to_str().unwrap(), "--seq-len", "5", "--json"]);
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!((v["windows"].as_u64(), v["tokens"].as_u64()), (Some(1), Some(5)));
+}
+
+/// The library never picks mmap; the binary honours it itself, when asked by name:
+/// `--backend mmap`, or `GUIDELOOM_IO=mmap` with the default `--backend auto`.
+#[test]
+fn issue12_mmap_is_chosen_by_the_binary_only_when_asked() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (dir, _) = known_storage(tmp.path());
+    let backend = |env: Option<&str>, extra: &[&str]| -> String {
+        let mut cmd = bin();
+        cmd.args(["bench", dir.to_str().unwrap(), "--seq-len", "8", "--max-batches", "2", "--json"])
+            .args(extra);
+        cmd.env_remove("GUIDELOOM_IO");
+        if let Some(v) = env {
+            cmd.env("GUIDELOOM_IO", v);
+        }
+        let o = cmd.output().unwrap();
+        assert!(o.status.success(), "{env:?} {extra:?}: {}", String::from_utf8_lossy(&o.stderr));
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        v["backend"].as_str().unwrap().to_string()
+    };
+    assert_eq!(backend(Some("mmap"), &[]), "mmap");
+    assert_eq!(backend(Some(" MMAP "), &["--backend", "auto"]), "mmap");
+    assert_eq!(backend(None, &["--backend", "mmap"]), "mmap");
+    assert_eq!(backend(Some("pread"), &[]), "pread");
+    assert_eq!(backend(Some("mmap"), &["--backend", "pread"]), "pread");
+    assert_ne!(backend(None, &[]), "mmap");
+    assert_ne!(backend(Some("bogus"), &[]), "mmap");
 }

@@ -1,6 +1,6 @@
 use serde_json::{json, Value};
 
-use crate::{Dtype, DtypeKind, FormatError, Primitive, StreamFormat, TypeStr, Window};
+use crate::{Dtype, DtypeKind, FormatError, Primitive, RawWindow, StreamFormat, TypeStr};
 
 /// One typed vector of values, in native byte order: a structured field's values in stream
 /// order ([`ColumnsFormat`]), or the values of one named array (the object-array mapping's
@@ -276,7 +276,7 @@ impl Columns {
 /// field order (the shard segmentation is ignored). Manifest name: `"columns"`.
 ///
 /// ```
-/// use guideloom_formats::{Column, Columns, ColumnsFormat, Dtype, Primitive, StreamFormat, Window};
+/// use guideloom_formats::{Column, Columns, ColumnsFormat, Dtype, Primitive, StreamFormat, RawWindow};
 /// let dtype = Dtype::structured([("tokens", Primitive::U32), ("loss_mask", Primitive::U8)])?;
 /// let format = ColumnsFormat::new(dtype)?;
 /// let record = Columns::new()
@@ -285,7 +285,7 @@ impl Columns {
 /// let mut bytes = Vec::new();
 /// format.pack(&record, &mut bytes)?;
 /// assert_eq!(bytes, [7, 0, 0, 0, 1, 8, 0, 0, 0, 0]);
-/// let out = format.unpack(&Window::new(&bytes, 5, &[2], &[0])?)?;
+/// let out = format.unpack(&RawWindow::new(&bytes, 5, &[2], &[0])?)?;
 /// assert_eq!(out, record);
 /// # Ok::<(), guideloom_formats::FormatError>(())
 /// ```
@@ -378,7 +378,7 @@ impl StreamFormat for ColumnsFormat {
         Ok(n as u64)
     }
 
-    fn unpack(&self, window: &Window<'_>) -> Result<Columns, FormatError> {
+    fn unpack(&self, window: &RawWindow<'_>) -> Result<Columns, FormatError> {
         if window.itemsize() != self.dtype.itemsize() {
             return Err(FormatError::BadWindow(format!(
                 "window of {}-byte elements for a dtype of {} bytes",
@@ -495,7 +495,7 @@ mod tests {
         let mut out = Vec::new();
         assert_eq!(f.pack(&cols, &mut out).unwrap(), 2);
         assert_eq!(out.len() as u64, 2 * dtype.itemsize());
-        let w = Window::new(&out, dtype.itemsize(), &[2], &[3]).unwrap();
+        let w = RawWindow::new(&out, dtype.itemsize(), &[2], &[3]).unwrap();
         assert_eq!(f.unpack(&w).unwrap(), cols);
     }
 }

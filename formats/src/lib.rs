@@ -10,7 +10,7 @@
 //!   the one type-string parser every guideloom crate uses.
 //! - [`Column`]: one typed vector of values (a structured field's values, or an array's).
 //! - [`Element`]: plain-old-data Rust types that know their [`Dtype`].
-//! - [`StreamFormat`]: fixed-size elements, decoded a [`Window`] at a time.
+//! - [`StreamFormat`]: fixed-size elements, decoded a [`RawWindow`] at a time.
 //! - [`DocumentFormat`]: one variable-size byte payload per document.
 //! - [`StreamWithMetaFormat`]: fixed-size elements, each pointing to a metadata payload stored
 //!   once per run ([`MetaSink`], [`MetaWindow`]).
@@ -19,12 +19,12 @@
 //! [`DocumentTokensFormat`].
 //!
 //! ```
-//! use guideloom_formats::{StreamFormat, TokenFormat, Window};
+//! use guideloom_formats::{StreamFormat, TokenFormat, RawWindow};
 //! let format = TokenFormat::<u16>::new();
 //! let mut stored = Vec::new();
 //! format.pack(&[1u32, 2, 3], &mut stored)?;
 //! assert_eq!(stored, [1, 0, 2, 0, 3, 0]); // little-endian u16
-//! let window = Window::new(&stored, 2, &[3], &[0])?;
+//! let window = RawWindow::new(&stored, 2, &[3], &[0])?;
 //! assert_eq!(format.unpack(&window)?, vec![1u16, 2, 3]);
 //! # Ok::<(), guideloom_formats::FormatError>(())
 //! ```
@@ -51,7 +51,7 @@ pub use meta::{
     TokenDocument,
 };
 pub use serde_doc::SerdeFormat;
-pub use stream::{StreamFormat, Window};
+pub use stream::{RawWindow, StreamFormat};
 pub use tokens::{TokenElement, TokenFormat, TokenId};
 
 /// The result type of this crate.

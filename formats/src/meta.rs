@@ -13,7 +13,7 @@ use std::marker::PhantomData;
 
 use serde_json::{json, Value};
 
-use crate::{Dtype, FormatError, StreamFormat, TokenElement, TokenFormat, TokenId, Window};
+use crate::{Dtype, FormatError, RawWindow, StreamFormat, TokenElement, TokenFormat, TokenId};
 
 /// Collects the `(key, payload?)` pairs a [`StreamWithMetaFormat::pack`] call yields, one per
 /// element in element order, and checks the run contract as they arrive:
@@ -191,7 +191,7 @@ impl<K> MetaSink<K> {
 /// Indices are remapped for this read; they are not the keys `pack` saw.
 #[derive(Debug, Clone, Copy)]
 pub struct MetaWindow<'a> {
-    stream: Window<'a>,
+    stream: RawWindow<'a>,
     document_shard: &'a [u64],
     document_index: &'a [u32],
     document_data: &'a [&'a [u8]],
@@ -206,7 +206,7 @@ impl<'a> MetaWindow<'a> {
     /// `document_shard`, `document_data` and `run_offset` differ in length, or when an index
     /// is not below the number of payloads.
     pub fn new(
-        stream: Window<'a>,
+        stream: RawWindow<'a>,
         document_shard: &'a [u64],
         document_index: &'a [u32],
         document_data: &'a [&'a [u8]],
@@ -236,7 +236,7 @@ impl<'a> MetaWindow<'a> {
     }
 
     /// The window's elements and their shard segmentation.
-    pub fn stream(&self) -> &Window<'a> {
+    pub fn stream(&self) -> &RawWindow<'a> {
         &self.stream
     }
 
@@ -545,7 +545,7 @@ mod tests {
     fn unpack_true_positions_and_bad_payload() {
         let f = DocumentTokensFormat::<u16>::new();
         let bytes = [1u8, 0, 2, 0, 3, 0];
-        let w = Window::new(&bytes, 2, &[3], &[4]).unwrap();
+        let w = RawWindow::new(&bytes, 2, &[3], &[4]).unwrap();
         let p0 = [9u8, 0, 0, 0, 0, 0, 0, 0, b'z'];
         let p1 = [10u8, 0, 0, 0, 0, 0, 0, 0];
         let data: [&[u8]; 2] = [&p0, &p1];

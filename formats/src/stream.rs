@@ -4,20 +4,21 @@ use serde_json::Value;
 
 use crate::{Dtype, Element, FormatError};
 
-/// A contiguous range of a stream handed to [`StreamFormat::unpack`].
+/// The stored bytes of a contiguous range of a stream, handed to [`StreamFormat::unpack`].
 ///
-/// `bytes` holds the window's elements back to back (`len() * itemsize` bytes, little-endian).
+/// (Storage readers name the range itself, an element offset and length, with
+/// `guideloom_storage::Window`; this is what such a range holds once read.) `bytes` holds the window's elements back to back (`len() * itemsize` bytes, little-endian).
 /// The window may cross shard boundaries: segment `i` is `shard_lengths()[i]` elements long and
 /// comes from shard `shards()[i]`; segments are in stream order and never empty.
 #[derive(Debug, Clone, Copy)]
-pub struct Window<'a> {
+pub struct RawWindow<'a> {
     bytes: &'a [u8],
     itemsize: u64,
     shard_lengths: &'a [u64],
     shards: &'a [u64],
 }
 
-impl<'a> Window<'a> {
+impl<'a> RawWindow<'a> {
     /// Describes a window.
     ///
     /// # Errors
@@ -46,7 +47,7 @@ impl<'a> Window<'a> {
                 bytes.len()
             )));
         }
-        Ok(Window { bytes, itemsize, shard_lengths, shards })
+        Ok(RawWindow { bytes, itemsize, shard_lengths, shards })
     }
 
     /// The window's raw little-endian bytes.
@@ -74,7 +75,7 @@ impl<'a> Window<'a> {
         self.shard_lengths
     }
 
-    /// Shard id of each segment, parallel to [`Window::shard_lengths`].
+    /// Shard id of each segment, parallel to [`RawWindow::shard_lengths`].
     pub fn shards(&self) -> &'a [u64] {
         self.shards
     }
@@ -102,7 +103,7 @@ impl<'a> Window<'a> {
 /// A format for stream storages: fixed-size elements of one [`Dtype`].
 ///
 /// `pack` turns one record into elements (appended as bytes to the writer's buffer);
-/// `unpack` decodes a [`Window`] of the stream into the reader's output. Input and output
+/// `unpack` decodes a [`RawWindow`] of the stream into the reader's output. Input and output
 /// types may differ. The storage records [`StreamFormat::name`], [`StreamFormat::params`] and
 /// [`StreamFormat::dtype`] in its manifest and refuses to reopen with another dtype.
 pub trait StreamFormat: Send + Sync {
@@ -134,7 +135,7 @@ pub trait StreamFormat: Send + Sync {
     ///
     /// # Errors
     /// A [`FormatError`] when the bytes cannot be decoded.
-    fn unpack(&self, window: &Window<'_>) -> Result<Self::Output, FormatError>;
+    fn unpack(&self, window: &RawWindow<'_>) -> Result<Self::Output, FormatError>;
 }
 
 #[cfg(test)]
@@ -144,17 +145,17 @@ mod tests {
     #[test]
     fn window_checks_segments() {
         let b = [0u8; 8];
-        assert!(Window::new(&b, 2, &[1, 3], &[0, 2]).is_ok());
-        assert!(matches!(Window::new(&b, 2, &[1, 2], &[0, 2]), Err(FormatError::BadWindow(_))));
-        assert!(matches!(Window::new(&b, 2, &[4], &[0, 2]), Err(FormatError::BadWindow(_))));
-        assert!(matches!(Window::new(&b, 0, &[], &[]), Err(FormatError::BadWindow(_))));
-        assert!(matches!(Window::new(&b, 2, &[u64::MAX, 2], &[0, 1]), Err(FormatError::BadWindow(_))));
+        assert!(RawWindow::new(&b, 2, &[1, 3], &[0, 2]).is_ok());
+        assert!(matches!(RawWindow::new(&b, 2, &[1, 2], &[0, 2]), Err(FormatError::BadWindow(_))));
+        assert!(matches!(RawWindow::new(&b, 2, &[4], &[0, 2]), Err(FormatError::BadWindow(_))));
+        assert!(matches!(RawWindow::new(&b, 0, &[], &[]), Err(FormatError::BadWindow(_))));
+        assert!(matches!(RawWindow::new(&b, 2, &[u64::MAX, 2], &[0, 1]), Err(FormatError::BadWindow(_))));
     }
 
     #[test]
     fn unaligned_elements_are_copied() {
         let b = [1u8, 0, 2, 0, 3];
-        let w = Window::new(&b[1..], 2, &[2], &[0]).unwrap();
+        let w = RawWindow::new(&b[1..], 2, &[2], &[0]).unwrap();
         assert_eq!(&*w.elements::<u16>().unwrap(), &[512u16, 768]);
         assert!(w.elements::<u32>().is_err());
     }

@@ -2,7 +2,7 @@ use std::marker::PhantomData;
 
 use serde_json::{json, Value};
 
-use crate::{Dtype, Element, FormatError, StreamFormat, Window};
+use crate::{Dtype, Element, FormatError, RawWindow, StreamFormat};
 
 /// An unsigned integer element type that can hold token ids (`u8`, `u16`, `u32`, `u64`).
 pub trait TokenElement: Element + Copy + Into<u64> {
@@ -124,7 +124,7 @@ impl<E: TokenElement, I: TokenId> StreamFormat for TokenFormat<E, I> {
         Ok(record.len() as u64)
     }
 
-    fn unpack(&self, window: &Window<'_>) -> Result<Vec<E>, FormatError> {
+    fn unpack(&self, window: &RawWindow<'_>) -> Result<Vec<E>, FormatError> {
         Ok(window.elements::<E>()?.into_owned())
     }
 }
@@ -170,7 +170,7 @@ mod tests {
         let mut out = Vec::new();
         assert_eq!(f.pack(&[0, 1, 4_294_967_295], &mut out).unwrap(), 3);
         assert_eq!(out.len(), 12);
-        let w = Window::new(&out, 4, &[1, 2], &[0, 5]).unwrap();
+        let w = RawWindow::new(&out, 4, &[1, 2], &[0, 5]).unwrap();
         assert_eq!(f.unpack(&w).unwrap(), vec![0, 1, u32::MAX]);
         assert!(f.pack(&[1 << 32], &mut out).is_err());
     }

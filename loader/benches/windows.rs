@@ -35,7 +35,7 @@ use std::time::Duration;
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use guideloom_formats::TokenFormat;
 use guideloom_loader::{DataSource, Loader, StackTokens, StreamWindows};
-use guideloom_storage::StreamReader;
+use guideloom_storage::{StreamReader, Window};
 
 const SEQ: u64 = 2_048;
 const BATCH: u64 = 32;
@@ -67,7 +67,7 @@ fn bench(c: &mut Criterion) {
     let windows = open();
     let reader = StreamReader::open(dir.path(), TokenFormat::<u16>::new()).expect("open");
     let sampler = Loader::builder(open()).shuffle(1).unbounded().batch_size(BATCH).build().expect("valid");
-    let batch_windows = |k: u64| -> Vec<(u64, u64)> {
+    let batch_windows = |k: u64| -> Vec<Window> {
         let plan = sampler.sampler().batch(k).expect("unbounded");
         plan.indices.iter().map(|&i| windows.window(i).expect("in range")).collect()
     };

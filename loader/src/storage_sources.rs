@@ -3,13 +3,15 @@
 use std::path::Path;
 
 use guideloom_formats::{DocumentFormat, StreamFormat, StreamWithMetaFormat};
-use guideloom_storage::{DocumentReader, StorageError, StreamReader, StreamWithMetaReader};
+use guideloom_storage::{
+    DocumentReader, Reader, ReaderIndex, ReaderKind, StorageError, StreamReader, StreamWithMetaReader, Window,
+};
 
 use crate::{fingerprint_words, DataSource, LoaderError};
 
-/// A storage reader that decodes windows `(offset, len)` of a stream, in elements:
-/// implemented by [`StreamReader`] and [`StreamWithMetaReader`], the readers [`Windows`]
-/// serves records from.
+/// A storage reader that decodes windows of a stream ([`Window`]s, in elements): every
+/// storage [`Reader`] whose keys are windows ([`StreamReader`], [`StreamWithMetaReader`]),
+/// and an `Arc` of one; the readers [`Windows`] serves records from.
 pub trait WindowReader: Send + Sync {
     /// One decoded window.
     type Output: Send;
@@ -23,7 +25,7 @@ pub trait WindowReader: Send + Sync {
     ///
     /// # Errors
     /// The storage's error for the batch.
-    fn read_windows(&self, windows: &[(u64, u64)]) -> Result<Vec<Self::Output>, StorageError>;
+    fn read_windows(&self, windows: &[Window]) -> Result<Vec<Self::Output>, StorageError>;
     /// The storage manifest's fingerprint.
     fn fingerprint(&self) -> u64;
 }
@@ -33,7 +35,7 @@ impl<R: WindowReader + ?Sized> WindowReader for std::sync::Arc<R> {
     fn len(&self) -> u64 {
         (**self).len()
     }
-    fn read_windows(&self, windows: &[(u64, u64)]) -> Result<Vec<R::Output>, StorageError> {
+    fn read_windows(&self, windows: &[Window]) -> Result<Vec<R::Output>, StorageError> {
         (**self).read_windows(windows)
     }
     fn fingerprint(&self) -> u64 {
@@ -41,29 +43,21 @@ impl<R: WindowReader + ?Sized> WindowReader for std::sync::Arc<R> {
     }
 }
 
-impl<F: StreamFormat> WindowReader for StreamReader<F> {
-    type Output = F::Output;
+impl<K> WindowReader for Reader<K>
+where
+    K: ReaderKind,
+    K::Index: ReaderIndex<Key = Window>,
+    K::Output: Send,
+{
+    type Output = K::Output;
     fn len(&self) -> u64 {
-        StreamReader::len(self)
+        Reader::len(self)
     }
-    fn read_windows(&self, windows: &[(u64, u64)]) -> Result<Vec<F::Output>, StorageError> {
+    fn read_windows(&self, windows: &[Window]) -> Result<Vec<K::Output>, StorageError> {
         self.read_many(windows)
     }
     fn fingerprint(&self) -> u64 {
-        StreamReader::fingerprint(self)
-    }
-}
-
-impl<F: StreamWithMetaFormat> WindowReader for StreamWithMetaReader<F> {
-    type Output = F::Output;
-    fn len(&self) -> u64 {
-        StreamWithMetaReader::len(self)
-    }
-    fn read_windows(&self, windows: &[(u64, u64)]) -> Result<Vec<F::Output>, StorageError> {
-        self.read_many(windows)
-    }
-    fn fingerprint(&self) -> u64 {
-        StreamWithMetaReader::fingerprint(self)
+        Reader::fingerprint(self)
     }
 }
 
@@ -196,12 +190,13 @@ impl<R: WindowReader> Windows<R> {
         self.stride
     }
 
-    /// Window `w` as `(offset, len)` in elements, or `None` when `w >= len()`.
-    pub fn window(&self, w: u64) -> Option<(u64, u64)> {
-        (w < self.count).then(|| (w * self.stride, self.seq_len))
+    /// Window `w` (elements `[w * stride, w * stride + seq_len)`), or `None` when
+    /// `w >= len()`.
+    pub fn window(&self, w: u64) -> Option<Window> {
+        (w < self.count).then(|| Window::new(w * self.stride, self.seq_len))
     }
 
-    fn windows(&self, indices: &[u64]) -> Result<Vec<(u64, u64)>, LoaderError> {
+    fn windows(&self, indices: &[u64]) -> Result<Vec<Window>, LoaderError> {
         indices
             .iter()
             .map(|&i| self.window(i).ok_or(LoaderError::IndexOutOfRange { index: i, len: self.count }))

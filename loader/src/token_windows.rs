@@ -7,7 +7,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use guideloom_formats::{Dtype, Element, Primitive, TokenElement, TokenFormat};
-use guideloom_storage::{Manifest, ReadOptions, StorageError, StreamReader};
+use guideloom_storage::{Manifest, ReadOptions, StorageError, StreamReader, Window};
 
 use crate::storage_sources::open_error;
 #[cfg(doc)]
@@ -254,11 +254,11 @@ impl<E: Element> DataSource for TokenWindows<E> {
     }
 
     fn get(&self, index: u64) -> Result<WindowSpan, LoaderError> {
-        let (offset, len) = self
+        let w = self
             .windows
             .window(index)
             .ok_or(LoaderError::IndexOutOfRange { index, len: self.windows.len() })?;
-        Ok(WindowSpan { index, offset, len })
+        Ok(WindowSpan { index, offset: w.offset, len: w.len })
     }
 
     fn fingerprint(&self) -> u64 {
@@ -288,7 +288,7 @@ impl<E: Element> Collate<WindowSpan> for ReadTokens<E> {
             .and_then(|l| l.checked_mul(records.len()))
             .filter(|n| n.checked_mul(std::mem::size_of::<E>()).is_some())
             .ok_or_else(too_large)?;
-        let spans: Vec<(u64, u64)> = records.iter().map(|r| (r.offset, r.len)).collect();
+        let spans: Vec<Window> = records.iter().map(|r| Window::new(r.offset, r.len)).collect();
         let mut data = vec![E::zeroed(); n];
         let bytes: &mut [u8] = bytemuck::cast_slice_mut(&mut data);
         let stored = self.storage.0.itemsize();
@@ -312,8 +312,8 @@ trait TokenStorage: Send + Sync + std::fmt::Debug {
     fn dtype(&self) -> Dtype;
     /// Bytes per stored id.
     fn itemsize(&self) -> usize;
-    /// Reads windows `(offset, len)` as little-endian ids, back to back, into `out`.
-    fn read_into(&self, windows: &[(u64, u64)], out: &mut [u8]) -> Result<(), StorageError>;
+    /// Reads windows as little-endian ids, back to back, into `out`.
+    fn read_into(&self, windows: &[Window], out: &mut [u8]) -> Result<(), StorageError>;
 }
 
 impl<S: TokenElement> TokenStorage for StreamReader<TokenFormat<S>> {
@@ -329,7 +329,7 @@ impl<S: TokenElement> TokenStorage for StreamReader<TokenFormat<S>> {
     fn itemsize(&self) -> usize {
         std::mem::size_of::<S>()
     }
-    fn read_into(&self, windows: &[(u64, u64)], out: &mut [u8]) -> Result<(), StorageError> {
+    fn read_into(&self, windows: &[Window], out: &mut [u8]) -> Result<(), StorageError> {
         self.read_many_into(windows, out)
     }
 }
@@ -344,12 +344,14 @@ impl WindowReader for SharedTokens {
     fn len(&self) -> u64 {
         self.0.len()
     }
-    fn read_windows(&self, windows: &[(u64, u64)]) -> Result<Vec<Vec<u8>>, StorageError> {
+    fn read_windows(&self, windows: &[Window]) -> Result<Vec<Vec<u8>>, StorageError> {
         let size = self.0.itemsize();
         let bytes = |len: u64| usize::try_from(len).ok().and_then(|l| l.checked_mul(size));
-        let total = windows.iter().try_fold(0usize, |acc, w| bytes(w.1).and_then(|b| acc.checked_add(b)));
+        let total = windows.iter().try_fold(0usize, |acc, w| bytes(w.len).and_then(|b| acc.checked_add(b)));
         let Some(total) = total else {
-            return Err(StorageError::InvalidArgument("batch too large".into()));
+            let bytes =
+                windows.iter().fold(0u64, |acc, w| acc.saturating_add(w.len.saturating_mul(size as u64)));
+            return Err(StorageError::BatchTooLarge { bytes });
         };
         let mut all = vec![0u8; total];
         self.0.read_into(windows, &mut all)?;
@@ -357,7 +359,7 @@ impl WindowReader for SharedTokens {
         Ok(windows
             .iter()
             .map(|w| {
-                let (head, tail) = rest.split_at(bytes(w.1).unwrap_or(0));
+                let (head, tail) = rest.split_at(bytes(w.len).unwrap_or(0));
                 rest = tail;
                 head.to_vec()
             })
@@ -372,8 +374,8 @@ impl WindowReader for SharedTokens {
 /// manifest's dtype is not a primitive.
 fn stored_primitive(dir: &Path) -> Result<Option<Primitive>, StorageError> {
     let manifest = Manifest::load(dir)?;
-    Ok(match Dtype::from_descr(&manifest.dtype) {
-        Ok(Dtype::Primitive(p)) => Some(p),
+    Ok(match manifest.dtype() {
+        Some(Dtype::Primitive(p)) => Some(*p),
         _ => None,
     })
 }

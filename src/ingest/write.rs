@@ -124,7 +124,7 @@ pub(crate) fn write_corpus(
         Some(m) => {
             if let Value::Object(new) = &meta {
                 for (k, v) in new {
-                    let old = m.metadata.get(k);
+                    let old = m.metadata().get(k);
                     if old != Some(v) {
                         return Err(IngestError::AppendMismatch {
                             path: out.to_path_buf(),
@@ -135,11 +135,11 @@ pub(crate) fn write_corpus(
                     }
                 }
             }
-            let next = m.shards.last().map_or(Some(0), |s| s.id.checked_add(1)).ok_or_else(|| {
+            let next = m.shards().last().map_or(Some(0), |s| s.id.checked_add(1)).ok_or_else(|| {
                 IngestError::InvalidArgument("the storage's last shard id is u64::MAX".into())
             })?;
-            let documents = m.metadata.get("documents").and_then(Value::as_u64).unwrap_or(0);
-            (Placement { first_shard: next, first_ordinal: documents }, Some(m.dtype.clone()))
+            let documents = m.metadata().get("documents").and_then(Value::as_u64).unwrap_or(0);
+            (Placement { first_shard: next, first_ordinal: documents }, Some(m.dtype_descr().clone()))
         }
     };
     let too_large = || match &stats.over_u16 {

@@ -23,7 +23,7 @@ use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use guideloom_formats::TokenFormat;
 use guideloom_storage::{
     DirectBackend, Manifest, MmapBackend, PreadBackend, ReadBackend, ReadOptions, StreamReader, StreamWriter,
-    UringBackend,
+    UringBackend, Window,
 };
 use rand::{Rng, SeedableRng};
 
@@ -46,9 +46,7 @@ fn make_storages(dir: &Path, mib: u64) {
             w.append(0, &[0]).expect("append");
             w.commit().expect("commit");
         }
-        let mut m = Manifest::load(&d).expect("manifest");
-        let template = m.shards[0].clone();
-        m.shards.clear();
+        let mut shards = Vec::new();
         for s in 0..SHARDS {
             let p = Manifest::shard_path(&d, s, "stream");
             let _ = std::fs::remove_file(&p);
@@ -58,14 +56,18 @@ fn make_storages(dir: &Path, mib: u64) {
             } else {
                 std::fs::hard_link(&src, &p).expect("link");
             }
-            let mut e = template.clone();
-            e.id = s;
-            e.elements = Some(shard_bytes / itemsize);
-            e.bytes = shard_bytes;
-            e.checksum = 0; // not verified by readers; `verify` is not run here
-            m.shards.push(e);
+            // checksum 0: not verified by readers; `verify` is not run here.
+            let elements = shard_bytes / itemsize;
+            shards.push(
+                serde_json::json!({"id": s, "elements": elements, "bytes": shard_bytes, "checksum": 0}),
+            );
         }
-        m.commit(&d).expect("commit manifest");
+        // The manifest the writer committed, with these shards instead of its one.
+        let path = d.join("manifest.json");
+        let mut m: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(&path).expect("manifest")).expect("manifest JSON");
+        m["shards"] = shards.into();
+        std::fs::write(&path, serde_json::to_vec_pretty(&m).expect("JSON")).expect("write manifest");
     }
 }
 
@@ -113,10 +115,10 @@ fn warm_cache(files: &[File]) {
     }
 }
 
-/// Random `(offset, len)` windows of `tokens` elements over a stream of `total` elements.
-fn batches(total: u64, tokens: u64, seed: u64) -> impl FnMut() -> Vec<(u64, u64)> {
+/// Random windows of `tokens` elements over a stream of `total` elements.
+fn batches(total: u64, tokens: u64, seed: u64) -> impl FnMut() -> Vec<Window> {
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
-    move || (0..BATCH).map(|_| (rng.random_range(0..total - tokens), tokens)).collect()
+    move || (0..BATCH).map(|_| Window::new(rng.random_range(0..total - tokens), tokens)).collect()
 }
 
 fn bench_reader<T: guideloom_storage_bench::Tok>(
@@ -162,7 +164,7 @@ mod guideloom_storage_bench {
         type R;
         fn open(dir: &Path, o: ReadOptions) -> Self::R;
         fn len(r: &Self::R) -> u64;
-        fn read(r: &Self::R, w: &[(u64, u64)], buf: &mut Vec<u8>);
+        fn read(r: &Self::R, w: &[Window], buf: &mut Vec<u8>);
     }
 
     pub(crate) struct U16;
@@ -177,7 +179,7 @@ mod guideloom_storage_bench {
         fn len(r: &Self::R) -> u64 {
             r.len()
         }
-        fn read(r: &Self::R, w: &[(u64, u64)], buf: &mut Vec<u8>) {
+        fn read(r: &Self::R, w: &[Window], buf: &mut Vec<u8>) {
             r.read_many_raw(w, buf).expect("read");
         }
     }
@@ -191,7 +193,7 @@ mod guideloom_storage_bench {
         fn len(r: &Self::R) -> u64 {
             r.len()
         }
-        fn read(r: &Self::R, w: &[(u64, u64)], buf: &mut Vec<u8>) {
+        fn read(r: &Self::R, w: &[Window], buf: &mut Vec<u8>) {
             r.read_many_raw(w, buf).expect("read");
         }
     }

@@ -6,7 +6,7 @@
 
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
 use guideloom_formats::TokenFormat;
-use guideloom_storage::StreamReader;
+use guideloom_storage::{StreamReader, Window};
 use rand::seq::SliceRandom;
 use rand::SeedableRng;
 
@@ -24,7 +24,8 @@ fn bench(c: &mut Criterion) {
     g.throughput(Throughput::Bytes(SEQ * 2 * BATCH as u64));
     let mut next = 0usize;
     let mut batch = move || {
-        let b: Vec<(u64, u64)> = (0..BATCH).map(|i| (order[(next + i) % order.len()] * SEQ, SEQ)).collect();
+        let b: Vec<Window> =
+            (0..BATCH).map(|i| Window::new(order[(next + i) % order.len()] * SEQ, SEQ)).collect();
         next = (next + BATCH) % order.len();
         b
     };

@@ -109,14 +109,14 @@ impl AppendFile {
 
     /// The open file, reopening a parked one.
     fn file(&mut self) -> Result<&File> {
-        if self.file.is_none() {
-            let f = OpenOptions::new()
+        let file = match self.file.take() {
+            Some(f) => f,
+            None => OpenOptions::new()
                 .write(true)
                 .open(&self.path)
-                .map_err(|e| StorageError::io(&self.path, e))?;
-            self.file = Some(f);
-        }
-        self.file.as_ref().ok_or_else(|| StorageError::InvalidArgument("append file vanished".into()))
+                .map_err(|e| StorageError::io(&self.path, e))?,
+        };
+        Ok(self.file.insert(file))
     }
 
     /// Whether the file is parked (closed, everything written durable).
@@ -158,45 +158,4 @@ impl AppendFile {
         }
         Ok(FileEntry { bytes: self.flushed, checksum: self.crc })
     }
-}
-
-/// Checks that `path` exists and holds at least `committed` bytes; returns its length.
-pub(crate) fn check_file(path: &Path, shard: u64, committed: u64) -> Result<u64> {
-    let actual = match std::fs::metadata(path) {
-        Ok(m) => m.len(),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            return Err(StorageError::MissingShard { shard, path: path.to_path_buf() })
-        }
-        Err(e) => return Err(StorageError::io(path, e)),
-    };
-    if actual < committed {
-        return Err(StorageError::ShardTooShort {
-            shard,
-            path: path.to_path_buf(),
-            expected: committed,
-            actual,
-        });
-    }
-    Ok(actual)
-}
-
-/// crc32c of the first `len` bytes of `path`, read in 1 MiB blocks.
-pub(crate) fn checksum_file(path: &Path, shard: u64, len: u64) -> Result<u32> {
-    let file = File::open(path).map_err(|e| {
-        if e.kind() == std::io::ErrorKind::NotFound {
-            StorageError::MissingShard { shard, path: path.to_path_buf() }
-        } else {
-            StorageError::io(path, e)
-        }
-    })?;
-    let mut buf = vec![0u8; (1 << 20).min(len as usize)];
-    let mut crc = 0u32;
-    let mut off = 0u64;
-    while off < len {
-        let n = (len - off).min(buf.len() as u64) as usize;
-        crate::io::read_exact_at(&file, &mut buf[..n], off, path)?;
-        crc = crc32c::crc32c_append(crc, &buf[..n]);
-        off += n as u64;
-    }
-    Ok(crc)
 }

@@ -4,37 +4,23 @@
 //! Per shard: `shard-NNNNN.docs` (payloads back to back) and `shard-NNNNN.index`
 //! (`documents + 1` little-endian u64 offsets into the payload file, the first 0).
 
-use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
-
 use guideloom_formats::DocumentFormat;
-use serde_json::{Map, Value};
 
-use crate::append::{check_file, AppendFile, OpenShards};
-use crate::io::{read_exact_at, FileSet, ReadOptions, ReadRequest, ShardFile};
-use crate::manifest::{FileEntry, FormatSpec, Manifest, ShardEntry, StorageKind, MANIFEST_FILE};
-use crate::stream::{check_kind_dtype, open_or_create_manifest, WriterLock};
+use crate::core::{
+    check_file, IndexFile, PlannedOutput, ReadPlan, Reader, ReaderIndex, ReaderKind, Sealed, Writer,
+};
+use crate::dir::StorageDir;
+use crate::io::{ReadRequest, ShardFile};
+use crate::kind::Document;
+use crate::manifest::{shard_file_name, Manifest, ShardEntry, StorageKind, INDEX, MANIFEST_FILE};
 use crate::{Result, StorageError};
 
-const INDEX: &str = "index";
-
-struct OpenDocShard {
-    data: AppendFile,
-    index: AppendFile,
-    documents: u64,
-}
-
-impl std::fmt::Debug for OpenDocShard {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("OpenDocShard").field("documents", &self.documents).finish()
-    }
-}
-
-/// Writes a document storage: [`DocumentWriter::append`] documents to shards, then
-/// [`DocumentWriter::commit`].
+/// Reads a document storage by global document index ([`Reader::read`] /
+/// [`Reader::read_many`], or their names here, [`Reader::get`] / [`Reader::get_many`]).
 ///
-/// Opening a directory that already holds a document storage continues it (see
-/// [`crate::StreamWriter`] for the crash rules, which are the same).
+/// Open also checks, per shard, that the index has `documents + 1` entries starting at 0,
+/// never decreasing and ending at the payload's committed length. The offsets are kept in
+/// memory (8 bytes per document).
 ///
 /// ```
 /// use guideloom_formats::RawBytesFormat;
@@ -51,232 +37,29 @@ impl std::fmt::Debug for OpenDocShard {
 /// assert_eq!(r.locate(2)?, (1, 1));
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
-#[derive(Debug)]
-pub struct DocumentWriter<F: DocumentFormat> {
-    dir: PathBuf,
-    format: F,
-    manifest: Manifest,
-    open: BTreeMap<u64, OpenDocShard>,
-    open_shards: OpenShards,
-    buf: Vec<u8>,
-    _lock: WriterLock,
-}
+pub type DocumentReader<F> = Reader<Document<F>>;
 
-impl<F: DocumentFormat> DocumentWriter<F> {
-    /// Opens or creates the document storage in `dir` for appending with `format`. The
-    /// writer holds the storage's writer lock until it is dropped.
-    ///
-    /// # Errors
-    /// [`StorageError::Locked`] while another writer has the storage open;
-    /// [`StorageError::KindMismatch`] when `dir` holds another kind; manifest and I/O errors.
-    pub fn open(dir: impl AsRef<Path>, format: F) -> Result<Self> {
-        let dir = dir.as_ref().to_path_buf();
-        let spec = FormatSpec { name: format.name().to_string(), params: format.params() };
-        let (manifest, lock) = open_or_create_manifest(&dir, StorageKind::Document, Value::Null, spec)?;
-        Ok(DocumentWriter {
-            dir,
-            format,
-            manifest,
-            open: BTreeMap::new(),
-            open_shards: OpenShards::default(),
-            buf: Vec::new(),
-            _lock: lock,
-        })
-    }
+/// Writes a document storage: [`Writer::append`] documents to shards, then
+/// [`Writer::commit`] (see [`Writer`] for shard parking and the crash rules).
+pub type DocumentWriter<F> = Writer<Document<F>>;
 
-    /// Appends one document to shard `shard`; returns its size in bytes.
-    ///
-    /// # Errors
-    /// [`StorageError::Format`] when the format refuses the document (nothing is written);
-    /// I/O errors naming the file.
-    pub fn append(&mut self, shard: u64, document: &F::Input) -> Result<u64> {
-        self.buf.clear();
-        self.format.pack(document, &mut self.buf).map_err(|source| StorageError::Format { shard, source })?;
-        if let Some(victim) = self.open_shards.touch(shard).and_then(|v| self.open.get_mut(&v)) {
-            victim.data.park()?;
-            victim.index.park()?;
-        }
-        if !self.open.contains_key(&shard) {
-            let (data, index, documents) = match self.manifest.shard(shard) {
-                Some(s) => (
-                    FileEntry { bytes: s.bytes, checksum: s.checksum },
-                    s.files.get(INDEX).copied().unwrap_or(FileEntry { bytes: 0, checksum: 0 }),
-                    s.documents.unwrap_or(0),
-                ),
-                None => (FileEntry { bytes: 0, checksum: 0 }, FileEntry { bytes: 0, checksum: 0 }, 0),
-            };
-            let data = AppendFile::open(&Manifest::shard_path(&self.dir, shard, "docs"), shard, data)?;
-            let mut index = AppendFile::open(&Manifest::shard_path(&self.dir, shard, INDEX), shard, index)?;
-            if index.len() == 0 {
-                index.write(&0u64.to_le_bytes())?;
-            }
-            self.open.insert(shard, OpenDocShard { data, index, documents });
-        }
-        let s = self
-            .open
-            .get_mut(&shard)
-            .ok_or_else(|| StorageError::InvalidArgument("shard vanished".into()))?;
-        // Both writes count as appended even when a flush fails, so the counts stay consistent.
-        let data = s.data.write(&self.buf);
-        let index = s.index.write(&s.data.len().to_le_bytes());
-        s.documents += 1;
-        data.and(index)?;
-        Ok(self.buf.len() as u64)
-    }
-
-    /// Sets a key of the manifest's user metadata (committed with the next `commit`).
-    pub fn set_metadata(&mut self, key: impl Into<String>, value: Value) {
-        self.manifest.metadata.insert(key.into(), value);
-    }
-
-    /// The user metadata as it will be committed.
-    pub fn metadata(&self) -> &Map<String, Value> {
-        &self.manifest.metadata
-    }
-
-    /// Makes everything appended so far durable and visible (fsync shard files, then replace
-    /// the manifest atomically).
-    ///
-    /// # Errors
-    /// I/O errors naming the file.
-    pub fn commit(&mut self) -> Result<()> {
-        for (&id, s) in &mut self.open {
-            let data = s.data.sync()?;
-            let index = s.index.sync()?;
-            let entry = ShardEntry {
-                id,
-                elements: None,
-                documents: Some(s.documents),
-                bytes: data.bytes,
-                checksum: data.checksum,
-                files: BTreeMap::from([(INDEX.to_string(), index)]),
-            };
-            match self.manifest.shards.binary_search_by_key(&id, |s| s.id) {
-                Ok(i) => self.manifest.shards[i] = entry,
-                Err(i) => self.manifest.shards.insert(i, entry),
-            }
-        }
-        self.manifest.commit(&self.dir)
-    }
-
-    /// Commits and closes the writer.
-    ///
-    /// # Errors
-    /// As [`DocumentWriter::commit`].
-    pub fn finish(mut self) -> Result<()> {
-        self.commit()
-    }
-}
-
-/// Reads a document storage by global document index.
-///
-/// Open validates the manifest and, per shard, that the payload and index files hold their
-/// committed bytes, that the index has `documents + 1` entries starting at 0, never
-/// decreasing and ending at the payload's committed length. The offsets are kept in memory
-/// (8 bytes per document).
-#[derive(Debug)]
-pub struct DocumentReader<F: DocumentFormat> {
-    dir: PathBuf,
-    format: F,
-    manifest: Manifest,
+/// What a document reader keeps in memory: every shard's document offsets.
+#[derive(Debug, Clone)]
+pub struct DocumentIndex {
+    /// Shard ids, increasing.
+    ids: Vec<u64>,
     /// `doc_starts[i]` = global index of shard `i`'s first document; last = total.
     doc_starts: Vec<u64>,
     /// Per shard, its `documents + 1` offsets.
     offsets: Vec<Vec<u64>>,
-    files: FileSet,
-    options: ReadOptions,
 }
 
-impl<F: DocumentFormat> DocumentReader<F> {
-    /// Opens the document storage in `dir` with default [`ReadOptions`].
-    ///
-    /// # Errors
-    /// Manifest errors, [`StorageError::KindMismatch`], [`StorageError::MissingShard`],
-    /// [`StorageError::ShardTooShort`], [`StorageError::CorruptIndex`].
-    pub fn open(dir: impl AsRef<Path>, format: F) -> Result<Self> {
-        Self::open_with(dir, format, ReadOptions::default())
-    }
-
-    /// Opens with explicit read options.
-    ///
-    /// # Errors
-    /// As [`DocumentReader::open`].
-    pub fn open_with(dir: impl AsRef<Path>, format: F, options: ReadOptions) -> Result<Self> {
-        let dir = dir.as_ref().to_path_buf();
-        let manifest = Manifest::load(&dir)?;
-        check_kind_dtype(&manifest, &dir, StorageKind::Document, &Value::Null)?;
-        let mut doc_starts = vec![0u64];
-        let mut offsets = Vec::with_capacity(manifest.shards.len());
-        let mut files = Vec::with_capacity(manifest.shards.len());
-        let mut total = 0u64;
-        for s in &manifest.shards {
-            let docs = s.documents.unwrap_or(0);
-            let data_path = Manifest::shard_path(&dir, s.id, "docs");
-            check_file(&data_path, s.id, s.bytes)?;
-            let offs = load_index(&dir, s, docs)?;
-            files.push(ShardFile { path: data_path, shard: s.id, committed: s.bytes });
-            offsets.push(offs);
-            total = total.checked_add(docs).ok_or_else(|| StorageError::InvalidManifest {
-                path: dir.join(MANIFEST_FILE),
-                reason: "document counts overflow u64".into(),
-            })?;
-            doc_starts.push(total);
-        }
-        Ok(DocumentReader {
-            dir,
-            format,
-            manifest,
-            doc_starts,
-            offsets,
-            files: FileSet::new(files, options.max_open_files),
-            options,
-        })
-    }
-
-    /// Number of documents (all shards).
-    pub fn len(&self) -> u64 {
+impl DocumentIndex {
+    fn len(&self) -> u64 {
         self.doc_starts.last().copied().unwrap_or(0)
     }
 
-    /// Whether the storage holds no document.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
-    /// The committed manifest this reader serves.
-    pub fn manifest(&self) -> &Manifest {
-        &self.manifest
-    }
-
-    /// The storage directory.
-    pub fn dir(&self) -> &Path {
-        &self.dir
-    }
-
-    /// The format documents are decoded with.
-    pub fn format(&self) -> &F {
-        &self.format
-    }
-
-    /// The manifest's fingerprint ([`Manifest::fingerprint`]).
-    pub fn fingerprint(&self) -> u64 {
-        self.manifest.fingerprint()
-    }
-
-    /// The shard files and their descriptor cache.
-    pub fn files(&self) -> &FileSet {
-        &self.files
-    }
-
-    /// The shard id and the index inside that shard of global document `index`.
-    ///
-    /// # Errors
-    /// [`StorageError::OutOfRange`] when `index >= len()`.
-    pub fn locate(&self, index: u64) -> Result<(u64, u64)> {
-        let (i, local) = self.position(index)?;
-        Ok((self.manifest.shards[i].id, local))
-    }
-
+    /// The shard position and the index inside that shard of global document `index`.
     fn position(&self, index: u64) -> Result<(usize, u64)> {
         if index >= self.len() {
             return Err(StorageError::OutOfRange {
@@ -289,72 +72,133 @@ impl<F: DocumentFormat> DocumentReader<F> {
         let i = self.doc_starts[1..].partition_point(|&e| e <= index);
         Ok((i, index - self.doc_starts[i]))
     }
+}
 
-    /// Reads and decodes document `index`.
+impl Sealed for DocumentIndex {}
+
+impl ReaderIndex for DocumentIndex {
+    type Key = u64;
+
+    /// Checks every shard's payload file and loads its index.
+    fn open(dir: &dyn StorageDir, m: &Manifest) -> Result<(Self, Vec<ShardFile>, u64)> {
+        let mut doc_starts = vec![0u64];
+        let mut offsets = Vec::with_capacity(m.shards().len());
+        let mut files = Vec::with_capacity(m.shards().len());
+        let mut total = 0u64;
+        for s in m.shards() {
+            let docs = s.documents.unwrap_or(0);
+            let name = shard_file_name(s.id, StorageKind::Document.data_extension());
+            files.push(check_file(dir, s.id, &name, s.bytes)?);
+            offsets.push(load_index(dir, s, docs)?);
+            total = total.checked_add(docs).ok_or_else(|| StorageError::InvalidManifest {
+                path: dir.path().join(MANIFEST_FILE),
+                reason: "document counts overflow u64".into(),
+            })?;
+            doc_starts.push(total);
+        }
+        let ids = m.shards().iter().map(|s| s.id).collect();
+        Ok((DocumentIndex { ids, doc_starts, offsets }, files, total))
+    }
+
+    /// One request per document: its payload bytes.
+    fn plan(&self, indices: &[u64]) -> Result<ReadPlan> {
+        let mut plan = ReadPlan::with_capacity(indices.len());
+        for &doc in indices {
+            let (i, local) = self.position(doc)?;
+            let offs = &self.offsets[i];
+            let (start, end) = (offs[local as usize], offs[local as usize + 1]);
+            plan.push_segment(
+                ReadRequest { file: i, offset: start, len: end - start },
+                end - start,
+                self.ids[i],
+            );
+            plan.end_output(end - start)?;
+        }
+        plan.finish()
+    }
+}
+
+impl<F: DocumentFormat> ReaderKind for Document<F> {
+    type Index = DocumentIndex;
+    type Output = F::Output;
+
+    fn decode_at(format: &F, _: &DocumentIndex, output: PlannedOutput<'_>) -> Result<F::Output> {
+        let shard = output.first_shard();
+        format.unpack(output.bytes(), shard).map_err(|source| StorageError::Format { shard, source })
+    }
+}
+
+impl<F: DocumentFormat> Reader<Document<F>> {
+    /// Reads and decodes document `index` ([`Reader::read`]).
     ///
     /// # Errors
     /// [`StorageError::OutOfRange`], backend read errors, [`StorageError::Format`].
     pub fn get(&self, index: u64) -> Result<F::Output> {
-        let mut v = self.get_many(&[index])?;
-        v.pop().ok_or_else(|| StorageError::InvalidArgument("no document decoded".into()))
+        self.read(index)
     }
 
-    /// Reads and decodes a batch of documents with one backend call; results in request order.
+    /// Reads and decodes a batch of documents with one backend call; results in request order
+    /// ([`Reader::read_many`]).
     ///
     /// # Errors
-    /// As [`DocumentReader::get`].
+    /// As [`Reader::get`]; the first failing document fails the batch.
     pub fn get_many(&self, indices: &[u64]) -> Result<Vec<F::Output>> {
-        let mut requests = Vec::with_capacity(indices.len());
-        let mut total = 0u64;
-        for &index in indices {
-            let (i, local) = self.position(index)?;
-            let offs = &self.offsets[i];
-            let (start, end) = (offs[local as usize], offs[local as usize + 1]);
-            requests.push(ReadRequest { file: i, offset: start, len: end - start });
-            total += end - start;
-        }
-        let total =
-            usize::try_from(total).map_err(|_| StorageError::InvalidArgument("batch too large".into()))?;
-        let mut bytes = vec![0u8; total];
-        self.options.backend.read_into(&self.files, &requests, &mut bytes)?;
-        let mut out = Vec::with_capacity(indices.len());
-        let mut pos = 0usize;
-        for r in &requests {
-            let shard = self.files.file(r.file).shard;
-            let b = &bytes[pos..pos + r.len as usize];
-            out.push(self.format.unpack(b, shard).map_err(|source| StorageError::Format { shard, source })?);
-            pos += r.len as usize;
-        }
-        Ok(out)
+        self.read_many(indices)
+    }
+
+    /// The shard id and the index inside that shard of global document `index`.
+    ///
+    /// # Errors
+    /// [`StorageError::OutOfRange`] when `index >= len()`.
+    pub fn locate(&self, index: u64) -> Result<(u64, u64)> {
+        let (i, local) = self.index().position(index)?;
+        Ok((self.index().ids[i], local))
+    }
+}
+
+impl<F: DocumentFormat> Writer<Document<F>> {
+    /// Appends one document to shard `shard`; returns its size in bytes.
+    ///
+    /// # Errors
+    /// [`StorageError::Format`] when the format refuses the document (nothing is written);
+    /// [`StorageError::ShardOverflow`]; I/O errors naming the file.
+    pub fn append(&mut self, shard: u64, document: &F::Input) -> Result<u64> {
+        let buf = &mut self.scratch;
+        buf.clear();
+        self.format.pack(document, buf).map_err(|source| StorageError::Format { shard, source })?;
+        let s = self.core.shard(shard)?;
+        let overflow = || StorageError::ShardOverflow { shard };
+        let end = s.file_len(0).checked_add(buf.len() as u64).ok_or_else(overflow)?;
+        let count = s.count().checked_add(1).ok_or_else(overflow)?;
+        // The document's end offset; a new index file starts with offset 0 before it.
+        let mut entries = [0u8; 16];
+        entries[8..].copy_from_slice(&end.to_le_bytes());
+        let index = if s.file_len(1) == 0 { &entries[..] } else { &entries[8..] };
+        s.append(&[buf, index], count)?;
+        Ok(buf.len() as u64)
     }
 }
 
 /// Reads and validates a shard's offset index.
-pub(crate) fn load_index(dir: &Path, s: &ShardEntry, docs: u64) -> Result<Vec<u64>> {
-    let path = Manifest::shard_path(dir, s.id, INDEX);
-    let corrupt = |entry: u64, reason: String| StorageError::CorruptIndex {
-        shard: s.id,
-        path: path.clone(),
-        entry,
-        reason,
-    };
+pub(crate) fn load_index(dir: &dyn StorageDir, s: &ShardEntry, docs: u64) -> Result<Vec<u64>> {
+    let file = IndexFile::new(dir, s.id, INDEX);
+    let corrupt = |entry, reason| file.corrupt(entry, reason);
     let committed = s.files.get(INDEX).map_or(0, |f| f.bytes);
     let expected = docs.checked_add(1).and_then(|n| n.checked_mul(8));
     if expected != Some(committed) {
         return Err(StorageError::InvalidManifest {
-            path: dir.join(MANIFEST_FILE),
+            path: dir.path().join(MANIFEST_FILE),
             reason: format!(
                 "shard {}: {docs} documents need an index of {:?} bytes, manifest has {committed}",
                 s.id, expected
             ),
         });
     }
-    check_file(&path, s.id, committed)?;
+    file.check(committed)?;
     // The file holds at least `committed` bytes (checked above), so this allocation is
     // justified by the file's real size.
     let mut raw = vec![0u8; committed as usize];
-    let file = std::fs::File::open(&path).map_err(|e| StorageError::io(&path, e))?;
-    read_exact_at(&file, &mut raw, 0, &path)?;
+    file.read_at(0, &mut raw)?;
     let mut offs = Vec::with_capacity(raw.len() / 8);
     let mut prev = 0u64;
     for (i, c) in raw.chunks_exact(8).enumerate() {

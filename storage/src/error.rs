@@ -10,7 +10,7 @@ use guideloom_formats::FormatError;
 #[non_exhaustive]
 pub enum StorageError {
     /// An operating-system I/O error on `path`.
-    #[error("I/O error on {path}: {source}")]
+    #[error("I/O error on {path}")]
     Io {
         /// The file or directory involved.
         path: PathBuf,
@@ -137,7 +137,7 @@ pub enum StorageError {
         got: u64,
     },
     /// The format failed to pack or unpack a record.
-    #[error("format error in shard {shard}: {source}")]
+    #[error("format error in shard {shard}")]
     Format {
         /// The shard being written or read.
         shard: u64,
@@ -151,9 +151,57 @@ pub enum StorageError {
         /// The storage directory.
         dir: PathBuf,
     },
-    /// A caller argument is invalid (for example a shard id written by another kind).
-    #[error("invalid argument: {0}")]
-    InvalidArgument(String),
+    /// A batch needs more bytes than one buffer can hold on this platform (its total does not
+    /// fit `usize`), or more runs in one window than a `u32` counts.
+    #[error("a batch of {bytes} bytes is too large to read at once")]
+    BatchTooLarge {
+        /// Bytes the batch needs (saturated at `u64::MAX`).
+        bytes: u64,
+    },
+    /// An output buffer's length differs from what the requests or the read plan need.
+    #[error("the buffer holds {found} bytes, but the reads need {expected}")]
+    BufferLength {
+        /// Bytes the requests or the plan need (saturated at `u64::MAX`).
+        expected: u64,
+        /// Bytes the buffer holds.
+        found: u64,
+    },
+    /// A read request names a file the [`crate::io::FileSet`] does not have.
+    #[error("file index {index} is out of range: the file set has {files} files")]
+    FileOutOfRange {
+        /// The index requested.
+        index: usize,
+        /// Files in the set.
+        files: usize,
+    },
+    /// A read plan was given to a reader of another storage than the one that made it.
+    #[error("the read plan was made for storage {found:016x}, this reader serves {expected:016x}")]
+    PlanMismatch {
+        /// The fingerprint of this reader's storage.
+        expected: u64,
+        /// The fingerprint of the storage the plan was made for.
+        found: u64,
+    },
+    /// Appending to a shard would take its element count or a byte offset past `u64::MAX`.
+    #[error("shard {shard}: appending would overflow a u64 count or offset")]
+    ShardOverflow {
+        /// The shard appended to.
+        shard: u64,
+    },
+    /// The format reports a dtype that cannot be stored (its numpy descr does not parse back).
+    #[error("the format's dtype cannot be stored")]
+    FormatDtype {
+        /// Why the dtype's descr does not parse.
+        #[source]
+        source: FormatError,
+    },
+    /// A backend name that is not one of `auto`, `io_uring` (`io-uring`, `uring`), `pread` or
+    /// `mmap` (see [`crate::io::BackendKind`]).
+    #[error("unknown I/O backend {name:?}: expected auto, io_uring, pread or mmap")]
+    UnknownBackend {
+        /// The name given.
+        name: String,
+    },
     /// An I/O backend could not be set up or failed internally.
     #[error("I/O backend {backend}: {reason}")]
     Backend {

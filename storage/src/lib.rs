@@ -12,47 +12,89 @@
 //! shard-00000.metaidx    stream-with-meta: per run, u64 first element + u64 payload offset
 //! ```
 //!
-//! - [`StreamWriter`] / [`StreamReader`]: fixed-size elements, read as windows.
+//! - [`StreamWriter`] / [`StreamReader`]: fixed-size elements, read as [`Window`]s.
 //! - [`DocumentWriter`] / [`DocumentReader`]: documents by global index.
 //! - [`StreamWithMetaWriter`] / [`StreamWithMetaReader`]: a stream whose elements point to
 //!   per-run metadata payloads.
 //!
+//! # One reader, one writer
+//!
+//! The six names are [`Reader`] and [`Writer`] of a kind of [`kind`]: opening, the manifest,
+//! the accessors, the batched read, locking, metadata, shard parking and the commit exist
+//! once; a kind adds what differs ([`Kind`], [`ReaderKind`], [`ReaderIndex`], [`WriterKind`]).
+//!
 //! Writers append to shard files and make their data visible only through
-//! [`StreamWriter::commit`] (fsync shards, write `manifest.json.tmp`, fsync, rename, fsync the
+//! [`Writer::commit`] (fsync shards, write `manifest.json.tmp`, fsync, rename, fsync the
 //! directory). Readers trust only the committed counts: bytes past them are ignored, a file
 //! shorter than committed is [`StorageError::ShardTooShort`]. Every offset read from disk is
 //! checked before use.
 //!
+//! # Reading: plan, fetch, decode
+//!
+//! A batch is [`Reader::plan`] (keys to byte ranges over the shard files, no I/O: a
+//! [`ReadPlan`]), [`Reader::fetch`] (one [`ReadBackend::read_into`] call) and
+//! [`Reader::decode`]; [`Reader::read_many`] does the three. A caller with its own I/O reads
+//! [`ReadPlan::requests`] itself and calls `decode`.
+//!
+//! Readers find their files through a [`StorageDir`]: [`LocalDir`] (what `open` uses) or
+//! [`MemDir`] (in memory), or any other implementation ([`Reader::open_in`]). Batches of a
+//! local directory go through the reader's [`ReadBackend`].
+//!
 //! # I/O backends
 //!
-//! Readers serve each batch with one [`ReadBackend::read_into`] call. The default
-//! ([`ReadOptions::default`]) is [`AutoBackend`]: io_uring ([`UringBackend`]) when a one-time
-//! probe succeeds, else pread ([`PreadBackend`]); [`auto_backend_choice`] says which and why.
-//! The environment variable `GUIDELOOM_IO=pread|io_uring|mmap|auto` ([`IO_ENV_VAR`]) forces
-//! the choice; `GUIDELOOM_IO=pread` turns io_uring off. [`MmapBackend`] is opt-in (unsafe
-//! constructor) and [`DirectBackend`] reads with `O_DIRECT`. See the [`io`] module.
+//! | backend | how | when |
+//! | --- | --- | --- |
+//! | [`UringBackend`] (`io_uring`) | one submission for the whole batch on a per-thread ring | Linux with the default `io-uring` feature |
+//! | [`PreadBackend`] (`pread`) | one `pread(2)` per request | everywhere; the fallback |
+//! | [`MmapBackend`] (`mmap`) | copies out of cached read-only maps; [`MmapBackend::map_range`] gives zero-copy slices | only through its `unsafe` constructor |
+//! | [`DirectBackend`] (`pread+direct`, `io_uring+direct`) | `O_DIRECT` reads through an aligned bounce buffer | cold-data benchmarks |
+//! | [`AutoBackend`] (the default) | io_uring when a one-time probe succeeds, else pread | [`ReadOptions::default`] |
+//!
+//! [`auto_backend_choice`] says which and why. The environment variable
+//! `GUIDELOOM_IO=pread|io_uring|auto` ([`IO_ENV_VAR`]) forces the choice; `GUIDELOOM_IO=pread`
+//! turns io_uring off. No safe function of this crate yields the mmap backend, whatever the
+//! environment says: `GUIDELOOM_IO=mmap` is reported as not honoured, and a program that
+//! accepts the mmap contract calls `unsafe { MmapBackend::new() }` itself. Backend names
+//! parse in one place: [`BackendKind`]'s `FromStr`.
+//!
+//! # Platforms
+//!
+//! Unix. io_uring and `O_DIRECT` are Linux-only; elsewhere [`AutoBackend`] picks pread.
 //!
 //! # Feature flags
 //!
 //! - `io-uring` (default; Linux only): the io_uring backend. Without it
 //!   [`UringBackend::new`] fails with the reason and [`AutoBackend`] picks pread.
 
+#[cfg(not(unix))]
+compile_error!("guideloom-storage needs a Unix system (positional reads, advisory file locks)");
+
 mod append;
+mod core;
+mod dir;
 mod document;
 mod error;
-pub mod io;
-pub mod manifest;
+mod io;
+pub mod kind;
+mod lock;
+mod manifest;
 mod stream;
 mod stream_meta;
 mod verify;
 
+pub use crate::core::{KeyOf, Kind, ReadPlan, Reader, ReaderIndex, ReaderKind, Window, Writer, WriterKind};
+pub use dir::{LocalDir, MemDir, StorageDir};
 pub use document::{DocumentReader, DocumentWriter};
 pub use error::{Result, StorageError};
 pub use io::{
-    auto_backend_choice, AutoBackend, BackendChoice, BackendKind, DirectBackend, FileSet, MappedBytes,
-    MmapBackend, PreadBackend, ReadBackend, ReadOptions, ReadRequest, ShardFile, UringBackend, IO_ENV_VAR,
+    auto_backend_choice, choose_backend, io_uring_probe, AutoBackend, BackendChoice, BackendKind,
+    DirectBackend, FileSet, MappedBytes, MmapBackend, PreadBackend, ReadBackend, ReadOptions, ReadRequest,
+    ShardFile, UringBackend, DIRECT_ALIGN, IO_ENV_VAR,
 };
-pub use manifest::{FileEntry, FormatSpec, Manifest, ShardEntry, StorageKind};
+pub use manifest::{
+    FileEntry, FormatSpec, Manifest, ShardEntry, StorageKind, FORMAT_VERSION, MANIFEST_FILE,
+    MAX_MANIFEST_BYTES,
+};
 pub use stream::{StreamReader, StreamWriter};
 pub use stream_meta::{StreamWithMetaReader, StreamWithMetaWriter};
-pub use verify::{verify, VerifyReport};
+pub use verify::{verify, verify_in, VerifyReport};

@@ -11,9 +11,11 @@ use std::fs::{self, File};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
+use guideloom_formats::Dtype;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+use crate::dir::{LocalDir, StorageDir};
 use crate::{Result, StorageError};
 
 /// The manifest format version this build reads and writes.
@@ -24,6 +26,17 @@ pub const MAX_MANIFEST_BYTES: u64 = 256 << 20;
 
 /// The manifest's file name inside a storage directory.
 pub const MANIFEST_FILE: &str = "manifest.json";
+
+/// Extension of the elements file of the stream kinds.
+pub(crate) const STREAM: &str = "stream";
+/// Extension of a document shard's payload file.
+pub(crate) const DOCS: &str = "docs";
+/// Extension of a document shard's offset index.
+pub(crate) const INDEX: &str = "index";
+/// Extension of a stream-with-meta shard's payload file.
+pub(crate) const META: &str = "meta";
+/// Extension of a stream-with-meta shard's run index.
+pub(crate) const METAIDX: &str = "metaidx";
 
 /// The three storage kinds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -49,11 +62,20 @@ impl StorageKind {
         }
     }
 
+    /// Extensions of a shard's files, its main data file first.
+    pub(crate) fn files(self) -> &'static [&'static str] {
+        match self {
+            StorageKind::Stream => &[STREAM],
+            StorageKind::Document => &[DOCS, INDEX],
+            StorageKind::StreamWithMeta => &[STREAM, META, METAIDX],
+        }
+    }
+
     /// Extension of a shard's main data file (`stream`, `docs`).
     pub fn data_extension(self) -> &'static str {
         match self {
-            StorageKind::Stream | StorageKind::StreamWithMeta => "stream",
-            StorageKind::Document => "docs",
+            StorageKind::Stream | StorageKind::StreamWithMeta => STREAM,
+            StorageKind::Document => DOCS,
         }
     }
 }
@@ -103,31 +125,66 @@ pub struct ShardEntry {
     pub files: BTreeMap<String, FileEntry>,
 }
 
-/// The parsed `manifest.json` of a storage.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+impl ShardEntry {
+    /// The shard's record count for `kind`: elements (stream kinds) or documents.
+    pub(crate) fn count(&self, kind: StorageKind) -> u64 {
+        match kind {
+            StorageKind::Stream | StorageKind::StreamWithMeta => self.elements.unwrap_or(0),
+            StorageKind::Document => self.documents.unwrap_or(0),
+        }
+    }
+}
+
+/// The parsed and validated `manifest.json` of a storage.
+///
+/// Fields are read through accessors: a manifest obtained from [`Manifest::load`] (or from a
+/// reader) has passed [`Manifest::load`]'s checks, and only writers, holding the storage's
+/// writer lock, change and commit one.
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Manifest {
-    /// Manifest format version ([`FORMAT_VERSION`]).
-    pub format_version: u64,
-    /// Storage kind.
-    pub kind: StorageKind,
-    /// Element dtype as numpy's descr (`null` for document storages).
+    format_version: u64,
+    kind: StorageKind,
+    dtype: Value,
+    format: FormatSpec,
+    checksum_algorithm: String,
+    shards: Vec<ShardEntry>,
+    metadata: Map<String, Value>,
+    /// `dtype` parsed (stream kinds); not written.
+    #[serde(skip)]
+    element_dtype: Option<Dtype>,
+}
+
+/// `manifest.json` as written, before validation.
+#[derive(Deserialize)]
+struct ManifestFile {
+    format_version: u64,
+    kind: StorageKind,
     #[serde(default)]
-    pub dtype: Value,
-    /// The format the storage was written with.
-    pub format: FormatSpec,
-    /// Checksum algorithm of every `checksum` field (always `"crc32c"`).
-    pub checksum_algorithm: String,
-    /// Shards in increasing id order.
-    pub shards: Vec<ShardEntry>,
-    /// User metadata (free-form JSON object).
+    dtype: Value,
+    format: FormatSpec,
+    checksum_algorithm: String,
+    shards: Vec<ShardEntry>,
     #[serde(default)]
-    pub metadata: Map<String, Value>,
+    metadata: Map<String, Value>,
 }
 
 impl Manifest {
-    /// An empty manifest of `kind`.
-    pub fn new(kind: StorageKind, dtype: Value, format: FormatSpec) -> Self {
-        Manifest {
+    /// An empty manifest of `kind` whose elements have `dtype` (`None` for document
+    /// storages).
+    ///
+    /// # Errors
+    /// [`StorageError::FormatDtype`] when `dtype`'s numpy descr does not parse back.
+    pub(crate) fn new(kind: StorageKind, dtype: Option<&Dtype>, format: FormatSpec) -> Result<Self> {
+        let (dtype, element_dtype) = match dtype {
+            Some(d) => {
+                let descr = d.to_descr();
+                let parsed =
+                    Dtype::from_descr(&descr).map_err(|source| StorageError::FormatDtype { source })?;
+                (descr, Some(parsed))
+            }
+            None => (Value::Null, None),
+        };
+        Ok(Manifest {
             format_version: FORMAT_VERSION,
             kind,
             dtype,
@@ -135,31 +192,33 @@ impl Manifest {
             checksum_algorithm: "crc32c".into(),
             shards: Vec::new(),
             metadata: Map::new(),
-        }
+            element_dtype,
+        })
     }
 
     /// Reads and validates `dir/manifest.json`: version, checksum algorithm, unique
-    /// increasing shard ids, and per-kind counts consistent with byte sizes (see
-    /// [`Manifest::validate`]).
+    /// increasing shard ids, each shard's count field of the storage's kind, and for stream
+    /// kinds a dtype that parses.
     ///
     /// # Errors
     /// [`StorageError::NotAStorage`] when there is no manifest,
-    /// [`StorageError::InvalidManifest`] for bad JSON or shape,
+    /// [`StorageError::InvalidManifest`] for bad JSON, shape or content,
     /// [`StorageError::UnsupportedVersion`] for another version.
     pub fn load(dir: &Path) -> Result<Self> {
-        let path = dir.join(MANIFEST_FILE);
-        let file = match File::open(&path) {
-            Ok(f) => f,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                return Err(StorageError::NotAStorage { dir: dir.to_path_buf() })
-            }
-            Err(e) => return Err(StorageError::io(&path, e)),
-        };
+        Self::load_from(&LocalDir::new(dir))
+    }
+
+    /// [`Manifest::load`] through any [`StorageDir`].
+    ///
+    /// # Errors
+    /// As [`Manifest::load`].
+    pub fn load_from(dir: &dyn StorageDir) -> Result<Self> {
+        let path = dir.path().join(MANIFEST_FILE);
         // A manifest is a few hundred bytes per shard; never read an unbounded file (a
         // damaged or hostile manifest, a link to a device) into memory.
-        let mut text = Vec::new();
-        std::io::Read::read_to_end(&mut std::io::Read::take(file, MAX_MANIFEST_BYTES + 1), &mut text)
-            .map_err(|e| StorageError::io(&path, e))?;
+        let Some(text) = dir.read_file(MANIFEST_FILE, MAX_MANIFEST_BYTES)? else {
+            return Err(StorageError::NotAStorage { dir: dir.path().to_path_buf() });
+        };
         if text.len() as u64 > MAX_MANIFEST_BYTES {
             return Err(StorageError::InvalidManifest {
                 path,
@@ -181,18 +240,25 @@ impl Manifest {
                 })
             }
         }
-        let manifest: Manifest = serde_json::from_value(value)
+        let file: ManifestFile = serde_json::from_value(value)
             .map_err(|e| StorageError::InvalidManifest { path: path.clone(), reason: e.to_string() })?;
+        let mut manifest = Manifest {
+            format_version: file.format_version,
+            kind: file.kind,
+            dtype: file.dtype,
+            format: file.format,
+            checksum_algorithm: file.checksum_algorithm,
+            shards: file.shards,
+            metadata: file.metadata,
+            element_dtype: None,
+        };
         manifest.validate(&path)?;
         Ok(manifest)
     }
 
-    /// Checks internal consistency: checksum algorithm, strictly increasing shard ids, and for
-    /// each shard the count field of its kind present.
-    ///
-    /// # Errors
-    /// [`StorageError::InvalidManifest`] naming the first inconsistency.
-    pub fn validate(&self, path: &Path) -> Result<()> {
+    /// Checks internal consistency (checksum algorithm, strictly increasing shard ids, for
+    /// each shard the count field of its kind) and parses the dtype of stream kinds.
+    fn validate(&mut self, path: &Path) -> Result<()> {
         let bad = |reason: String| StorageError::InvalidManifest { path: path.to_path_buf(), reason };
         if self.checksum_algorithm != "crc32c" {
             return Err(bad(format!("unknown checksum_algorithm {:?}", self.checksum_algorithm)));
@@ -211,14 +277,21 @@ impl Manifest {
                 return Err(bad(format!("shard {} lacks its element or document count", s.id)));
             }
         }
+        self.element_dtype = match self.kind {
+            StorageKind::Stream | StorageKind::StreamWithMeta => {
+                Some(Dtype::from_descr(&self.dtype).map_err(|e| bad(e.to_string()))?)
+            }
+            StorageKind::Document => None,
+        };
         Ok(())
     }
 
     /// Writes the manifest atomically into `dir`: temp file, fsync, rename, fsync directory.
+    /// Only writers call it, holding the storage's writer lock.
     ///
     /// # Errors
     /// [`StorageError::Io`] naming the file that failed.
-    pub fn commit(&self, dir: &Path) -> Result<()> {
+    pub(crate) fn commit(&self, dir: &Path) -> Result<()> {
         let tmp = dir.join(format!("{MANIFEST_FILE}.tmp"));
         let path = dir.join(MANIFEST_FILE);
         let text = serde_json::to_vec_pretty(self)
@@ -231,9 +304,63 @@ impl Manifest {
         sync_dir(dir)
     }
 
-    /// Shard data-file path: `dir/shard-{id:05}.{ext}`.
+    /// Shard file path: `dir/shard-{id:05}.{ext}`.
     pub fn shard_path(dir: &Path, id: u64, ext: &str) -> PathBuf {
-        dir.join(format!("shard-{id:05}.{ext}"))
+        dir.join(shard_file_name(id, ext))
+    }
+
+    /// The manifest format version ([`FORMAT_VERSION`]).
+    pub fn format_version(&self) -> u64 {
+        self.format_version
+    }
+
+    /// The storage kind.
+    pub fn kind(&self) -> StorageKind {
+        self.kind
+    }
+
+    /// The element dtype: `Some` for stream kinds (validated on load), `None` for document
+    /// storages.
+    pub fn dtype(&self) -> Option<&Dtype> {
+        self.element_dtype.as_ref()
+    }
+
+    /// The dtype as written: numpy's descr (`null` for document storages).
+    pub fn dtype_descr(&self) -> &Value {
+        &self.dtype
+    }
+
+    /// The format the storage was written with.
+    pub fn format(&self) -> &FormatSpec {
+        &self.format
+    }
+
+    /// The checksum algorithm of every `checksum` field (always `"crc32c"`).
+    pub fn checksum_algorithm(&self) -> &str {
+        &self.checksum_algorithm
+    }
+
+    /// The shards, in increasing id order.
+    pub fn shards(&self) -> &[ShardEntry] {
+        &self.shards
+    }
+
+    /// The user metadata (a free-form JSON object).
+    pub fn metadata(&self) -> &Map<String, Value> {
+        &self.metadata
+    }
+
+    /// The user metadata, for writers to change before their next commit.
+    pub(crate) fn metadata_mut(&mut self) -> &mut Map<String, Value> {
+        &mut self.metadata
+    }
+
+    /// Adds `entry`, or replaces the shard with its id.
+    pub(crate) fn upsert(&mut self, entry: ShardEntry) {
+        match self.shards.binary_search_by_key(&entry.id, |s| s.id) {
+            Ok(i) => self.shards[i] = entry,
+            Err(i) => self.shards.insert(i, entry),
+        }
     }
 
     /// The shard with id `id`.
@@ -253,6 +380,11 @@ impl Manifest {
         });
         xxhash_rust::xxh3::xxh3_64(canon.to_string().as_bytes())
     }
+}
+
+/// A shard file's name: `shard-{id:05}.{ext}`.
+pub(crate) fn shard_file_name(id: u64, ext: &str) -> String {
+    format!("shard-{id:05}.{ext}")
 }
 
 /// fsyncs a directory so a rename inside it is durable.

@@ -2,14 +2,16 @@
 
 use std::path::Path;
 
-use guideloom_formats::Dtype;
-
-use crate::append::{check_file, checksum_file};
-use crate::document::load_index;
-use crate::manifest::{Manifest, StorageKind, MANIFEST_FILE};
-use crate::stream::{stream_files, StreamLayout};
-use crate::stream_meta::{load_runs, META, METAIDX};
+use crate::core::{check_file, ReaderIndex};
+use crate::dir::{LocalDir, StorageDir};
+use crate::document::DocumentIndex;
+use crate::manifest::{shard_file_name, Manifest, StorageKind};
+use crate::stream::StreamIndex;
+use crate::stream_meta::StreamWithMetaIndex;
 use crate::{Result, StorageError};
+
+/// Bytes checksummed per read.
+const BLOCK: u64 = 1 << 20;
 
 /// What [`verify`] checked.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -22,9 +24,9 @@ pub struct VerifyReport {
     pub bytes: u64,
 }
 
-/// Checks the storage in `dir` (any kind) as a reader's open does (dtype, counts against
-/// byte sizes, document and run indexes), then recomputes the crc32c of every committed file
-/// and compares it with the manifest.
+/// Checks the storage in the local directory `dir` (any kind) as a reader's open does
+/// (dtype, counts against byte sizes, document and run indexes), then recomputes the crc32c
+/// of every committed file and compares it with the manifest.
 ///
 /// # Errors
 /// Manifest errors ([`StorageError::InvalidManifest`] for an unreadable dtype or counts that
@@ -32,17 +34,29 @@ pub struct VerifyReport {
 /// [`StorageError::CorruptIndex`]; [`StorageError::ChecksumMismatch`] naming the first bad
 /// shard and file.
 pub fn verify(dir: impl AsRef<Path>) -> Result<VerifyReport> {
-    let dir = dir.as_ref();
-    let m = Manifest::load(dir)?;
-    check_structure(dir, &m)?;
+    verify_in(&LocalDir::new(dir.as_ref()))
+}
+
+/// [`verify`] through any [`StorageDir`].
+///
+/// # Errors
+/// As [`verify`].
+pub fn verify_in(dir: &dyn StorageDir) -> Result<VerifyReport> {
+    let m = Manifest::load_from(dir)?;
+    // The checks a reader's open makes, for any kind, without a format.
+    match m.kind() {
+        StorageKind::Stream => drop(StreamIndex::open(dir, &m)?),
+        StorageKind::StreamWithMeta => drop(StreamWithMetaIndex::open(dir, &m)?),
+        StorageKind::Document => drop(DocumentIndex::open(dir, &m)?),
+    }
     let mut report = VerifyReport::default();
-    for s in &m.shards {
-        let main = (m.kind.data_extension(), s.bytes, s.checksum);
+    for s in m.shards() {
+        let main = (m.kind().data_extension(), s.bytes, s.checksum);
         let aux = s.files.iter().map(|(ext, f)| (ext.as_str(), f.bytes, f.checksum));
         for (ext, bytes, expected) in std::iter::once(main).chain(aux) {
-            let path = Manifest::shard_path(dir, s.id, ext);
-            check_file(&path, s.id, bytes)?;
-            let found = checksum_file(&path, s.id, bytes)?;
+            let name = shard_file_name(s.id, ext);
+            let path = check_file(dir, s.id, &name, bytes)?.path;
+            let found = checksum(dir, &name, bytes)?;
             if found != expected {
                 return Err(StorageError::ChecksumMismatch { shard: s.id, path, expected, found });
             }
@@ -54,32 +68,16 @@ pub fn verify(dir: impl AsRef<Path>) -> Result<VerifyReport> {
     Ok(report)
 }
 
-/// The structural checks a reader's open makes, for any kind, without a format.
-fn check_structure(dir: &Path, m: &Manifest) -> Result<()> {
-    let invalid = |reason: String| StorageError::InvalidManifest { path: dir.join(MANIFEST_FILE), reason };
-    match m.kind {
-        StorageKind::Stream | StorageKind::StreamWithMeta => {
-            let dtype = Dtype::from_descr(&m.dtype).map_err(|e| invalid(e.to_string()))?;
-            stream_files(dir, m, dtype.itemsize(), m.kind)?;
-            StreamLayout::new(&m.shards)?;
-            if m.kind == StorageKind::StreamWithMeta {
-                for s in &m.shards {
-                    let entry = |ext: &str| {
-                        s.files
-                            .get(ext)
-                            .copied()
-                            .ok_or_else(|| invalid(format!("shard {} lacks its {ext:?} file entry", s.id)))
-                    };
-                    let (meta, index) = (entry(META)?, entry(METAIDX)?);
-                    load_runs(dir, s, meta.bytes, index.bytes)?;
-                }
-            }
-        }
-        StorageKind::Document => {
-            for s in &m.shards {
-                load_index(dir, s, s.documents.unwrap_or(0))?;
-            }
-        }
+/// crc32c of the first `len` bytes of file `name`, read in blocks of [`BLOCK`] bytes.
+fn checksum(dir: &dyn StorageDir, name: &str, len: u64) -> Result<u32> {
+    let mut buf = vec![0u8; BLOCK.min(len) as usize];
+    let mut crc = 0u32;
+    let mut off = 0u64;
+    while off < len {
+        let n = (len - off).min(BLOCK) as usize;
+        dir.read_at(name, off, &mut buf[..n])?;
+        crc = crc32c::crc32c_append(crc, &buf[..n]);
+        off += n as u64;
     }
-    Ok(())
+    Ok(crc)
 }

@@ -7,15 +7,15 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use guideloom_formats::{RawBytesFormat, TokenFormat};
-use guideloom_storage::io::choose_backend;
 use guideloom_storage::{
-    AutoBackend, BackendKind, DocumentReader, DocumentWriter, FileSet, Manifest, MmapBackend, ReadBackend,
-    ReadOptions, ReadRequest, StorageError, StreamReader, StreamWriter,
+    auto_backend_choice, choose_backend, io_uring_probe, AutoBackend, BackendKind, DirectBackend,
+    DocumentReader, DocumentWriter, FileSet, Manifest, MmapBackend, PreadBackend, ReadBackend, ReadOptions,
+    ReadRequest, StorageError, StreamReader, StreamWriter, UringBackend, Window,
 };
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
-use crate::common::backends;
+use crate::common::{backends, edit_manifest, Trickle};
 
 /// Shard sizes in u16 elements: empty shards at the start, in the middle and at the end.
 const SHARDS: [u64; 9] = [0, 700, 1, 0, 0, 3000, 5, 2048, 0];
@@ -57,7 +57,7 @@ fn windows_across_shard_boundaries_empty_shards_and_empty_reads() {
     let tok = |i: u64| u16::from_le_bytes([all[2 * i as usize], all[2 * i as usize + 1]]);
     // (offset, len) in elements: across the empty shards 3-4, starting at shard ends, the
     // whole stream, empty windows at both ends and in the middle.
-    let windows: Vec<(u64, u64)> = vec![
+    let windows: Vec<Window> = [
         (699, 3),
         (700, 1),
         (0, total),
@@ -67,17 +67,20 @@ fn windows_across_shard_boundaries_empty_shards_and_empty_reads() {
         (3705, 2049),
         (3500, 0),
         (690, 2020),
-    ];
+    ]
+    .into_iter()
+    .map(|(offset, len)| Window::new(offset, len))
+    .collect();
     for (name, opts) in backends() {
         let r = StreamReader::open_with(dir.path(), TokenFormat::<u16>::new(), opts).unwrap();
         assert_eq!(r.len(), total, "{name}");
         let got = r.read_many(&windows).unwrap();
         for (w, g) in windows.iter().zip(&got) {
-            let want: Vec<u16> = (w.0..w.0 + w.1).map(tok).collect();
+            let want: Vec<u16> = (w.offset..w.offset + w.len).map(tok).collect();
             assert_eq!(g, &want, "{name}: window {w:?}");
         }
         let mut raw = Vec::new();
-        r.read_many_raw(&[(5, 0)], &mut raw).unwrap();
+        r.read_many_raw(&[Window::new(5, 0)], &mut raw).unwrap();
         assert!(raw.is_empty(), "{name}");
     }
 }
@@ -162,10 +165,10 @@ fn a_wrong_output_length_is_an_error_not_a_panic() {
         let r = StreamReader::open_with(dir.path(), TokenFormat::<u16>::new(), opts).unwrap();
         let req = [ReadRequest { file: 1, offset: 0, len: 10 }];
         let e = r.options().backend.read_into(r.files(), &req, &mut [0u8; 9]).unwrap_err();
-        assert!(matches!(e, StorageError::InvalidArgument(_)), "{name}: {e}");
+        assert!(matches!(e, StorageError::BufferLength { expected: 10, found: 9 }), "{name}: {e}");
         let bad = [ReadRequest { file: 99, offset: 0, len: 0 }];
         let e = r.options().backend.read_into(r.files(), &bad, &mut []).unwrap_err();
-        assert!(matches!(e, StorageError::InvalidArgument(_)), "{name}: {e}");
+        assert!(matches!(e, StorageError::FileOutOfRange { index: 99, files: 9 }), "{name}: {e}");
     }
 }
 
@@ -180,7 +183,7 @@ fn file_truncated_after_open_is_a_short_read_for_every_backend() {
         let p = r.files().file(5).path.clone();
         std::fs::OpenOptions::new().write(true).open(&p).unwrap().set_len(4099).unwrap();
         // Shard 5 starts at element 701: elements 701..2750 are bytes 0..4098 of the file.
-        let e = r.read_many(&[(0, 3), (701 + 2000, 100)]).unwrap_err();
+        let e = r.read_many(&[Window::new(0, 3), Window::new(701 + 2000, 100)]).unwrap_err();
         match e {
             StorageError::ShortRead { path, offset, expected, got } => {
                 assert_eq!((path, offset, expected, got), (p, 4000, 200, 99), "{name}")
@@ -188,7 +191,7 @@ fn file_truncated_after_open_is_a_short_read_for_every_backend() {
             e => panic!("{name}: unexpected {e}"),
         }
         // What is still there reads fine.
-        assert_eq!(r.read_many(&[(701, 3)]).unwrap().len(), 1, "{name}");
+        assert_eq!(r.read_many(&[Window::new(701, 3)]).unwrap().len(), 1, "{name}");
     }
 }
 
@@ -235,38 +238,6 @@ fn io_uring_completes_short_reads_and_reports_eof() {
     }
 }
 
-/// A test backend wrapper whose reads come back in pieces of at most 3 bytes through a
-/// `read_into` per piece: the storage readers still get exact bytes (they depend only on the
-/// `read_into` contract, not on one call per request).
-#[derive(Debug)]
-struct Trickle(Arc<dyn ReadBackend>, AtomicUsize);
-
-impl ReadBackend for Trickle {
-    fn name(&self) -> &'static str {
-        "trickle"
-    }
-    fn read_into(
-        &self,
-        files: &FileSet,
-        requests: &[ReadRequest],
-        out: &mut [u8],
-    ) -> guideloom_storage::Result<()> {
-        let mut pos = 0usize;
-        for r in requests {
-            let mut done = 0u64;
-            while done < r.len {
-                let n = (r.len - done).min(3);
-                let piece = ReadRequest { file: r.file, offset: r.offset + done, len: n };
-                self.0.read_into(files, &[piece], &mut out[pos..pos + n as usize])?;
-                self.1.fetch_add(1, Ordering::Relaxed);
-                pos += n as usize;
-                done += n;
-            }
-        }
-        Ok(())
-    }
-}
-
 #[test]
 fn readers_are_exact_over_a_backend_returning_pieces() {
     let dir = tempfile::tempdir().unwrap();
@@ -276,7 +247,7 @@ fn readers_are_exact_over_a_backend_returning_pieces() {
         let r = StreamReader::open_with(dir.path(), TokenFormat::<u16>::new(), opts.with_backend(t.clone()))
             .unwrap();
         let mut raw = Vec::new();
-        r.read_many_raw(&[(690, 20), (3, 1)], &mut raw).unwrap();
+        r.read_many_raw(&[Window::new(690, 20), Window::new(3, 1)], &mut raw).unwrap();
         let mut want = all[1380..1420].to_vec();
         want.extend_from_slice(&all[6..8]);
         assert_eq!(raw, want, "{name}");
@@ -308,16 +279,103 @@ fn env_values_choose_the_backend() {
     assert_eq!(choose_backend(Some(" PREAD ")).kind, BackendKind::Pread);
     assert_eq!(choose_backend(Some("pread")).reason, "forced by GUIDELOOM_IO=pread");
     assert_eq!(choose_backend(Some("io_uring")).kind, BackendKind::IoUring);
-    assert_eq!(choose_backend(Some("mmap")).kind, BackendKind::Mmap);
-    let probe = guideloom_storage::io::io_uring_probe();
-    for v in [None, Some(""), Some("auto"), Some("bogus")] {
+    let probe = io_uring_probe();
+    let want = if probe.is_ok() { BackendKind::IoUring } else { BackendKind::Pread };
+    // mmap is not honoured by the library: it chooses as for auto and says so.
+    for v in [None, Some(""), Some("auto"), Some("bogus"), Some("mmap")] {
         let c = choose_backend(v);
-        let want = if probe.is_ok() { BackendKind::IoUring } else { BackendKind::Pread };
         assert_eq!(c.kind, want, "{v:?}: {}", c.reason);
     }
     assert!(choose_backend(Some("bogus")).reason.contains("not recognised"));
+    assert!(choose_backend(Some("mmap")).reason.contains("GUIDELOOM_IO=mmap not honoured"));
     assert_eq!(AutoBackend::for_env_value(Some("pread")).name(), "pread");
-    assert_eq!(AutoBackend::for_env_value(Some("mmap")).name(), "mmap");
+    assert_eq!(AutoBackend::for_env_value(Some("mmap")).name(), want.name());
+}
+
+#[test]
+fn backend_names_parse_in_one_place() {
+    let parse = |s: &str| s.parse::<BackendKind>();
+    for (names, kind) in [
+        (&["auto", "AUTO", "", "  "][..], BackendKind::Auto),
+        (&["pread", " Pread "][..], BackendKind::Pread),
+        (&["io_uring", "io-uring", "uring", "IO_URING"][..], BackendKind::IoUring),
+        (&["mmap", "MMap"][..], BackendKind::Mmap),
+    ] {
+        for n in names {
+            assert_eq!(parse(n).unwrap(), kind, "{n:?}");
+        }
+    }
+    let e = parse("posix").unwrap_err();
+    assert!(matches!(&e, StorageError::UnknownBackend { name } if name == "posix"), "{e}");
+    assert_eq!(e.to_string(), "unknown I/O backend \"posix\": expected auto, io_uring, pread or mmap");
+    assert_eq!(BackendKind::IoUring.to_string(), "io_uring");
+}
+
+/// Every safe public way to obtain a read backend, with what it yields (`name()`).
+fn safe_backends(dir: &Path) -> Vec<(&'static str, &'static str)> {
+    let mut v = vec![
+        ("ReadOptions::default()", ReadOptions::default().backend.name()),
+        ("AutoBackend::new()", AutoBackend::new().name()),
+        ("AutoBackend::default()", AutoBackend::default().name()),
+        ("auto_backend_choice()", auto_backend_choice().kind.name()),
+        ("PreadBackend", PreadBackend.name()),
+        ("DirectBackend::pread()", DirectBackend::pread().name()),
+        (
+            "a reader opened with default options",
+            StreamReader::open(dir, TokenFormat::<u16>::new()).unwrap().options().backend.name(),
+        ),
+    ];
+    for value in [None, Some(""), Some("auto"), Some("pread"), Some("io_uring"), Some("mmap"), Some(" MMAP ")]
+    {
+        v.push(("AutoBackend::for_env_value", AutoBackend::for_env_value(value).name()));
+        v.push(("choose_backend", choose_backend(value).kind.name()));
+    }
+    if let Ok(u) = UringBackend::new() {
+        v.push(("UringBackend::new()", u.name()));
+    }
+    if let Ok(d) = DirectBackend::io_uring() {
+        v.push(("DirectBackend::io_uring()", d.name()));
+    }
+    v
+}
+
+#[test]
+fn no_safe_constructor_yields_mmap_whatever_the_environment() {
+    let dir = tempfile::tempdir().unwrap();
+    token_storage(dir.path());
+    for (what, name) in safe_backends(dir.path()) {
+        assert_ne!(name, "mmap", "{what}");
+    }
+    // The same with GUIDELOOM_IO=mmap set before the process first reads it.
+    run_child("backends::no_mmap_child", &[("GUIDELOOM_IO", "mmap"), ("GUIDELOOM_TEST_EXPECT", "mmap")]);
+    run_child("backends::no_mmap_child", &[("GUIDELOOM_IO", " MMAP "), ("GUIDELOOM_TEST_EXPECT", "MMAP")]);
+    // The mmap backend itself stays reachable through its unsafe constructor.
+    // SAFETY: nothing truncates or rewrites this private temp storage while it is mapped.
+    let mmap = unsafe { MmapBackend::new() };
+    assert_eq!(mmap.name(), "mmap");
+}
+
+/// Child half of [`no_safe_constructor_yields_mmap_whatever_the_environment`]; does nothing
+/// in a normal run.
+#[test]
+fn no_mmap_child() {
+    let Ok(expect) = std::env::var("GUIDELOOM_TEST_EXPECT") else { return };
+    let want = if io_uring_probe().is_ok() { "io_uring" } else { "pread" };
+    let dir = tempfile::tempdir().unwrap();
+    let all = token_storage(dir.path());
+    for (what, name) in safe_backends(dir.path()) {
+        assert_ne!(name, "mmap", "{what}");
+    }
+    let choice = auto_backend_choice();
+    assert_eq!(choice.kind.name(), want);
+    assert!(choice.reason.contains(&format!("GUIDELOOM_IO={expect} not honoured")), "{}", choice.reason);
+    let opts = ReadOptions::default();
+    assert_eq!(opts.backend.name(), want);
+    let r = StreamReader::open_with(dir.path(), TokenFormat::<u16>::new(), opts).unwrap();
+    let mut raw = Vec::new();
+    r.read_many_raw(&[Window::new(0, r.len())], &mut raw).unwrap();
+    assert!(raw == all);
+    println!("child-checked");
 }
 
 /// Re-runs this test binary with only `test` selected and `env` set (environment variables
@@ -338,7 +396,6 @@ fn run_child(test: &str, env: &[(&str, &str)]) {
 #[test]
 fn guideloom_io_pread_makes_auto_pick_pread() {
     run_child("backends::auto_env_child", &[("GUIDELOOM_IO", "pread"), ("GUIDELOOM_TEST_EXPECT", "pread")]);
-    run_child("backends::auto_env_child", &[("GUIDELOOM_IO", "mmap"), ("GUIDELOOM_TEST_EXPECT", "mmap")]);
 }
 
 /// Child half of [`guideloom_io_pread_makes_auto_pick_pread`]; does nothing in a normal run.
@@ -354,7 +411,7 @@ fn auto_env_child() {
     let all = token_storage(dir.path());
     let r = StreamReader::open_with(dir.path(), TokenFormat::<u16>::new(), opts).unwrap();
     let mut raw = Vec::new();
-    r.read_many_raw(&[(0, r.len())], &mut raw).unwrap();
+    r.read_many_raw(&[Window::new(0, r.len())], &mut raw).unwrap();
     assert!(raw == all);
     println!("child-checked");
 }
@@ -370,24 +427,18 @@ fn many_shards(dir: &Path, shards: u64) -> Vec<u8> {
     w.append(0, &[0]).unwrap();
     w.commit().unwrap();
     drop(w);
-    let mut m = Manifest::load(dir).unwrap();
-    let template = m.shards[0].clone();
-    m.shards.clear();
+    let mut entries = Vec::new();
     let mut all = Vec::new();
     for s in 0..shards {
         let n = (s * 37) % 121;
         let bytes: Vec<u8> = (0..n).flat_map(|i| ((s * 1000 + i) as u16).to_le_bytes()).collect();
         let p: PathBuf = Manifest::shard_path(dir, s, "stream");
         std::fs::write(&p, &bytes).unwrap();
-        let mut e = template.clone();
-        e.id = s;
-        e.elements = Some(n);
-        e.bytes = 2 * n;
-        e.checksum = crc32c::crc32c(&bytes);
-        m.shards.push(e);
+        let checksum = crc32c::crc32c(&bytes);
+        entries.push(serde_json::json!({"id": s, "elements": n, "bytes": 2 * n, "checksum": checksum}));
         all.extend(bytes);
     }
-    m.commit(dir).unwrap();
+    edit_manifest(dir, |m| m["shards"] = entries.into());
     all
 }
 
@@ -436,21 +487,21 @@ fn descriptor_cap_child() {
         let mut touched = std::collections::HashSet::new();
         let mut raw = Vec::new();
         for _ in 0..100 {
-            let batch: Vec<(u64, u64)> = (0..32)
+            let batch: Vec<Window> = (0..32)
                 .map(|_| {
                     let len = rng.random_range(0..400u64);
-                    (rng.random_range(0..=total - len), len)
+                    Window::new(rng.random_range(0..=total - len), len)
                 })
                 .collect();
             r.read_many_raw(&batch, &mut raw).unwrap();
             let want: Vec<u8> = batch
                 .iter()
-                .flat_map(|&(o, l)| &all[2 * o as usize..2 * (o + l) as usize])
+                .flat_map(|w| &all[2 * w.offset as usize..2 * (w.offset + w.len) as usize])
                 .copied()
                 .collect();
             assert!(raw == want, "{name}");
-            for &(o, _) in &batch {
-                touched.insert(o * 5_000 / total);
+            for w in &batch {
+                touched.insert(w.offset * 5_000 / total);
             }
             let now = count_fds();
             assert!(now <= baseline + CAP + 2, "{name}: {now} descriptors open, baseline {baseline}");

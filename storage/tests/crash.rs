@@ -18,7 +18,7 @@ use std::time::Duration;
 
 use guideloom_formats::{DocumentTokensFormat, RawBytesFormat, TokenDocument, TokenFormat};
 use guideloom_storage::{
-    verify, DocumentWriter, ReadOptions, StorageError, StreamWithMetaWriter, StreamWriter,
+    verify, DocumentWriter, ReadOptions, StorageError, StreamWithMetaWriter, StreamWriter, Window,
 };
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -348,18 +348,19 @@ impl Reader {
 
     /// Reads everything as [`read_all`] does, through this already-open reader.
     fn read_all(&self) -> Data {
-        let windows = |n: u64| (0..n).step_by(3).map(|o| (o, 4.min(n - o))).collect::<Vec<_>>();
+        let windows = |n: u64| (0..n).step_by(3).map(|o| Window::new(o, 4.min(n - o))).collect::<Vec<_>>();
         match self {
-            Reader::Stream(r) => {
-                Data::Stream(r.read(0, r.len()).unwrap(), r.read_many(&windows(r.len())).unwrap())
-            }
+            Reader::Stream(r) => Data::Stream(
+                r.read(Window::new(0, r.len())).unwrap(),
+                r.read_many(&windows(r.len())).unwrap(),
+            ),
             Reader::Document(r) => {
                 let all: Vec<u64> = (0..r.len()).collect();
                 let rev: Vec<u64> = all.iter().rev().copied().collect();
                 Data::Docs(r.get_many(&all).unwrap(), r.get_many(&rev).unwrap())
             }
             Reader::Meta(r) => {
-                Data::Meta(r.read(0, r.len()).unwrap(), r.read_many(&windows(r.len())).unwrap())
+                Data::Meta(r.read(Window::new(0, r.len())).unwrap(), r.read_many(&windows(r.len())).unwrap())
             }
         }
     }

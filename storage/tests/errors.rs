@@ -1,7 +1,7 @@
 //! Each damaged or misused storage gives its specific error variant, never a panic.
 
 use guideloom_formats::{FormatError, RawBytesFormat, TokenFormat};
-use guideloom_storage::{DocumentReader, DocumentWriter, StorageError, StreamReader, StreamWriter};
+use guideloom_storage::{DocumentReader, DocumentWriter, StorageError, StreamReader, StreamWriter, Window};
 
 fn tokens(dir: &std::path::Path) {
     let mut w = StreamWriter::open(dir, TokenFormat::<u16>::new()).unwrap();
@@ -77,7 +77,7 @@ fn file_truncated_after_open_is_a_short_read() {
     let r = StreamReader::open(dir.path(), TokenFormat::<u16>::new()).unwrap();
     let p = dir.path().join("shard-00001.stream");
     std::fs::OpenOptions::new().write(true).open(&p).unwrap().set_len(1).unwrap();
-    let e = r.read(3, 2).unwrap_err();
+    let e = r.read(Window::new(3, 2)).unwrap_err();
     assert!(matches!(&e, StorageError::ShortRead { expected: 4, got: 1, path, .. } if *path == p), "{e}");
 }
 
@@ -149,10 +149,12 @@ fn token_too_large_for_u16_writes_nothing() {
         }
         e => panic!("unexpected {e}"),
     }
-    assert!(e.to_string().contains("70000"));
+    // The message names the shard; the format's error, with the token, is its source.
+    assert_eq!(e.to_string(), "format error in shard 0");
+    assert!(crate::common::report(&e).contains("70000"), "{}", crate::common::report(&e));
     w.commit().unwrap();
     let r = StreamReader::open(dir.path(), TokenFormat::<u16>::new()).unwrap();
-    assert_eq!(r.read(0, r.len()).unwrap(), vec![1]);
+    assert_eq!(r.read(Window::new(0, r.len())).unwrap(), vec![1]);
 }
 
 #[test]
@@ -161,11 +163,14 @@ fn reads_past_the_end_are_out_of_range() {
     tokens(dir.path());
     let r = StreamReader::open(dir.path(), TokenFormat::<u16>::new()).unwrap();
     assert!(matches!(
-        r.read(4, 2),
+        r.read(Window::new(4, 2)),
         Err(StorageError::OutOfRange { what: "window", start: 4, len: 2, total: 5 })
     ));
-    assert!(matches!(r.read(u64::MAX, 2), Err(StorageError::OutOfRange { .. })));
-    assert!(matches!(r.read_many(&[(0, 1), (5, 1)]), Err(StorageError::OutOfRange { .. })));
+    assert!(matches!(r.read(Window::new(u64::MAX, 2)), Err(StorageError::OutOfRange { .. })));
+    assert!(matches!(
+        r.read_many(&[Window::new(0, 1), Window::new(5, 1)]),
+        Err(StorageError::OutOfRange { .. })
+    ));
     let d = tempfile::tempdir().unwrap();
     docs(d.path());
     let r = DocumentReader::open(d.path(), RawBytesFormat).unwrap();
@@ -203,7 +208,7 @@ fn a_second_writer_is_refused_while_the_first_is_open() {
     second.append(0, &[2]).unwrap();
     second.commit().unwrap();
     assert_eq!(
-        StreamReader::open(dir.path(), TokenFormat::<u16>::new()).unwrap().read(0, 2).unwrap(),
+        StreamReader::open(dir.path(), TokenFormat::<u16>::new()).unwrap().read(Window::new(0, 2)).unwrap(),
         vec![1, 2]
     );
 }

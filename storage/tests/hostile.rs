@@ -32,7 +32,7 @@ use std::time::{Duration, Instant};
 use guideloom_formats::{DocumentTokens, DocumentTokensFormat, RawBytesFormat, TokenDocument, TokenFormat};
 use guideloom_storage::{
     verify, DocumentReader, DocumentWriter, ReadOptions, StorageError, StreamReader, StreamWithMetaReader,
-    StreamWithMetaWriter, StreamWriter,
+    StreamWithMetaWriter, StreamWriter, Window,
 };
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -133,8 +133,8 @@ pub(crate) enum Data {
 
 type Files = BTreeMap<String, Vec<u8>>;
 
-fn windows(n: u64) -> Vec<(u64, u64)> {
-    (0..n).step_by(3).map(|o| (o, 4.min(n - o))).collect()
+fn windows(n: u64) -> Vec<Window> {
+    (0..n).step_by(3).map(|o| Window::new(o, 4.min(n - o))).collect()
 }
 
 /// Opens the storage in `dir` and reads all of it.
@@ -143,7 +143,7 @@ pub(crate) fn read_all(kind: Kind, dir: &Path, opts: ReadOptions) -> Result<Data
         Kind::Stream => {
             let r = StreamReader::open_with(dir, TokenFormat::<u16>::new(), opts)?;
             let n = r.len();
-            Data::Stream(r.read(0, n)?, r.read_many(&windows(n))?)
+            Data::Stream(r.read(Window::new(0, n))?, r.read_many(&windows(n))?)
         }
         Kind::Document => {
             let r = DocumentReader::open_with(dir, RawBytesFormat, opts)?;
@@ -154,7 +154,7 @@ pub(crate) fn read_all(kind: Kind, dir: &Path, opts: ReadOptions) -> Result<Data
         Kind::Meta => {
             let r = StreamWithMetaReader::open_with(dir, DocumentTokensFormat::<u16>::new(), opts)?;
             let n = r.len();
-            Data::Meta(r.read(0, n)?, r.read_many(&windows(n))?)
+            Data::Meta(r.read(Window::new(0, n))?, r.read_many(&windows(n))?)
         }
     })
 }

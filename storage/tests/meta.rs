@@ -2,7 +2,7 @@
 //! the built-in document-tokens format, on-disk layout, hostile index files, index overhead.
 
 use std::path::Path;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use guideloom_formats::{
@@ -10,11 +10,10 @@ use guideloom_formats::{
     TokenDocument,
 };
 use guideloom_storage::{
-    FileSet, Manifest, PreadBackend, ReadBackend, ReadOptions, ReadRequest, StorageError,
-    StreamWithMetaReader, StreamWithMetaWriter,
+    Manifest, ReadOptions, StorageError, StreamWithMetaReader, StreamWithMetaWriter, Window,
 };
 
-use crate::common::backends;
+use crate::common::{backends, edit_manifest, Counting};
 
 /// A record of the scripted format: the pairs to push (one u16 element per pair, its value
 /// the key), and the size to report.
@@ -86,25 +85,6 @@ impl StreamWithMetaFormat for ScriptFormat {
     }
 }
 
-/// A backend counting `read_into` calls.
-#[derive(Debug, Default)]
-struct Counting(AtomicUsize);
-
-impl ReadBackend for Counting {
-    fn name(&self) -> &'static str {
-        "counting-pread"
-    }
-    fn read_into(
-        &self,
-        files: &FileSet,
-        requests: &[ReadRequest],
-        out: &mut [u8],
-    ) -> guideloom_storage::Result<()> {
-        self.0.fetch_add(1, Ordering::SeqCst);
-        PreadBackend.read_into(files, requests, out)
-    }
-}
-
 fn file_len(dir: &Path, name: &str) -> u64 {
     std::fs::metadata(dir.join(name)).unwrap().len()
 }
@@ -136,13 +116,13 @@ fn reference_example_stores_one_payload_per_run_and_reads_window_3_to_6() {
     assert_eq!(std::fs::read(dir.path().join("shard-00001.metaidx")).unwrap(), le(&[0, 0, 1, 2]));
     assert_eq!(std::fs::read(dir.path().join("shard-00000.stream")).unwrap(), [0, 0, 0, 0, 1, 0, 1, 0, 1, 0]);
     let m = Manifest::load(dir.path()).unwrap();
-    assert_eq!(m.kind.as_str(), "stream_with_meta");
-    assert_eq!(m.shards[0].files["meta"].bytes, 4);
-    assert_eq!(m.shards[0].files["metaidx"].bytes, 32);
+    assert_eq!(m.kind().as_str(), "stream_with_meta");
+    assert_eq!(m.shards()[0].files["meta"].bytes, 4);
+    assert_eq!(m.shards()[0].files["metaidx"].bytes, 32);
     for (name, opts) in backends() {
         let r = StreamWithMetaReader::open_with(dir.path(), SCRIPT, opts).unwrap();
         assert_eq!((r.len(), r.run_count()), (7, 4), "{name}");
-        let w = r.read(3, 3).unwrap();
+        let w = r.read(Window::new(3, 3)).unwrap();
         assert_eq!(
             w,
             Raw {
@@ -157,11 +137,11 @@ fn reference_example_stores_one_payload_per_run_and_reads_window_3_to_6() {
             "{name}"
         );
         // The whole stream: 4 payloads in first-touch order.
-        let all = r.read(0, 7).unwrap();
+        let all = r.read(Window::new(0, 7)).unwrap();
         assert_eq!(all.document_index, [0, 0, 1, 1, 1, 2, 3], "{name}");
         assert_eq!(all.document_data, [&b"a0"[..], b"a1", b"b0", b"b1"], "{name}");
         assert_eq!(all.document_shard, [0, 0, 1, 1], "{name}");
-        assert_eq!(r.read(7, 0).unwrap().document_data, Vec::<Vec<u8>>::new(), "{name}");
+        assert_eq!(r.read(Window::new(7, 0)).unwrap().document_data, Vec::<Vec<u8>>::new(), "{name}");
     }
     assert_eq!(guideloom_storage::verify(dir.path()).unwrap().files, 6);
 }
@@ -209,14 +189,14 @@ fn invalid_records_are_typed_errors_and_write_nothing() {
     }
     let r = StreamWithMetaReader::open(dir.path(), SCRIPT).unwrap();
     assert_eq!((r.len(), r.run_count()), (7, 4));
-    assert_eq!(r.manifest().shards.iter().map(|s| s.id).collect::<Vec<_>>(), [0, 1]);
+    assert_eq!(r.manifest().shards().iter().map(|s| s.id).collect::<Vec<_>>(), [0, 1]);
     // The writer keeps working after a refusal.
     let mut w = StreamWithMetaWriter::open(dir.path(), SCRIPT).unwrap();
     assert!(w.append(0, &script(&[(0, None)])).is_err());
     w.append(0, &script(&[(5, Some(b"c"))])).unwrap();
     w.commit().unwrap();
     let r = StreamWithMetaReader::open(dir.path(), SCRIPT).unwrap();
-    let tail = r.read(4, 2).unwrap();
+    let tail = r.read(Window::new(4, 2)).unwrap();
     assert_eq!((tail.stream, tail.document_data), (vec![1, 5], vec![b"a1".to_vec(), b"c".to_vec()]));
     assert_eq!(tail.document_shard, [0, 0]);
 }
@@ -233,7 +213,7 @@ fn document_lengths_come_from_metadata_not_token_values() {
     for (name, opts) in backends() {
         let r = StreamWithMetaReader::open_with(dir.path(), format, opts).unwrap();
         assert_eq!(r.len(), 17, "{name}");
-        let out = r.read(0, 17).unwrap();
+        let out = r.read(Window::new(0, 17)).unwrap();
         assert_eq!(out.tokens, [7; 17], "{name}");
         assert_eq!(out.documents.len(), 3, "{name}");
         assert_eq!(out.document_lengths(), [8, 5, 4], "{name}");
@@ -242,7 +222,7 @@ fn document_lengths_come_from_metadata_not_token_values() {
         assert_eq!(out.documents[2].data, b"third", "{name}");
         assert_eq!(out.position, [0, 1, 2, 3, 4, 5, 6, 7, 0, 1, 2, 3, 4, 0, 1, 2, 3], "{name}");
         // A window starting mid-document: true positions (the count continues).
-        let mid = r.read(3, 12).unwrap();
+        let mid = r.read(Window::new(3, 12)).unwrap();
         assert_eq!(mid.document_lengths(), [5, 5, 2], "{name}");
         assert_eq!(mid.position, [3, 4, 5, 6, 7, 0, 1, 2, 3, 4, 0, 1], "{name}");
         assert_eq!(mid.document, [10, 10, 10, 10, 10, 11, 11, 11, 11, 11, 12, 12], "{name}");
@@ -259,7 +239,7 @@ fn packed_row_masks_the_cross_document_target_and_restarts_positions() {
     w.append(0, &[doc(1, &[b1, b2], b"doc b")]).unwrap();
     w.commit().unwrap();
     let r = StreamWithMetaReader::open(dir.path(), format).unwrap();
-    let row = r.read(0, 5).unwrap();
+    let row = r.read(Window::new(0, 5)).unwrap();
     assert_eq!(row.tokens, [a1, a2, a3, b1, b2]);
     assert_eq!(row.document, [0, 0, 0, 1, 1]);
     assert_eq!(row.position, [0, 1, 2, 0, 1]);
@@ -286,7 +266,7 @@ fn window_spanning_three_shards_returns_payloads_from_the_right_shards() {
     for (name, opts) in backends() {
         let r = StreamWithMetaReader::open_with(dir.path(), format, opts).unwrap();
         assert_eq!(r.len(), 10, "{name}");
-        let out = r.read(3, 6).unwrap();
+        let out = r.read(Window::new(3, 6)).unwrap();
         assert_eq!(out.tokens, [4, 5, 6, 7, 8, 9], "{name}");
         let docs: Vec<(u64, u64, &[u8])> =
             out.documents.iter().map(|d| (d.ordinal, d.shard, d.data.as_slice())).collect();
@@ -294,7 +274,7 @@ fn window_spanning_three_shards_returns_payloads_from_the_right_shards() {
         assert_eq!(out.document_index, [0, 1, 2, 2, 2, 3], "{name}");
         assert_eq!(out.position, [3, 0, 0, 1, 2, 0], "{name}");
         // Starting exactly at shard 0's last element.
-        let out = r.read(4, 6).unwrap();
+        let out = r.read(Window::new(4, 6)).unwrap();
         assert_eq!(out.documents.iter().map(|d| d.shard).collect::<Vec<_>>(), [0, 3, 7], "{name}");
         assert_eq!(out.document, [1, 2, 2, 2, 3, 3], "{name}");
     }
@@ -329,12 +309,12 @@ fn read_many_is_one_backend_call_and_matches_a_model_for_every_window() {
     let opts = ReadOptions::default().with_backend(counting.clone());
     let r = StreamWithMetaReader::open_with(dir.path(), format, opts).unwrap();
     assert_eq!((r.len(), r.run_count()), (11, 5));
-    let windows: Vec<(u64, u64)> =
-        (0..=11u64).flat_map(|start| (0..=11 - start).map(move |len| (start, len))).collect();
+    let windows: Vec<Window> =
+        (0..=11u64).flat_map(|start| (0..=11 - start).map(move |len| Window::new(start, len))).collect();
     assert_eq!(windows.len(), 78);
     let outs = r.read_many(&windows).unwrap();
     assert_eq!(counting.0.load(Ordering::SeqCst), 1);
-    for (&(start, len), out) in windows.iter().zip(&outs) {
+    for (&Window { offset: start, len }, out) in windows.iter().zip(&outs) {
         let want = &model[start as usize..(start + len) as usize];
         assert_eq!(out.tokens, want.iter().map(|m| m.0).collect::<Vec<_>>(), "{start}+{len}");
         assert_eq!(out.document, want.iter().map(|m| m.1).collect::<Vec<_>>(), "{start}+{len}");
@@ -346,7 +326,7 @@ fn read_many_is_one_backend_call_and_matches_a_model_for_every_window() {
         assert_eq!(out.documents.iter().map(|d| d.ordinal).collect::<Vec<_>>(), ordinals);
     }
     assert!(matches!(
-        r.read_many(&[(0, 1), (10, 2)]),
+        r.read_many(&[Window::new(0, 1), Window::new(10, 2)]),
         Err(StorageError::OutOfRange { what: "window", start: 10, len: 2, total: 11 })
     ));
 }
@@ -370,12 +350,12 @@ fn second_session_continues_runs_and_payload_offsets() {
     assert_eq!(&idx[32..], [5u64.to_le_bytes(), 4u64.to_le_bytes()].concat());
     let r = StreamWithMetaReader::open(dir.path(), SCRIPT).unwrap();
     assert_eq!((r.len(), r.run_count()), (9, 5));
-    let w = r.read(4, 4).unwrap();
+    let w = r.read(Window::new(4, 4)).unwrap();
     assert_eq!(w.stream, [1, 4, 4, 0]);
     assert_eq!(w.document_data, [&b"a1"[..], b"c4", b"b0"]);
     assert_eq!(w.document_index, [0, 1, 1, 2]);
     assert_eq!(w.run_offset, [2, 0, 0]);
-    assert_eq!(r.manifest().metadata["note"], "second session");
+    assert_eq!(r.manifest().metadata()["note"], "second session");
     guideloom_storage::verify(dir.path()).unwrap();
 }
 
@@ -412,27 +392,26 @@ fn hostile_run_index_is_a_typed_error() {
     open().unwrap();
 
     // Manifest lengths that do not fit the files: never a huge allocation.
-    let m0 = Manifest::load(dir.path()).unwrap();
-    let mut m = m0.clone();
-    m.shards[0].files.get_mut("metaidx").unwrap().bytes = 24;
-    m.commit(dir.path()).unwrap();
+    let m0 = std::fs::read(dir.path().join("manifest.json")).unwrap();
+    let set_metaidx = |bytes: u64| {
+        std::fs::write(dir.path().join("manifest.json"), &m0).unwrap();
+        edit_manifest(dir.path(), |m| m["shards"][0]["files"]["metaidx"]["bytes"] = bytes.into());
+    };
+    set_metaidx(24);
     assert_eq!(corrupt(open().unwrap_err()).1, 1);
-    let mut m = m0.clone();
-    m.shards[0].files.get_mut("metaidx").unwrap().bytes = u64::MAX / 16 * 16;
-    m.commit(dir.path()).unwrap();
+    set_metaidx(u64::MAX / 16 * 16);
     assert!(matches!(open().unwrap_err(), StorageError::CorruptIndex { shard: 0, .. }));
-    let mut m = m0.clone();
-    m.shards[0].files.get_mut("metaidx").unwrap().bytes = 64; // 4 runs <= 5 elements, file has 32 bytes
-    m.commit(dir.path()).unwrap();
+    set_metaidx(64); // 4 runs <= 5 elements, file has 32 bytes
     assert!(matches!(
         open().unwrap_err(),
         StorageError::ShardTooShort { shard: 0, expected: 64, actual: 32, .. }
     ));
-    let mut m = m0.clone();
-    m.shards[0].files.remove("meta");
-    m.commit(dir.path()).unwrap();
+    std::fs::write(dir.path().join("manifest.json"), &m0).unwrap();
+    edit_manifest(dir.path(), |m| {
+        m["shards"][0]["files"].as_object_mut().unwrap().remove("meta");
+    });
     assert!(matches!(open().unwrap_err(), StorageError::InvalidManifest { .. }));
-    m0.commit(dir.path()).unwrap();
+    std::fs::write(dir.path().join("manifest.json"), &m0).unwrap();
     // A truncated payload file.
     let meta = dir.path().join("shard-00001.meta");
     std::fs::OpenOptions::new().write(true).open(&meta).unwrap().set_len(3).unwrap();
@@ -477,7 +456,7 @@ fn overhead(dir: &Path, elements: u64, runs: u64) -> u64 {
     w.commit().unwrap();
     let r = StreamWithMetaReader::open(dir, format).unwrap();
     assert_eq!((r.len(), r.run_count()), (elements, runs));
-    let last = r.read(elements - 2, 2).unwrap();
+    let last = r.read(Window::new(elements - 2, 2)).unwrap();
     assert_eq!(last.position, [per as u64 - 2, per as u64 - 1]);
     assert_eq!(last.document, [runs - 1, runs - 1]);
     file_len(dir, "shard-00000.metaidx")

@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 
 use guideloom_formats::{SerdeFormat, TokenFormat};
-use guideloom_storage::{DocumentReader, DocumentWriter, StreamReader, StreamWriter};
+use guideloom_storage::{DocumentReader, DocumentWriter, StreamReader, StreamWriter, Window};
 use proptest::prelude::*;
 
 proptest! {
@@ -22,10 +22,10 @@ proptest! {
         let all: Vec<u32> = expected.values().flatten().copied().collect();
         let r = StreamReader::open(dir.path(), TokenFormat::<u32>::new()).unwrap();
         prop_assert_eq!(r.len(), all.len() as u64);
-        prop_assert_eq!(r.read(0, r.len()).unwrap(), all.clone());
+        prop_assert_eq!(r.read(Window::new(0, r.len())).unwrap(), all.clone());
         // Every window of length 7.
         for start in 0..all.len().saturating_sub(7) {
-            prop_assert_eq!(r.read(start as u64, 7).unwrap(), all[start..start + 7].to_vec());
+            prop_assert_eq!(r.read(Window::new(start as u64, 7)).unwrap(), all[start..start + 7].to_vec());
         }
     }
 

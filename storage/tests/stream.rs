@@ -1,7 +1,7 @@
 use guideloom_formats::{Column, Columns, ColumnsFormat, Dtype, Primitive, TokenFormat};
-use guideloom_storage::{Manifest, StreamReader, StreamWriter};
+use guideloom_storage::{Manifest, StreamReader, StreamWriter, Window};
 
-use crate::common::{backends, SegFormat};
+use crate::common::{backends, edit_manifest, SegFormat};
 
 fn three_shards(dir: &std::path::Path) {
     let mut w = StreamWriter::open(dir, SegFormat).unwrap();
@@ -19,30 +19,30 @@ fn round_trip_three_shards_with_an_empty_one() {
     three_shards(dir.path());
     let m = Manifest::load(dir.path()).unwrap();
     assert_eq!(
-        m.shards.iter().map(|s| (s.id, s.elements, s.bytes)).collect::<Vec<_>>(),
+        m.shards().iter().map(|s| (s.id, s.elements, s.bytes)).collect::<Vec<_>>(),
         [(0, Some(5), 10), (1, Some(0), 0), (2, Some(6), 12)]
     );
     for (name, opts) in backends() {
         let r = StreamReader::open_with(dir.path(), SegFormat, opts).unwrap();
         assert_eq!(r.len(), 11, "{name}");
-        let (all, lens, shards) = r.read(0, 11).unwrap();
+        let (all, lens, shards) = r.read(Window::new(0, 11)).unwrap();
         assert_eq!(all, [10, 11, 12, 13, 14, 20, 21, 22, 23, 24, 25], "{name}");
         assert_eq!((lens, shards), (vec![5, 6], vec![0, 2]), "{name}");
         // Starts in shard 0, spans the empty shard 1, ends in shard 2.
-        let (ids, lens, shards) = r.read(3, 4).unwrap();
+        let (ids, lens, shards) = r.read(Window::new(3, 4)).unwrap();
         assert_eq!((ids, lens, shards), (vec![13, 14, 20, 21], vec![2, 2], vec![0, 2]), "{name}");
         // Inside one shard; at the boundary; empty window.
-        assert_eq!(r.read(5, 1).unwrap(), (vec![20], vec![1], vec![2]), "{name}");
-        assert_eq!(r.read(4, 1).unwrap(), (vec![14], vec![1], vec![0]), "{name}");
-        assert_eq!(r.read(5, 0).unwrap(), (vec![], vec![], vec![]), "{name}");
-        assert_eq!(r.read(11, 0).unwrap(), (vec![], vec![], vec![]), "{name}");
-        let many = r.read_many(&[(9, 2), (0, 1), (4, 3)]).unwrap();
+        assert_eq!(r.read(Window::new(5, 1)).unwrap(), (vec![20], vec![1], vec![2]), "{name}");
+        assert_eq!(r.read(Window::new(4, 1)).unwrap(), (vec![14], vec![1], vec![0]), "{name}");
+        assert_eq!(r.read(Window::new(5, 0)).unwrap(), (vec![], vec![], vec![]), "{name}");
+        assert_eq!(r.read(Window::new(11, 0)).unwrap(), (vec![], vec![], vec![]), "{name}");
+        let many = r.read_many(&[Window::new(9, 2), Window::new(0, 1), Window::new(4, 3)]).unwrap();
         assert_eq!(
             many.into_iter().map(|m| m.0).collect::<Vec<_>>(),
             [vec![24, 25], vec![10], vec![14, 20, 21]]
         );
         let mut raw = vec![9u8; 3];
-        r.read_many_raw(&[(4, 2), (10, 1)], &mut raw).unwrap();
+        r.read_many_raw(&[Window::new(4, 2), Window::new(10, 1)], &mut raw).unwrap();
         assert_eq!(raw, [14, 0, 20, 0, 25, 0], "{name}");
     }
 }
@@ -57,9 +57,9 @@ fn token_format_reader_matches_concatenation() {
     w.commit().unwrap();
     let r = StreamReader::open(dir.path(), TokenFormat::<u32>::new()).unwrap();
     // Shard 3 comes before shard 7 in the stream whatever the append order.
-    assert_eq!(r.read(0, 3).unwrap(), vec![5, 70_000, 1]);
-    assert_eq!(r.manifest().metadata["source"], "unit test");
-    assert_eq!(r.manifest().dtype, serde_json::json!("<u4"));
+    assert_eq!(r.read(Window::new(0, 3)).unwrap(), vec![5, 70_000, 1]);
+    assert_eq!(r.manifest().metadata()["source"], "unit test");
+    assert_eq!(r.manifest().dtype_descr(), &serde_json::json!("<u4"));
 }
 
 #[test]
@@ -78,10 +78,11 @@ fn structured_columns_round_trip_and_numpy_layout() {
     let bytes = std::fs::read(dir.path().join("shard-00000.stream")).unwrap();
     assert_eq!(bytes, [1, 0, 0, 0, 0, 2, 1, 0, 0, 1]);
     let m = Manifest::load(dir.path()).unwrap();
-    assert_eq!(m.dtype, serde_json::json!([["tokens", "<u4"], ["loss_mask", "|u1"]]));
+    assert_eq!(m.dtype_descr(), &serde_json::json!([["tokens", "<u4"], ["loss_mask", "|u1"]]));
+    assert_eq!(m.dtype(), Some(&dtype));
     for (name, opts) in backends() {
         let r = StreamReader::open_with(dir.path(), format.clone(), opts).unwrap();
-        assert_eq!(r.read(1, 2).unwrap(), rec(vec![258, 65_536], vec![1, 1]), "{name}");
+        assert_eq!(r.read(Window::new(1, 2)).unwrap(), rec(vec![258, 65_536], vec![1, 1]), "{name}");
     }
 }
 
@@ -104,7 +105,7 @@ fn crash_shape_uncommitted_bytes_are_invisible_and_a_second_session_appends() {
     assert!(std::fs::metadata(&p0).unwrap().len() > 10);
     let r = StreamReader::open(dir.path(), SegFormat).unwrap();
     assert_eq!(r.len(), 11);
-    assert_eq!(r.read(0, 11).unwrap().0, [10, 11, 12, 13, 14, 20, 21, 22, 23, 24, 25]);
+    assert_eq!(r.read(Window::new(0, 11)).unwrap().0, [10, 11, 12, 13, 14, 20, 21, 22, 23, 24, 25]);
     guideloom_storage::verify(dir.path()).unwrap();
     // Second session: appends after the committed bytes (the stray bytes are discarded).
     let mut w = StreamWriter::open(dir.path(), SegFormat).unwrap();
@@ -112,7 +113,10 @@ fn crash_shape_uncommitted_bytes_are_invisible_and_a_second_session_appends() {
     w.append(3, &[30]).unwrap();
     w.commit().unwrap();
     let r = StreamReader::open(dir.path(), SegFormat).unwrap();
-    assert_eq!(r.read(0, r.len()).unwrap().0, [10, 11, 12, 13, 14, 15, 20, 21, 22, 23, 24, 25, 30]);
+    assert_eq!(
+        r.read(Window::new(0, r.len())).unwrap().0,
+        [10, 11, 12, 13, 14, 15, 20, 21, 22, 23, 24, 25, 30]
+    );
     guideloom_storage::verify(dir.path()).unwrap();
     assert_eq!(std::fs::metadata(&p0).unwrap().len(), 12);
 }
@@ -130,17 +134,17 @@ fn offsets_past_4_gib_in_a_sparse_stream() {
     let f = std::fs::OpenOptions::new().write(true).open(&p).unwrap();
     std::os::unix::fs::FileExt::write_all_at(&f, &[7, 0, 8, 0], big).unwrap();
     drop(f);
-    let mut m = Manifest::load(dir.path()).unwrap();
-    m.shards[0].elements = Some(big / 2 + 2);
-    m.shards[0].bytes = big + 4;
-    m.commit(dir.path()).unwrap();
+    edit_manifest(dir.path(), |m| {
+        m["shards"][0]["elements"] = (big / 2 + 2).into();
+        m["shards"][0]["bytes"] = (big + 4).into();
+    });
     let mut w = StreamWriter::open(dir.path(), TokenFormat::<u16>::new()).unwrap();
     w.append(0, &[9]).unwrap();
     w.commit().unwrap();
     let r = StreamReader::open(dir.path(), TokenFormat::<u16>::new()).unwrap();
     assert_eq!(r.len(), big / 2 + 3);
-    assert_eq!(r.read(big / 2 - 1, 4).unwrap(), vec![0, 7, 8, 9]);
-    assert_eq!(r.read(0, 2).unwrap(), vec![1, 0]);
+    assert_eq!(r.read(Window::new(big / 2 - 1, 4)).unwrap(), vec![0, 7, 8, 9]);
+    assert_eq!(r.read(Window::new(0, 2)).unwrap(), vec![1, 0]);
 }
 
 /// Open descriptors of this process that point into `dir`.
@@ -170,8 +174,8 @@ fn writer_keeps_at_most_32_shard_files_open_and_reopens_parked_ones() {
     drop(w);
     let r = StreamReader::open(dir.path(), TokenFormat::<u16>::new()).unwrap();
     assert_eq!(r.len(), 300 * 4 + 700_000);
-    assert_eq!(r.read(0, 4).unwrap(), vec![0, 0, 0, 1]);
-    assert_eq!(r.read(4 * 299 + 700_000, 4).unwrap(), vec![299, 0, 299, 1]);
-    assert_eq!(r.read(4 * 7, 6).unwrap(), vec![7, 0, 7, 1, 9, 9]);
+    assert_eq!(r.read(Window::new(0, 4)).unwrap(), vec![0, 0, 0, 1]);
+    assert_eq!(r.read(Window::new(4 * 299 + 700_000, 4)).unwrap(), vec![299, 0, 299, 1]);
+    assert_eq!(r.read(Window::new(4 * 7, 6)).unwrap(), vec![7, 0, 7, 1, 9, 9]);
     guideloom_storage::verify(dir.path()).unwrap();
 }

@@ -7,5 +7,6 @@ mod document;
 mod errors;
 mod hostile;
 mod meta;
+mod plan;
 mod props;
 mod stream;

@@ -6,6 +6,7 @@ use std::path::PathBuf;
 
 use clap::{Parser, Subcommand, ValueEnum};
 use guideloom::ingest::{DtypeChoice, Split, Tokenizer};
+use guideloom::storage::BackendKind;
 
 /// `guideloom`.
 #[derive(Parser, Debug)]
@@ -70,20 +71,6 @@ pub(crate) enum OamCommand {
     },
 }
 
-/// I/O backend names on the command line.
-#[derive(Clone, Copy, Debug, ValueEnum, PartialEq, Eq)]
-pub(crate) enum BackendArg {
-    /// io_uring when available, else pread (or what GUIDELOOM_IO says).
-    Auto,
-    /// io_uring.
-    #[value(alias = "io_uring")]
-    IoUring,
-    /// Positional reads.
-    Pread,
-    /// Memory-mapped shards (do not truncate shard files while reading).
-    Mmap,
-}
-
 /// The storage, windows, sampling and worker options `batches` and `bench` share.
 #[derive(clap::Args, Debug, Clone)]
 pub(crate) struct WindowArgs {
@@ -110,9 +97,11 @@ pub(crate) struct WindowArgs {
     /// Batches in flight or ready ahead of the consumer (default 2 x workers).
     #[arg(long)]
     pub(crate) prefetch: Option<usize>,
-    /// I/O backend.
-    #[arg(long, value_enum, default_value = "auto")]
-    pub(crate) backend: BackendArg,
+    /// I/O backend: auto (io_uring when available, else pread; GUIDELOOM_IO may name one),
+    /// io-uring, pread, or mmap (memory-mapped shards: do not truncate or rewrite shard files
+    /// while reading).
+    #[arg(long, default_value = "auto", value_parser = parse_backend)]
+    pub(crate) backend: BackendKind,
 }
 
 /// `guideloom batches`.
@@ -310,4 +299,9 @@ pub(crate) struct InspectArgs {
     /// Print one JSON object instead of text.
     #[arg(long)]
     pub(crate) json: bool,
+}
+
+/// A backend name, parsed by the storage crate (the one parser of backend names).
+fn parse_backend(name: &str) -> Result<BackendKind, guideloom::storage::StorageError> {
+    name.parse()
 }

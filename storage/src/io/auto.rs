@@ -1,41 +1,65 @@
-//! Backend selection: the one-time io_uring probe, the `GUIDELOOM_IO` override and the
-//! default [`AutoBackend`].
+//! Backend selection: the one-time io_uring probe, the `GUIDELOOM_IO` override, the one
+//! parser of backend names ([`BackendKind`]'s `FromStr`) and the default [`AutoBackend`].
+//!
+//! Every safe way to obtain a backend here yields io_uring or pread. The mmap backend needs
+//! its `unsafe` constructor ([`super::MmapBackend::new`]), called by the program that
+//! accepts its contract; an environment variable seen by the library does not count as that
+//! acceptance.
 
+use std::str::FromStr;
 use std::sync::{Arc, OnceLock};
 
-use super::{FileSet, MmapBackend, PreadBackend, ReadBackend, ReadRequest, UringBackend};
-use crate::Result;
+use super::{FileSet, PreadBackend, ReadBackend, ReadRequest, UringBackend};
+use crate::{Result, StorageError};
 
 /// The environment variable that forces the backend [`AutoBackend`] (the default of
-/// [`super::ReadOptions`]) uses: `pread`, `io_uring`, `mmap` or `auto` (case-insensitive;
-/// unset or empty = `auto`). It is read once per process.
+/// [`super::ReadOptions`]) uses: `pread`, `io_uring` or `auto` (case-insensitive, parsed by
+/// [`BackendKind`]'s `FromStr`; unset or empty = `auto`). It is read once per process.
 ///
 /// - `pread` turns io_uring off (for containers whose seccomp profile blocks it, and for the
 ///   CI run of the fallback path);
 /// - `io_uring` uses io_uring even if the probe failed (reads then fail with
 ///   [`crate::StorageError::Backend`] and the probe's reason);
-/// - `mmap` is the user's explicit opt-in to the contract of [`MmapBackend::new`]: shard files
-///   must not be truncated or rewritten while readers are alive (else `SIGBUS`).
+/// - `mmap` is **not honoured by the library**: it warns (`log::warn!`), says so in
+///   [`BackendChoice::reason`] and probes as for `auto`. A program that accepts the contract
+///   of [`super::MmapBackend::new`] (the `guideloom` binary does, for `GUIDELOOM_IO=mmap` and
+///   `--backend mmap`) builds that backend itself.
 ///
 /// An unrecognised value is ignored (logged as a warning) and `auto` applies.
 pub const IO_ENV_VAR: &str = "GUIDELOOM_IO";
 
-/// The backends [`AutoBackend`] can choose from.
+/// The I/O backends by name, as `--backend` flags and [`IO_ENV_VAR`] spell them. Parse a
+/// name with `str::parse` (the one parser of backend names; case-insensitive, surrounding
+/// white space ignored): `auto` (or the empty string), `pread`, `io_uring` (also `io-uring`,
+/// `uring`), `mmap`.
+///
+/// ```
+/// use guideloom_storage::BackendKind;
+/// assert_eq!("io-uring".parse::<BackendKind>()?, BackendKind::IoUring);
+/// assert_eq!(" MMAP ".parse::<BackendKind>()?, BackendKind::Mmap);
+/// assert!("bogus".parse::<BackendKind>().is_err());
+/// # Ok::<(), guideloom_storage::StorageError>(())
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum BackendKind {
+    /// Let the library choose: io_uring when its probe succeeds, else pread. Never the
+    /// [`BackendChoice::kind`] of a choice.
+    Auto,
     /// [`PreadBackend`].
     Pread,
     /// [`UringBackend`].
     IoUring,
-    /// [`MmapBackend`].
+    /// [`super::MmapBackend`] (built only through its `unsafe` constructor).
     Mmap,
 }
 
 impl BackendKind {
-    /// The backend's name, as [`ReadBackend::name`] reports it.
+    /// The backend's name, as [`ReadBackend::name`] reports it (`"auto"` for
+    /// [`BackendKind::Auto`]).
     pub fn name(self) -> &'static str {
         match self {
+            BackendKind::Auto => "auto",
             BackendKind::Pread => "pread",
             BackendKind::IoUring => "io_uring",
             BackendKind::Mmap => "mmap",
@@ -43,12 +67,35 @@ impl BackendKind {
     }
 }
 
+impl std::fmt::Display for BackendKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for BackendKind {
+    type Err = StorageError;
+
+    /// # Errors
+    /// [`StorageError::UnknownBackend`] for any other name.
+    fn from_str(s: &str) -> Result<Self> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "" | "auto" => Ok(BackendKind::Auto),
+            "pread" => Ok(BackendKind::Pread),
+            "io_uring" | "io-uring" | "uring" => Ok(BackendKind::IoUring),
+            "mmap" => Ok(BackendKind::Mmap),
+            _ => Err(StorageError::UnknownBackend { name: s.to_string() }),
+        }
+    }
+}
+
 /// What [`AutoBackend`] chose and why.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BackendChoice {
-    /// The chosen backend.
+    /// The chosen backend: [`BackendKind::IoUring`] or [`BackendKind::Pread`], never mmap.
     pub kind: BackendKind,
-    /// Why: the environment override, or the probe's outcome (with the failure reason).
+    /// Why: the environment override, or the probe's outcome (with the failure reason), and
+    /// what of the environment was not honoured.
     pub reason: String,
 }
 
@@ -59,21 +106,37 @@ pub(crate) fn cached_probe() -> &'static std::result::Result<(), String> {
 }
 
 /// The choice for an [`IO_ENV_VAR`] value (`None` = unset); pure apart from the cached probe,
-/// so tests can check every value without touching the process environment.
+/// so tests can check every value without touching the process environment. The kind is
+/// io_uring or pread whatever the value: `mmap` is not honoured (see [`IO_ENV_VAR`]).
 pub fn choose_backend(env: Option<&str>) -> BackendChoice {
-    let value = env.map(|v| v.trim().to_ascii_lowercase()).unwrap_or_default();
-    let forced = |kind: BackendKind| BackendChoice {
-        kind,
-        reason: format!("forced by {IO_ENV_VAR}={}", env.unwrap_or_default().trim()),
-    };
-    let note = match value.as_str() {
-        "pread" => return forced(BackendKind::Pread),
-        "io_uring" | "io-uring" | "uring" => return forced(BackendKind::IoUring),
-        "mmap" => return forced(BackendKind::Mmap),
-        "" | "auto" => String::new(),
-        other => {
-            log::warn!("{IO_ENV_VAR}={other:?} is not one of pread, io_uring, mmap, auto; using auto");
-            format!(" ({IO_ENV_VAR}={other:?} not recognised)")
+    let raw = env.unwrap_or_default().trim();
+    let note = match env.map(BackendKind::from_str) {
+        None | Some(Ok(BackendKind::Auto)) => String::new(),
+        Some(Ok(BackendKind::Pread)) => {
+            return BackendChoice {
+                kind: BackendKind::Pread,
+                reason: format!("forced by {IO_ENV_VAR}={raw}"),
+            }
+        }
+        Some(Ok(BackendKind::IoUring)) => {
+            return BackendChoice {
+                kind: BackendKind::IoUring,
+                reason: format!("forced by {IO_ENV_VAR}={raw}"),
+            }
+        }
+        Some(Ok(BackendKind::Mmap)) => {
+            log::warn!(
+                "{IO_ENV_VAR}={raw} is not honoured: the library never maps files on its own (the mmap \
+                 backend needs its unsafe constructor); choosing between io_uring and pread"
+            );
+            format!(
+                " ({IO_ENV_VAR}={raw} not honoured: the library never maps files on its own; a program \
+                 that accepts the mmap contract builds MmapBackend itself)"
+            )
+        }
+        Some(Err(_)) => {
+            log::warn!("{IO_ENV_VAR}={raw:?} is not one of pread, io_uring, auto; using auto");
+            format!(" ({IO_ENV_VAR}={raw:?} not recognised)")
         }
     };
     match cached_probe() {
@@ -101,8 +164,8 @@ pub fn auto_backend_choice() -> &'static BackendChoice {
 }
 
 /// The default backend: io_uring when the kernel allows it (a one-time probe: ring setup and
-/// opcode probe for `IORING_OP_READ`), otherwise pread; [`IO_ENV_VAR`] overrides. Reports
-/// the chosen backend's name.
+/// opcode probe for `IORING_OP_READ`), otherwise pread; [`IO_ENV_VAR`] overrides between
+/// the two. Never mmap. Reports the chosen backend's name.
 #[derive(Debug, Clone)]
 pub struct AutoBackend {
     choice: BackendChoice,
@@ -123,22 +186,20 @@ impl AutoBackend {
     }
 
     /// The backend [`choose_backend`] picks for this [`IO_ENV_VAR`] value, ignoring the real
-    /// environment (`Some("pread")` = io_uring forced off).
+    /// environment (`Some("pread")` = io_uring forced off; `Some("mmap")` is not honoured).
     pub fn for_env_value(value: Option<&str>) -> Self {
         Self::from_choice(choose_backend(value))
     }
 
+    /// Builds what `choice` names; [`choose_backend`] names only io_uring or pread.
     fn from_choice(choice: BackendChoice) -> Self {
-        let inner: Arc<dyn ReadBackend> = match choice.kind {
-            BackendKind::Pread => Arc::new(PreadBackend),
-            BackendKind::IoUring => match UringBackend::new() {
+        let inner: Arc<dyn ReadBackend> = if choice.kind == BackendKind::IoUring {
+            match UringBackend::new() {
                 Ok(b) => Arc::new(b),
                 Err(e) => Arc::new(Failing(e.to_string())),
-            },
-            // SAFETY-relevant opt-in: reaching this arm needs `GUIDELOOM_IO=mmap`, which the
-            // documentation of IO_ENV_VAR defines as the user's acceptance of the contract
-            // of `MmapBackend::new`.
-            BackendKind::Mmap => Arc::new(mmap_by_env_opt_in()),
+            }
+        } else {
+            Arc::new(PreadBackend)
         };
         AutoBackend { choice, inner }
     }
@@ -147,13 +208,6 @@ impl AutoBackend {
     pub fn choice(&self) -> &BackendChoice {
         &self.choice
     }
-}
-
-fn mmap_by_env_opt_in() -> MmapBackend {
-    // SAFETY: only called when the user set `GUIDELOOM_IO=mmap`, documented (IO_ENV_VAR) as
-    // their explicit acceptance of `MmapBackend::new`'s contract: mapped shard files are not
-    // truncated or rewritten while readers live.
-    unsafe { MmapBackend::new() }
 }
 
 impl ReadBackend for AutoBackend {

@@ -8,6 +8,11 @@ use crate::{Result, StorageError};
 /// 512 B / 4 KiB logical blocks of common devices).
 pub const DIRECT_ALIGN: usize = 4096;
 
+/// One [`DIRECT_ALIGN`]-aligned block of a bounce buffer.
+#[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
+#[repr(C, align(4096))] // = DIRECT_ALIGN
+struct Block([u8; DIRECT_ALIGN]);
+
 /// Which engine a [`DirectBackend`] reads with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Engine {
@@ -59,15 +64,11 @@ impl ReadBackend for DirectBackend {
             let need = head + e.len;
             let len = need.div_ceil(DIRECT_ALIGN) * DIRECT_ALIGN;
             ops.push(Op { file: e.file, offset: start, dst: total, len, need, head, done: 0 });
-            total = total
-                .checked_add(len)
-                .ok_or_else(|| StorageError::InvalidArgument("direct batch too large".into()))?;
+            total = total.checked_add(len).ok_or(StorageError::BatchTooLarge { bytes: u64::MAX })?;
         }
-        let mut raw = vec![0u8; total + DIRECT_ALIGN];
-        let skip = raw.as_ptr().align_offset(DIRECT_ALIGN);
-        let buf = raw
-            .get_mut(skip..skip + total)
-            .ok_or_else(|| StorageError::InvalidArgument("cannot align the direct buffer".into()))?;
+        // Whole aligned blocks, so the buffer itself is aligned (no slack to skip).
+        let mut blocks: Vec<Block> = bytemuck::zeroed_vec(total / DIRECT_ALIGN);
+        let buf: &mut [u8] = bytemuck::cast_slice_mut(&mut blocks);
         match self.engine {
             Engine::Pread => super::pread::run_ops(files, &mut ops, buf, true)?,
             Engine::IoUring => super::uring::run_ops(files, &mut ops, buf, true)?,

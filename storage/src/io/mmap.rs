@@ -38,8 +38,9 @@ impl MmapBackend {
     /// guideloom's own writers only append past the committed length and publish through the
     /// manifest, which is safe with live maps; the hazard is other tools (or a `StreamWriter`
     /// resuming an uncommitted session, which truncates stray uncommitted bytes, not mapped
-    /// committed ones). Setting `GUIDELOOM_IO=mmap` is the user's explicit acceptance of this
-    /// contract for [`super::AutoBackend`].
+    /// committed ones). No safe function of this crate builds this backend (in particular
+    /// [`super::AutoBackend`] never does, whatever `GUIDELOOM_IO` says): the program that
+    /// accepts this contract calls this function itself.
     pub unsafe fn new() -> Self {
         MmapBackend { _private: () }
     }
@@ -49,7 +50,8 @@ impl MmapBackend {
     /// # Errors
     /// [`StorageError::ShortRead`] when the range is not inside the mapped bytes;
     /// [`StorageError::Io`] when the file cannot be opened or mapped;
-    /// [`StorageError::InvalidArgument`] for a file index out of range.
+    /// [`StorageError::FileOutOfRange`] for a file index out of range;
+    /// [`StorageError::BatchTooLarge`] for a length memory cannot address.
     pub fn map_range(&self, files: &FileSet, request: ReadRequest) -> Result<MappedBytes> {
         self.map_range_with(files, request, &mut Vec::new())
     }
@@ -62,10 +64,10 @@ impl MmapBackend {
         request: ReadRequest,
         seen: &mut Vec<(usize, Option<Arc<memmap2::Mmap>>)>,
     ) -> Result<MappedBytes> {
-        let len = usize::try_from(request.len)
-            .map_err(|_| StorageError::InvalidArgument("mapped range too large".into()))?;
+        let len =
+            usize::try_from(request.len).map_err(|_| StorageError::BatchTooLarge { bytes: request.len })?;
         if len == 0 {
-            files.checked(request.file)?;
+            files.get(request.file)?;
             return Ok(MappedBytes { map: None, range: 0..0 });
         }
         let map = match seen.iter().find(|(i, _)| *i == request.file) {
@@ -107,12 +109,12 @@ impl ReadBackend for MmapBackend {
             let dst = pos
                 .checked_add(src.len())
                 .and_then(|end| out.get_mut(pos..end))
-                .ok_or_else(|| super::too_short(out_len))?;
+                .ok_or_else(|| super::buffer_length(requests, out_len))?;
             dst.copy_from_slice(&src);
             pos += src.len();
         }
         if pos != out.len() {
-            return Err(super::too_short(out.len()));
+            return Err(super::buffer_length(requests, out.len()));
         }
         Ok(())
     }
@@ -150,7 +152,12 @@ pub(crate) fn resident_fraction(map: &memmap2::Mmap) -> Option<f64> {
     if pages == 0 {
         return None;
     }
-    let mut vec = vec![0u8; pages];
+    // `mincore`'s vector is `unsigned char *` on Linux and `char *` on the BSDs and macOS.
+    #[cfg(target_os = "linux")]
+    type Flag = u8;
+    #[cfg(not(target_os = "linux"))]
+    type Flag = libc::c_char;
+    let mut vec: Vec<Flag> = vec![0; pages];
     // SAFETY: `map` is a live mapping of `map.len()` bytes at a page-aligned address (mmap(2)
     // returns one), and `vec` holds at least one byte per page of that range, which is all
     // mincore(2) writes; it only reads page-table state, not the mapped bytes.
@@ -159,4 +166,16 @@ pub(crate) fn resident_fraction(map: &memmap2::Mmap) -> Option<f64> {
         return None;
     }
     Some(vec.iter().filter(|&&b| b & 1 == 1).count() as f64 / pages as f64)
+}
+
+/// Maps every page of `map` up front (`MADV_POPULATE_READ`, Linux 5.14+); whether the kernel
+/// did. Other systems have no such advice: `false`.
+pub(crate) fn populate(map: &memmap2::Mmap) -> bool {
+    #[cfg(target_os = "linux")]
+    return map.advise(memmap2::Advice::PopulateRead).is_ok();
+    #[cfg(not(target_os = "linux"))]
+    {
+        let _ = map;
+        false
+    }
 }

@@ -17,8 +17,10 @@
 //! | [`DirectBackend`] (`pread+direct`, `io_uring+direct`) | `O_DIRECT` reads through an aligned bounce buffer | cold-data benchmarks |
 //! | [`AutoBackend`] (the default) | io_uring when a one-time probe succeeds, else pread | [`ReadOptions::default`] |
 //!
-//! The environment variable [`IO_ENV_VAR`] (`GUIDELOOM_IO=pread|io_uring|mmap|auto`) forces
-//! what [`AutoBackend`] picks; see [`auto_backend_choice`].
+//! The environment variable [`IO_ENV_VAR`] (`GUIDELOOM_IO=pread|io_uring|auto`) forces what
+//! [`AutoBackend`] picks; see [`auto_backend_choice`]. The library never maps files on its
+//! own: `GUIDELOOM_IO=mmap` is not honoured here (a program that accepts the mmap contract
+//! builds [`MmapBackend`] itself, as the `guideloom` binary does).
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
@@ -193,13 +195,12 @@ impl FileSet {
         self.cache.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    fn checked(&self, i: usize) -> Result<&ShardFile> {
-        self.files.get(i).ok_or_else(|| {
-            StorageError::InvalidArgument(format!(
-                "file index {i} out of range: the set has {}",
-                self.files.len()
-            ))
-        })
+    /// The description of file `i`.
+    ///
+    /// # Errors
+    /// [`StorageError::FileOutOfRange`] when `i >= self.len()`.
+    pub fn get(&self, i: usize) -> Result<&ShardFile> {
+        self.files.get(i).ok_or(StorageError::FileOutOfRange { index: i, files: self.files.len() })
     }
 
     /// The open handle of file `i`, opening it (and closing the least recently used unused
@@ -207,7 +208,7 @@ impl FileSet {
     ///
     /// # Errors
     /// [`StorageError::Io`] naming the file when it cannot be opened;
-    /// [`StorageError::InvalidArgument`] when `i >= self.len()`.
+    /// [`StorageError::FileOutOfRange`] when `i >= self.len()`.
     pub fn handle(&self, i: usize) -> Result<Arc<File>> {
         self.handle_with(i, false)
     }
@@ -223,7 +224,7 @@ impl FileSet {
         if let Some(slot) = self.lock().touch(key) {
             return Ok(Arc::clone(&slot.file));
         }
-        let path = &self.checked(i)?.path;
+        let path = &self.get(i)?.path;
         let file = Arc::new(open_file(path, direct).map_err(|e| StorageError::io(path, e))?);
         let gone = {
             let mut lru = self.lock();
@@ -250,15 +251,16 @@ impl FileSet {
         if let Some(map) = self.lock().touch((i, false)).and_then(|s| s.map.clone()) {
             return Ok(Some(map));
         }
-        let shard = self.checked(i)?;
+        let shard = self.get(i)?;
         let file = self.handle(i)?;
         let actual = file.metadata().map_err(|e| StorageError::io(&shard.path, e))?.len();
         let len = actual.min(shard.committed);
         if len == 0 {
             return Ok(None);
         }
-        let len = usize::try_from(len).map_err(|_| {
-            StorageError::InvalidArgument(format!("{} too large to map", shard.path.display()))
+        let len = usize::try_from(len).map_err(|_| StorageError::Backend {
+            backend: "mmap",
+            reason: format!("{} is too large to map on this platform", shard.path.display()),
         })?;
         // SAFETY: the map is read-only and covers only bytes the file holds now; the caller
         // upholds this function's contract (nobody truncates or rewrites the file while the
@@ -271,8 +273,7 @@ impl FileSet {
         // pattern: without MADV_RANDOM a fault on evicted data reads `read_ahead_kb` around it
         // (8 MiB here: 200 ms per batch of 32 windows, measured). Advisory; an error changes
         // nothing but speed.
-        let warm = mmap::resident_fraction(&map).is_some_and(|f| f >= 0.99);
-        if !(warm && map.advise(memmap2::Advice::PopulateRead).is_ok()) {
+        if !(mmap::resident_fraction(&map).is_some_and(|f| f >= 0.99) && mmap::populate(&map)) {
             let _ = map.advise(memmap2::Advice::Random);
         }
         let map = Arc::new(map);
@@ -314,9 +315,11 @@ pub trait ReadBackend: Send + Sync + fmt::Debug {
     /// # Errors
     /// [`StorageError::Io`] or [`StorageError::ShortRead`] (end of file before the committed
     /// length: the file was truncated after the storage was opened), naming the file;
-    /// [`StorageError::InvalidArgument`] when `out.len()` differs from the total request
-    /// length or a file index is out of range; [`StorageError::Backend`] when the backend
-    /// itself fails (for example an io_uring ring cannot be set up).
+    /// [`StorageError::BufferLength`] when `out.len()` differs from the total request length;
+    /// [`StorageError::FileOutOfRange`] for a file index out of range;
+    /// [`StorageError::BatchTooLarge`] for a request longer than memory can address;
+    /// [`StorageError::Backend`] when the backend itself fails (for example an io_uring ring
+    /// cannot be set up).
     fn read_into(&self, files: &FileSet, requests: &[ReadRequest], out: &mut [u8]) -> Result<()>;
 }
 
@@ -351,8 +354,8 @@ impl Op {
 /// than `max_op` bytes and dropping empty ones.
 ///
 /// # Errors
-/// [`StorageError::InvalidArgument`] when the total length differs from `out_len` or a file
-/// index is out of range.
+/// [`StorageError::BufferLength`] when the total length differs from `out_len`;
+/// [`StorageError::FileOutOfRange`] for a file index out of range.
 pub(crate) fn plan(
     files: &FileSet,
     requests: &[ReadRequest],
@@ -362,11 +365,11 @@ pub(crate) fn plan(
     let mut ops = Vec::with_capacity(requests.len());
     let mut pos = 0usize;
     for r in requests {
-        files.checked(r.file)?;
+        files.get(r.file)?;
         let len = usize::try_from(r.len)
             .ok()
             .filter(|&l| pos.checked_add(l).is_some_and(|end| end <= out_len))
-            .ok_or_else(|| too_short(out_len))?;
+            .ok_or_else(|| buffer_length(requests, out_len))?;
         let mut part = 0usize;
         while part < len {
             let n = (len - part).min(max_op);
@@ -384,15 +387,15 @@ pub(crate) fn plan(
         pos += len;
     }
     if pos != out_len {
-        return Err(too_short(out_len));
+        return Err(buffer_length(requests, out_len));
     }
     Ok(ops)
 }
 
-fn too_short(out_len: usize) -> StorageError {
-    StorageError::InvalidArgument(format!(
-        "read_into: the output buffer ({out_len} bytes) does not match the total request length"
-    ))
+/// The error for an output buffer of `out_len` bytes that does not fit `requests`.
+pub(crate) fn buffer_length(requests: &[ReadRequest], out_len: usize) -> StorageError {
+    let expected = requests.iter().fold(0u64, |a, r| a.saturating_add(r.len));
+    StorageError::BufferLength { expected, found: out_len as u64 }
 }
 
 /// Fills `dst` from `offset`, retrying short reads and `EINTR`; end of file before `dst` is
@@ -421,7 +424,7 @@ pub(crate) fn read_exact_at(file: &File, dst: &mut [u8], offset: u64, path: &std
 #[derive(Debug, Clone)]
 pub struct ReadOptions {
     /// The backend serving byte-range requests. Default: [`AutoBackend`] (io_uring when the
-    /// kernel allows it, else pread; [`IO_ENV_VAR`] overrides).
+    /// kernel allows it, else pread; [`IO_ENV_VAR`] overrides; never mmap).
     pub backend: Arc<dyn ReadBackend>,
     /// Most shard files kept open at once (default 128, at least 1).
     pub max_open_files: usize,

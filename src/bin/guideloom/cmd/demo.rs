@@ -3,7 +3,7 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use guideloom::formats::{Dtype, TokenFormat};
+use guideloom::formats::TokenFormat;
 use guideloom::ingest::{self, IngestOptions, Split, Tokenizer};
 use guideloom::loader::{DataSource, Loader, ReadTokens, State, TokenWindows, WindowSpan};
 use guideloom::storage::{Manifest, StreamReader};
@@ -140,9 +140,14 @@ fn ingest_corpus(store: &Path, corpus: &[PathBuf]) -> CliResult {
 fn print_summary(store: &Path) -> CliResult {
     say!("\n== 2. storage summary ({})", store.display());
     let m = Manifest::load(store)?;
-    let dtype = Dtype::from_descr(&m.dtype)?;
-    say!("   kind {}, dtype {dtype}, format {}, fingerprint {:016x}", m.kind, m.format.name, m.fingerprint());
-    for s in &m.shards {
+    let dtype = m.dtype().ok_or("the demo storage has no element dtype")?;
+    say!(
+        "   kind {}, dtype {dtype}, format {}, fingerprint {:016x}",
+        m.kind(),
+        m.format().name,
+        m.fingerprint()
+    );
+    for s in m.shards() {
         say!(
             "   shard {}: {} tokens, {} bytes, crc32c {:08x}",
             s.id,

@@ -2,7 +2,6 @@
 
 use std::path::Path;
 
-use guideloom::formats::Dtype;
 use guideloom::storage::{self, Manifest, ShardEntry, StorageKind};
 use serde_json::{json, Value};
 
@@ -52,24 +51,24 @@ fn check_dir(dir: &Path) -> CliResult {
 /// The summary `inspect --json` prints: path, kind, dtype, format, totals (elements,
 /// documents, bytes over all shard files), per-shard entries, metadata and fingerprint.
 fn summary(dir: &Path, m: &Manifest) -> CliResult<Value> {
-    let elements = checked_sum(dir, m.shards.iter().filter_map(|s| s.elements))?;
-    let documents: Option<u64> = match m.kind {
-        StorageKind::Document => Some(checked_sum(dir, m.shards.iter().filter_map(|s| s.documents))?),
-        _ => m.metadata.get("documents").and_then(Value::as_u64),
+    let elements = checked_sum(dir, m.shards().iter().filter_map(|s| s.elements))?;
+    let documents: Option<u64> = match m.kind() {
+        StorageKind::Document => Some(checked_sum(dir, m.shards().iter().filter_map(|s| s.documents))?),
+        _ => m.metadata().get("documents").and_then(Value::as_u64),
     };
     let files =
-        m.shards.iter().flat_map(|s| std::iter::once(s.bytes).chain(s.files.values().map(|f| f.bytes)));
+        m.shards().iter().flat_map(|s| std::iter::once(s.bytes).chain(s.files.values().map(|f| f.bytes)));
     let bytes = checked_sum(dir, files)?;
     Ok(json!({
         "path": dir.display().to_string(),
-        "kind": m.kind.as_str(),
-        "dtype": m.dtype,
-        "format": m.format,
+        "kind": m.kind().as_str(),
+        "dtype": m.dtype_descr(),
+        "format": m.format(),
         "elements": elements,
         "documents": documents,
         "bytes": bytes,
-        "shards": m.shards.iter().map(shard_json).collect::<Vec<_>>(),
-        "metadata": m.metadata,
+        "shards": m.shards().iter().map(shard_json).collect::<Vec<_>>(),
+        "metadata": m.metadata(),
         "fingerprint": format!("{:016x}", m.fingerprint()),
     }))
 }
@@ -101,18 +100,18 @@ fn shard_json(s: &ShardEntry) -> Value {
 fn print_text(dir: &Path, m: &Manifest, s: &Value) -> CliResult {
     outln!("storage   {}", dir.display());
     outln!("kind      {}", s["kind"].as_str().unwrap_or("?"));
-    match Dtype::from_descr(&m.dtype) {
-        Ok(d) => outln!("dtype     {d}"),
-        Err(_) => outln!("dtype     {}", m.dtype),
+    match m.dtype() {
+        Some(d) => outln!("dtype     {d}"),
+        None => outln!("dtype     {}", m.dtype_descr()),
     }
-    outln!("format    {} {}", m.format.name, m.format.params);
+    outln!("format    {} {}", m.format().name, m.format().params);
     outln!("elements  {}", s["elements"]);
     if let Some(d) = s["documents"].as_u64() {
         outln!("documents {d}");
     }
     outln!("bytes     {}", s["bytes"]);
-    outln!("shards    {}", m.shards.len());
-    for sh in &m.shards {
+    outln!("shards    {}", m.shards().len());
+    for sh in m.shards() {
         let count = match (sh.elements, sh.documents) {
             (Some(e), _) => format!("{e} elements"),
             (None, Some(d)) => format!("{d} documents"),
@@ -120,8 +119,8 @@ fn print_text(dir: &Path, m: &Manifest, s: &Value) -> CliResult {
         };
         outln!("  shard {:>5}  {count:>18}  {:>14} bytes  crc32c {:08x}", sh.id, sh.bytes, sh.checksum);
     }
-    if !m.metadata.is_empty() {
-        outln!("metadata  {}", Value::Object(m.metadata.clone()));
+    if !m.metadata().is_empty() {
+        outln!("metadata  {}", Value::Object(m.metadata().clone()));
     }
     Ok(())
 }

@@ -83,16 +83,20 @@ pub(crate) trait TokenStorageFn {
 /// one window of `--seq-len` (an empty storage is not an error: it yields no batch).
 pub(crate) fn open_token_storage<F: TokenStorageFn>(w: &WindowArgs, f: F) -> CliResult<F::Output> {
     let m = Manifest::load(&w.dir)?;
-    let dtype = Dtype::from_descr(&m.dtype)?;
     let opts = read_options(w.backend)?;
-    match (m.kind, dtype) {
-        (StorageKind::Stream, Dtype::Primitive(Primitive::U16)) => open_stream::<u16, F>(w, opts, f),
-        (StorageKind::Stream, Dtype::Primitive(Primitive::U32)) => open_stream::<u32, F>(w, opts, f),
-        (StorageKind::StreamWithMeta, Dtype::Primitive(Primitive::U16)) => open_meta::<u16, F>(w, opts, f),
-        (StorageKind::StreamWithMeta, Dtype::Primitive(Primitive::U32)) => open_meta::<u32, F>(w, opts, f),
+    match (m.kind(), m.dtype()) {
+        (StorageKind::Stream, Some(Dtype::Primitive(Primitive::U16))) => open_stream::<u16, F>(w, opts, f),
+        (StorageKind::Stream, Some(Dtype::Primitive(Primitive::U32))) => open_stream::<u32, F>(w, opts, f),
+        (StorageKind::StreamWithMeta, Some(Dtype::Primitive(Primitive::U16))) => {
+            open_meta::<u16, F>(w, opts, f)
+        }
+        (StorageKind::StreamWithMeta, Some(Dtype::Primitive(Primitive::U32))) => {
+            open_meta::<u32, F>(w, opts, f)
+        }
         (kind, dtype) => Err(format!(
-            "{} holds a {kind} storage of dtype {dtype}; batches and bench read u16 or u32 token streams",
-            w.dir.display()
+            "{} holds a {kind} storage of dtype {}; batches and bench read u16 or u32 token streams",
+            w.dir.display(),
+            dtype.map_or_else(|| "none".to_string(), Dtype::to_string)
         )
         .into()),
     }
