@@ -47,7 +47,7 @@ pub use dtype::{Dtype, DtypeKind, Field, Primitive, TypeStr};
 pub use element::Element;
 pub use error::FormatError;
 pub use meta::{
-    DocumentInfo, DocumentTokens, DocumentTokensFormat, MetaSink, MetaWindow, StreamWithMetaFormat,
+    DocumentInfo, DocumentTokensFormat, DocumentTokensWindow, MetaSink, MetaWindow, StreamWithMetaFormat,
     TokenDocument,
 };
 pub use serde_doc::SerdeFormat;

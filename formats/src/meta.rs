@@ -354,7 +354,7 @@ pub struct DocumentInfo {
 /// What [`DocumentTokensFormat`] returns for a window. All per-token vectors have the
 /// window's length.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct DocumentTokens<E> {
+pub struct DocumentTokensWindow<E> {
     /// The token ids.
     pub tokens: Vec<E>,
     /// Per token, the global ordinal of its document.
@@ -368,7 +368,7 @@ pub struct DocumentTokens<E> {
     pub documents: Vec<DocumentInfo>,
 }
 
-impl<E> DocumentTokens<E> {
+impl<E> DocumentTokensWindow<E> {
     /// Number of tokens of each touched document inside the window, parallel to `documents`.
     pub fn document_lengths(&self) -> Vec<u64> {
         let mut out = vec![0u64; self.documents.len()];
@@ -394,8 +394,8 @@ impl<E> DocumentTokens<E> {
 /// - A record is a slice of [`TokenDocument`]s; each non-empty document is one run, its
 ///   payload is its ordinal (u64 little-endian) followed by its user bytes. An empty document
 ///   stores nothing.
-/// - `unpack` returns [`DocumentTokens`]: tokens, per-token document ordinal, per-token true
-///   position in the document (see [`DocumentTokens::position`]), and the touched documents.
+/// - `unpack` returns [`DocumentTokensWindow`]: tokens, per-token document ordinal, per-token true
+///   position in the document (see [`DocumentTokensWindow::position`]), and the touched documents.
 ///   Document boundaries come from the stored metadata, never from token values.
 ///
 /// Manifest name: `"document_tokens"`.
@@ -446,7 +446,7 @@ const ORDINAL_BYTES: usize = 8;
 
 impl<E: TokenElement, I: TokenId> StreamWithMetaFormat for DocumentTokensFormat<E, I> {
     type Input = [TokenDocument<I>];
-    type Output = DocumentTokens<E>;
+    type Output = DocumentTokensWindow<E>;
     type Key = usize;
 
     fn name(&self) -> &str {
@@ -495,7 +495,7 @@ impl<E: TokenElement, I: TokenId> StreamWithMetaFormat for DocumentTokensFormat<
         Ok(n)
     }
 
-    fn unpack(&self, window: &MetaWindow<'_>) -> Result<DocumentTokens<E>, FormatError> {
+    fn unpack(&self, window: &MetaWindow<'_>) -> Result<DocumentTokensWindow<E>, FormatError> {
         let tokens = window.stream().elements::<E>()?.into_owned();
         let mut documents = Vec::with_capacity(window.document_data().len());
         for (&payload, &shard) in window.document_data().iter().zip(window.document_shard()) {
@@ -515,7 +515,7 @@ impl<E: TokenElement, I: TokenId> StreamWithMetaFormat for DocumentTokensFormat<
         }
         let document_index = window.document_index().to_vec();
         let document = document_index.iter().map(|&d| documents[d as usize].ordinal).collect();
-        Ok(DocumentTokens { tokens, document, position: window.positions(), document_index, documents })
+        Ok(DocumentTokensWindow { tokens, document, position: window.positions(), document_index, documents })
     }
 }
 

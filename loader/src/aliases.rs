@@ -4,10 +4,10 @@
 use guideloom_formats::{DocumentFormat, StreamFormat};
 
 #[cfg(doc)]
-use crate::{DataSource, Records};
-use crate::{Documents, Loader, ReadTokens, StreamWindows, TokenWindows, WindowSpan};
+use crate::{DataSource, VecCollate};
+use crate::{Documents, Loader, StreamWindows, TokenWindowCollate, TokenWindows, WindowSpan};
 
-/// The token-window fast path: a [`Loader`] over [`TokenWindows`] collated by [`ReadTokens`],
+/// The token-window fast path: a [`Loader`] over [`TokenWindows`] collated by [`TokenWindowCollate`],
 /// whose batches carry a `[batch, seq_len]` [`TokenBatch`](crate::TokenBatch) of `E` ids.
 ///
 /// ```
@@ -28,12 +28,12 @@ use crate::{Documents, Loader, ReadTokens, StreamWindows, TokenWindows, WindowSp
 /// assert_eq!(loader.len(), 2); // (2000 - 129) / 128 + 1 = 15 windows, batches of 8
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
-pub type TokenLoader<E> = Loader<TokenWindows<E>, WindowSpan, ReadTokens<E>>;
+pub type TokenLoader<E> = Loader<TokenWindows<E>, WindowSpan, TokenWindowCollate<E>>;
 
 /// A [`Loader`] over [`StreamWindows`] of format `F`: records are the format's decoded
-/// windows, collated by `C` ([`Records`], a `Vec` of them, by default).
-pub type WindowLoader<F, C = crate::Records> = Loader<StreamWindows<F>, <F as StreamFormat>::Output, C>;
+/// windows, collated by `C` ([`VecCollate`], a `Vec` of them, by default).
+pub type WindowLoader<F, C = crate::VecCollate> = Loader<StreamWindows<F>, <F as StreamFormat>::Output, C>;
 
 /// A [`Loader`] over the [`Documents`] of a document storage of format `F`: records are the
-/// decoded documents, collated by `C` ([`Records`], a `Vec` of them, by default).
-pub type DocumentLoader<F, C = crate::Records> = Loader<Documents<F>, <F as DocumentFormat>::Output, C>;
+/// decoded documents, collated by `C` ([`VecCollate`], a `Vec` of them, by default).
+pub type DocumentLoader<F, C = crate::VecCollate> = Loader<Documents<F>, <F as DocumentFormat>::Output, C>;

@@ -4,7 +4,7 @@ use crate::LoaderError;
 
 /// One batch of one rank, as the consumer receives it.
 ///
-/// `data` is the collated value ([`Records`] by default: the records in batch order);
+/// `data` is the collated value ([`VecCollate`] by default: the records in batch order);
 /// `indices`, `positions` and `padding` are parallel, one entry per record.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
@@ -39,7 +39,7 @@ impl<T> Batch<T> {
 /// Turns the mapped records of one batch into the value a [`Batch`] carries. Runs on the
 /// workers.
 ///
-/// Implemented by [`Records`] (the default), [`StackTokens`], and every
+/// Implemented by [`VecCollate`] (the default), [`StackTokens`], and every
 /// `Fn(Vec<T>) -> Result<O, LoaderError> + Send + Sync`.
 ///
 /// ```
@@ -72,9 +72,9 @@ where
 
 /// The default collation: the records themselves, as a `Vec` in batch order.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Records;
+pub struct VecCollate;
 
-impl<T: Send> Collate<T> for Records {
+impl<T: Send> Collate<T> for VecCollate {
     type Output = Vec<T>;
     fn collate(&self, records: Vec<T>) -> Result<Vec<T>, LoaderError> {
         Ok(records)
@@ -113,7 +113,7 @@ impl<E: Copy + Send + Sync> Collate<Vec<E>> for StackTokens {
 }
 
 /// A row-major `[rows, seq_len]` buffer of token ids (element type `E`), as made by
-/// [`ReadTokens`](crate::ReadTokens) (the token-window fast path) and [`StackTokens`].
+/// [`TokenWindowCollate`](crate::TokenWindowCollate) (the token-window fast path) and [`StackTokens`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TokenBatch<E> {
     data: Vec<E>,

@@ -67,7 +67,7 @@ mod token_windows;
 pub use rand;
 
 pub use aliases::{DocumentLoader, TokenLoader, WindowLoader};
-pub use batch::{Batch, Collate, Records, StackTokens, TokenBatch};
+pub use batch::{Batch, Collate, StackTokens, TokenBatch, VecCollate};
 pub use error::{BoxError, LoaderError};
 pub use loader::{Loader, LoaderBuilder, LoaderIter, DEFAULT_WORKERS, MAX_WORKERS, SHUTDOWN_GRACE};
 #[cfg(feature = "oamap")]
@@ -78,7 +78,7 @@ pub use sampler::{BatchPlan, Sampler, SamplerConfig, Step};
 pub use source::{Cancellation, DataSource, RangeSource, VecSource};
 pub use state::{SourceId, State, WindowParams, STATE_VERSION};
 pub use storage_sources::{Documents, MetaWindows, StreamWindows, WindowReader, Windows};
-pub use token_windows::{ReadTokens, TokenWindows, WindowSpan};
+pub use token_windows::{TokenWindowCollate, TokenWindows, WindowSpan};
 
 /// A stable 64-bit fingerprint of `words` (SplitMix64-style mixing; identical on every
 /// platform and run).

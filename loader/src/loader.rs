@@ -10,8 +10,8 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::{Receiver, Sender};
 
 use crate::{
-    Batch, BoxError, Cancellation, Collate, DataSource, LoaderError, MapContext, Records, Sampler,
-    SamplerConfig, SourceId, State, STATE_VERSION,
+    Batch, BoxError, Cancellation, Collate, DataSource, LoaderError, MapContext, Sampler, SamplerConfig,
+    SourceId, State, VecCollate, STATE_VERSION,
 };
 
 type MapFn<T, U> = Arc<dyn Fn(T, &mut MapContext) -> Result<U, BoxError> + Send + Sync>;
@@ -26,8 +26,8 @@ pub const DEFAULT_WORKERS: usize = 2;
 /// Configures a [`Loader`]; made by [`Loader::builder`].
 ///
 /// Type parameters: `S` the source, `U` the record type after `map` (the source's item by
-/// default), `C` the collation ([`Records`] by default).
-pub struct LoaderBuilder<S: DataSource, U = <S as DataSource>::Item, C = Records> {
+/// default), `C` the collation ([`VecCollate`] by default).
+pub struct LoaderBuilder<S: DataSource, U = <S as DataSource>::Item, C = VecCollate> {
     source: S,
     map: MapFn<S::Item, U>,
     collate: C,
@@ -139,7 +139,7 @@ where
         }
     }
 
-    /// Sets the collation (default [`Records`]).
+    /// Sets the collation (default [`VecCollate`]).
     pub fn collate<C2: Collate<U>>(self, collate: C2) -> LoaderBuilder<S, U, C2> {
         LoaderBuilder {
             source: self.source,
@@ -314,7 +314,7 @@ impl<S: DataSource, U, C: Collate<U>> Shared<S, U, C> {
 /// assert_eq!(epoch0, [0, 10, 20, 30, 40, 50, 60, 70, 80, 90]);
 /// # Ok::<(), guideloom_loader::LoaderError>(())
 /// ```
-pub struct Loader<S: DataSource, U = <S as DataSource>::Item, C = Records> {
+pub struct Loader<S: DataSource, U = <S as DataSource>::Item, C = VecCollate> {
     shared: Arc<Shared<S, U, C>>,
     workers: usize,
     prefetch: usize,
@@ -340,7 +340,7 @@ where
         LoaderBuilder {
             source,
             map: Arc::new(|item, _ctx| Ok(item)),
-            collate: Records,
+            collate: VecCollate,
             config: SamplerConfig::default(),
             workers: DEFAULT_WORKERS,
             prefetch: None,

@@ -15,7 +15,7 @@ use crate::StreamWindows;
 use crate::{Collate, DataSource, LoaderError, TokenBatch, WindowParams, WindowReader, Windows};
 
 /// One window of a [`TokenWindows`] source: its record index and its element range. Getting
-/// it does no I/O; [`ReadTokens`] reads the windows of a batch together.
+/// it does no I/O; [`TokenWindowCollate`] reads the windows of a batch together.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct WindowSpan {
     /// The window (record) index.
@@ -92,23 +92,23 @@ impl<E> std::fmt::Debug for TokenWindows<E> {
 
 /// Reads the windows of a batch of [`WindowSpan`]s into one [`TokenBatch`] of `E` ids, with
 /// one storage call; made by [`TokenWindows::collate`].
-pub struct ReadTokens<E> {
+pub struct TokenWindowCollate<E> {
     storage: SharedTokens,
     _element: PhantomData<fn() -> E>,
 }
 
-impl<E> std::fmt::Debug for ReadTokens<E> {
+impl<E> std::fmt::Debug for TokenWindowCollate<E> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ReadTokens")
+        f.debug_struct("TokenWindowCollate")
             .field("element", &std::any::type_name::<E>())
             .field("stored", &self.storage.0.dtype())
             .finish()
     }
 }
 
-impl<E> Clone for ReadTokens<E> {
+impl<E> Clone for TokenWindowCollate<E> {
     fn clone(&self) -> Self {
-        ReadTokens { storage: self.storage.clone(), _element: PhantomData }
+        TokenWindowCollate { storage: self.storage.clone(), _element: PhantomData }
     }
 }
 
@@ -221,8 +221,8 @@ impl<E: Element> TokenWindows<E> {
 
     /// The collation that reads a batch of this source's windows into a `[batch, seq_len]`
     /// buffer of `E` ids.
-    pub fn collate(&self) -> ReadTokens<E> {
-        ReadTokens { storage: self.windows.reader().clone(), _element: PhantomData }
+    pub fn collate(&self) -> TokenWindowCollate<E> {
+        TokenWindowCollate { storage: self.windows.reader().clone(), _element: PhantomData }
     }
 
     /// Window length in elements.
@@ -270,7 +270,7 @@ impl<E: Element> DataSource for TokenWindows<E> {
     }
 }
 
-impl<E: Element> Collate<WindowSpan> for ReadTokens<E> {
+impl<E: Element> Collate<WindowSpan> for TokenWindowCollate<E> {
     type Output = TokenBatch<E>;
 
     fn collate(&self, records: Vec<WindowSpan>) -> Result<TokenBatch<E>, LoaderError> {

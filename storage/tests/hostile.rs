@@ -29,7 +29,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use guideloom_formats::{DocumentTokens, DocumentTokensFormat, RawBytesFormat, TokenDocument, TokenFormat};
+use guideloom_formats::{
+    DocumentTokensFormat, DocumentTokensWindow, RawBytesFormat, TokenDocument, TokenFormat,
+};
 use guideloom_storage::{
     verify, DocumentReader, DocumentWriter, ReadOptions, StorageError, StreamReader, StreamWithMetaReader,
     StreamWithMetaWriter, StreamWriter, Window,
@@ -128,7 +130,7 @@ pub(crate) enum Data {
     /// Every document, in order and in reverse order.
     Docs(Vec<Vec<u8>>, Vec<Vec<u8>>),
     /// Whole stream with its documents, then 4-element windows every 3 elements.
-    Meta(DocumentTokens<u16>, Vec<DocumentTokens<u16>>),
+    Meta(DocumentTokensWindow<u16>, Vec<DocumentTokensWindow<u16>>),
 }
 
 type Files = BTreeMap<String, Vec<u8>>;

@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 
 use guideloom::formats::TokenFormat;
 use guideloom::ingest::{self, IngestOptions, Split, Tokenizer};
-use guideloom::loader::{DataSource, Loader, ReadTokens, State, TokenWindows, WindowSpan};
+use guideloom::loader::{DataSource, Loader, State, TokenWindowCollate, TokenWindows, WindowSpan};
 use guideloom::storage::{Manifest, StreamReader};
 
 use crate::cli::DemoArgs;
@@ -28,7 +28,7 @@ const WORKERS: usize = 2;
 const PREFETCH: usize = 4;
 
 /// The demo's loader type.
-type DemoLoader = Loader<TokenWindows<u32>, WindowSpan, ReadTokens<u32>>;
+type DemoLoader = Loader<TokenWindows<u32>, WindowSpan, TokenWindowCollate<u32>>;
 
 /// Runs the demo: ingest, storage summary, training loop, checkpoint and resume, throughput.
 /// Returns an error (non-zero exit) when a step fails, the resume check included.

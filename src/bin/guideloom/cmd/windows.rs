@@ -4,7 +4,9 @@
 use std::fmt::Write as _;
 use std::path::Path;
 
-use guideloom::formats::{DocumentTokens, DocumentTokensFormat, Dtype, Primitive, TokenElement, TokenFormat};
+use guideloom::formats::{
+    DocumentTokensFormat, DocumentTokensWindow, Dtype, Primitive, TokenElement, TokenFormat,
+};
 use guideloom::loader::{DataSource, LoaderBuilder};
 use guideloom::storage::{Manifest, ReadOptions, StorageKind, StreamReader, StreamWithMetaReader};
 
@@ -176,7 +178,7 @@ impl<E: TokenElement> WindowRecord for Vec<E> {
     }
 }
 
-impl<E: TokenElement> WindowRecord for DocumentTokens<E> {
+impl<E: TokenElement> WindowRecord for DocumentTokensWindow<E> {
     fn write_tokens(&self, out: &mut String) {
         write_list(out, self.tokens.iter().map(|&t| Into::<u64>::into(t)));
     }
