@@ -8,9 +8,9 @@ use std::sync::Arc;
 
 use guideloom_formats::{RawBytesFormat, TokenFormat};
 use guideloom_storage::{
-    auto_backend_choice, choose_backend, io_uring_probe, AutoBackend, BackendKind, DirectBackend,
-    DocumentReader, DocumentWriter, FileSet, Manifest, MmapBackend, PreadBackend, ReadBackend, ReadOptions,
-    ReadRequest, StorageError, StreamReader, StreamWriter, UringBackend, Window,
+    choose_backend, io_uring_probe, AutoBackend, BackendKind, DocumentReader, DocumentWriter, FileSet,
+    Manifest, MmapBackend, ReadBackend, ReadOptions, ReadRequest, StorageError, StreamReader, StreamWriter,
+    Window,
 };
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -21,7 +21,7 @@ use crate::common::{backends, edit_manifest, Trickle};
 const SHARDS: [u64; 9] = [0, 700, 1, 0, 0, 3000, 5, 2048, 0];
 
 /// Writes a u16 token stream over [`SHARDS`]; returns the stream's bytes (the reference).
-fn token_storage(dir: &Path) -> Vec<u8> {
+pub(crate) fn token_storage(dir: &Path) -> Vec<u8> {
     let mut w = StreamWriter::open(dir, TokenFormat::<u16>::new()).unwrap();
     let mut all = Vec::new();
     let mut next = 0u32;
@@ -311,76 +311,9 @@ fn backend_names_parse_in_one_place() {
     assert_eq!(BackendKind::IoUring.to_string(), "io_uring");
 }
 
-/// Every safe public way to obtain a read backend, with what it yields (`name()`).
-fn safe_backends(dir: &Path) -> Vec<(&'static str, &'static str)> {
-    let mut v = vec![
-        ("ReadOptions::default()", ReadOptions::default().backend.name()),
-        ("AutoBackend::new()", AutoBackend::new().name()),
-        ("AutoBackend::default()", AutoBackend::default().name()),
-        ("auto_backend_choice()", auto_backend_choice().kind.name()),
-        ("PreadBackend", PreadBackend.name()),
-        ("DirectBackend::pread()", DirectBackend::pread().name()),
-        (
-            "a reader opened with default options",
-            StreamReader::open(dir, TokenFormat::<u16>::new()).unwrap().options().backend.name(),
-        ),
-    ];
-    for value in [None, Some(""), Some("auto"), Some("pread"), Some("io_uring"), Some("mmap"), Some(" MMAP ")]
-    {
-        v.push(("AutoBackend::for_env_value", AutoBackend::for_env_value(value).name()));
-        v.push(("choose_backend", choose_backend(value).kind.name()));
-    }
-    if let Ok(u) = UringBackend::new() {
-        v.push(("UringBackend::new()", u.name()));
-    }
-    if let Ok(d) = DirectBackend::io_uring() {
-        v.push(("DirectBackend::io_uring()", d.name()));
-    }
-    v
-}
-
-#[test]
-fn no_safe_constructor_yields_mmap_whatever_the_environment() {
-    let dir = tempfile::tempdir().unwrap();
-    token_storage(dir.path());
-    for (what, name) in safe_backends(dir.path()) {
-        assert_ne!(name, "mmap", "{what}");
-    }
-    // The same with GUIDELOOM_IO=mmap set before the process first reads it.
-    run_child("backends::no_mmap_child", &[("GUIDELOOM_IO", "mmap"), ("GUIDELOOM_TEST_EXPECT", "mmap")]);
-    run_child("backends::no_mmap_child", &[("GUIDELOOM_IO", " MMAP "), ("GUIDELOOM_TEST_EXPECT", "MMAP")]);
-    // The mmap backend itself stays reachable through its unsafe constructor.
-    // SAFETY: nothing truncates or rewrites this private temp storage while it is mapped.
-    let mmap = unsafe { MmapBackend::new() };
-    assert_eq!(mmap.name(), "mmap");
-}
-
-/// Child half of [`no_safe_constructor_yields_mmap_whatever_the_environment`]; does nothing
-/// in a normal run.
-#[test]
-fn no_mmap_child() {
-    let Ok(expect) = std::env::var("GUIDELOOM_TEST_EXPECT") else { return };
-    let want = if io_uring_probe().is_ok() { "io_uring" } else { "pread" };
-    let dir = tempfile::tempdir().unwrap();
-    let all = token_storage(dir.path());
-    for (what, name) in safe_backends(dir.path()) {
-        assert_ne!(name, "mmap", "{what}");
-    }
-    let choice = auto_backend_choice();
-    assert_eq!(choice.kind.name(), want);
-    assert!(choice.reason.contains(&format!("GUIDELOOM_IO={expect} not honoured")), "{}", choice.reason);
-    let opts = ReadOptions::default();
-    assert_eq!(opts.backend.name(), want);
-    let r = StreamReader::open_with(dir.path(), TokenFormat::<u16>::new(), opts).unwrap();
-    let mut raw = Vec::new();
-    r.read_many_raw(&[Window::new(0, r.len())], &mut raw).unwrap();
-    assert!(raw == all);
-    println!("child-checked");
-}
-
 /// Re-runs this test binary with only `test` selected and `env` set (environment variables
 /// are process-global; tests of this binary run in parallel threads).
-fn run_child(test: &str, env: &[(&str, &str)]) {
+pub(crate) fn run_child(test: &str, env: &[(&str, &str)]) {
     let mut cmd = Command::new(std::env::current_exe().unwrap());
     cmd.args([test, "--exact", "--test-threads=1", "--nocapture"]);
     for (k, v) in env {
@@ -443,11 +376,11 @@ fn many_shards(dir: &Path, shards: u64) -> Vec<u8> {
 }
 
 #[test]
-fn five_thousand_shards_never_exceed_the_descriptor_cap() {
+fn issue8_five_thousand_shards_never_exceed_the_descriptor_cap() {
     run_child("backends::descriptor_cap_child", &[("GUIDELOOM_TEST_FD_CHILD", "1")]);
 }
 
-/// Child half of [`five_thousand_shards_never_exceed_the_descriptor_cap`] (alone in its
+/// Child half of [`issue8_five_thousand_shards_never_exceed_the_descriptor_cap`] (alone in its
 /// process, so `/proc/self/fd` counts only its own descriptors); does nothing in a normal run.
 #[test]
 fn descriptor_cap_child() {

@@ -9,4 +9,5 @@ mod hostile;
 mod meta;
 mod plan;
 mod props;
+mod regression;
 mod stream;
