@@ -226,6 +226,10 @@ pub struct TypeStr {
     big_endian: bool,
 }
 
+/// The largest item size of a fixed-width byte string (`S<n>`) a type string may name:
+/// `i32::MAX`, numpy's own limit.
+pub const MAX_BYTES_ITEMSIZE: u64 = i32::MAX as u64;
+
 impl TypeStr {
     /// A type string of `kind` and `size` bytes, checking that numpy has that size for the
     /// kind. `big_endian` is ignored for one-byte types and byte strings.
@@ -239,7 +243,9 @@ impl TypeStr {
             DtypeKind::Int | DtypeKind::UInt => matches!(size, 1 | 2 | 4 | 8),
             DtypeKind::Float => matches!(size, 2 | 4 | 8),
             DtypeKind::Complex => matches!(size, 8 | 16),
-            DtypeKind::Bytes => size >= 1,
+            // numpy's own limit on an item size (a C int); larger would ask for impossible
+            // allocations one value at a time.
+            DtypeKind::Bytes => (1..=MAX_BYTES_ITEMSIZE).contains(&size),
         };
         if !ok {
             return Err(FormatError::InvalidDescr {
@@ -524,6 +530,7 @@ mod tests {
 
     #[test]
     fn primitive_descrs_round_trip() {
+        assert_eq!(TypeStr::parse("|S2147483647").unwrap().size(), MAX_BYTES_ITEMSIZE);
         for p in Primitive::ALL {
             assert_eq!(Primitive::from_descr(p.descr()).unwrap(), p);
             assert_eq!(Dtype::from_descr(&Dtype::from(p).to_descr()).unwrap(), Dtype::Primitive(p));
@@ -570,6 +577,8 @@ mod tests {
             "<i+4",
             "int32",
             "<u99999999999999999999",
+            "S99999999999999",
+            "|S2147483648",
         ] {
             assert!(matches!(TypeStr::parse(text), Err(FormatError::InvalidDescr { .. })), "{text}");
         }

@@ -43,7 +43,7 @@ mod tokens;
 
 pub use columns::{Column, Columns, ColumnsFormat};
 pub use document::{DocumentFormat, RawBytesFormat};
-pub use dtype::{Dtype, DtypeKind, Field, Primitive, TypeStr};
+pub use dtype::{Dtype, DtypeKind, Field, Primitive, TypeStr, MAX_BYTES_ITEMSIZE};
 pub use element::Element;
 pub use error::FormatError;
 pub use meta::{

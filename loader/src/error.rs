@@ -173,7 +173,7 @@ pub enum LoaderError {
     #[error("could not spawn a worker thread")]
     Spawn(#[source] std::io::Error),
     /// A state could not be parsed (the JSON error is the `source()`).
-    #[error("state JSON")]
+    #[error("not a valid loader state (JSON)")]
     StateJson(#[from] serde_json::Error),
 }
 

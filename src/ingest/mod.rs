@@ -22,7 +22,7 @@ mod spill;
 mod write;
 
 use spill::{CorpusStats, Spill};
-use write::{write_corpus, ShardPlanner};
+use write::{check_output, write_corpus, ShardPlanner};
 
 /// Text tokenized per parallel round, in bytes: ingest holds about this much text, its
 /// tokens and one input file at a time, whatever the corpus size.
@@ -70,6 +70,24 @@ pub enum IngestError {
         source_name: String,
         /// The requested element type (`u16` or `u32`).
         dtype: &'static str,
+    },
+    /// The output directory cannot be created or listed.
+    #[error("cannot create or list the output directory {path}")]
+    Output {
+        /// The output directory.
+        path: PathBuf,
+        /// The underlying error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The output directory holds no storage but other files (ingest writes only into a new
+    /// or empty directory, or a storage).
+    #[error("{path} is not empty and holds no guideloom storage (it has {file:?}); choose a new or empty directory")]
+    NotAStorageDirectory {
+        /// The output directory.
+        path: PathBuf,
+        /// One of the files that are not a storage's.
+        file: String,
     },
     /// The temporary file between tokenizing and writing failed.
     #[error("the temporary spill file in {path} failed")]
@@ -427,6 +445,20 @@ fn ingest_text_in_chunks(
 ) -> Result<IngestReport, IngestError> {
     let files = collect_files(paths)?;
     let total_bytes: u64 = files.iter().map(|f| fs::metadata(f).map(|m| m.len()).unwrap_or(0)).sum();
+    let meta = json!({
+        "tokenizer": opts.tokenizer.name(),
+        "split": opts.split.name(),
+        "eos": opts.eos,
+        "eos_id": opts.tokenizer.eos_id(),
+    });
+    let write = WriteOptions {
+        shards: opts.shards,
+        dtype: opts.dtype,
+        target: if opts.doc_meta { Target::DocMeta } else { Target::Stream },
+        append: opts.append,
+        progress: opts.progress,
+    };
+    check_output(out, &meta, &write)?;
     let pb = progress_bar(opts.progress, total_bytes);
     pb.set_message("tokenizing");
     let vocab = opts.tokenizer.load()?;
@@ -450,32 +482,81 @@ fn ingest_text_in_chunks(
         Ok::<_, IngestError>(())
     };
     for f in &files {
-        let text = read_text(f)?;
-        for (suffix, doc) in split_text(&text, opts.split) {
+        for_each_document(f, opts.split, &mut |suffix, doc| {
             chunk_bytes += doc.len();
             chunk.push((format!("{}{suffix}", f.display()), doc));
-        }
-        if chunk_bytes >= chunk_bytes_max {
-            tokenize(&mut chunk, &mut spill)?;
-            chunk_bytes = 0;
-        }
+            if chunk_bytes >= chunk_bytes_max {
+                tokenize(&mut chunk, &mut spill)?;
+                chunk_bytes = 0;
+            }
+            Ok(())
+        })?;
     }
     tokenize(&mut chunk, &mut spill)?;
     pb.finish_and_clear();
-    let meta = json!({
-        "tokenizer": opts.tokenizer.name(),
-        "split": opts.split.name(),
-        "eos": opts.eos,
-        "eos_id": opts.tokenizer.eos_id(),
-    });
-    let write = WriteOptions {
-        shards: opts.shards,
-        dtype: opts.dtype,
-        target: if opts.doc_meta { Target::DocMeta } else { Target::Stream },
-        append: opts.append,
-        progress: opts.progress,
-    };
     write_spill(out, spill, total_bytes, meta, &write)
+}
+
+/// Calls `f(source suffix, text)` for each document of the text file `path`, in order, as
+/// [`split_text`] cuts them. Line and blank-line splits stream through the file (one line,
+/// or one blank-line block, in memory at a time); a whole-file document is read whole.
+///
+/// # Errors
+/// [`IngestError::Read`], [`IngestError::NotUtf8`] (with the byte offset in the file), and
+/// whatever `f` returns.
+fn for_each_document(
+    path: &Path,
+    split: Split,
+    f: &mut dyn FnMut(String, String) -> Result<(), IngestError>,
+) -> Result<(), IngestError> {
+    if split == Split::File {
+        return f(String::new(), read_text(path)?);
+    }
+    let read_error = |source| IngestError::Read { path: path.to_path_buf(), source };
+    let file = fs::File::open(path).map_err(read_error)?;
+    let mut reader = std::io::BufReader::with_capacity(1 << 16, file);
+    let mut raw = Vec::new();
+    let (mut offset, mut number) = (0u64, 0u64);
+    let mut block = String::new();
+    let mut block_start = 0u64;
+    loop {
+        raw.clear();
+        let n = reader.read_until(b'\n', &mut raw).map_err(read_error)?;
+        if n == 0 {
+            break;
+        }
+        let line = std::str::from_utf8(&raw).map_err(|e| IngestError::NotUtf8 {
+            path: path.to_path_buf(),
+            offset: offset + e.valid_up_to() as u64,
+        })?;
+        offset += n as u64;
+        number += 1;
+        // As `str::lines`: the terminator is `\n` or `\r\n`; the last line may have none.
+        let line = match line.strip_suffix('\n') {
+            Some(l) => l.strip_suffix('\r').unwrap_or(l),
+            None => line,
+        };
+        let blank = line.trim().is_empty();
+        match split {
+            Split::Line if !blank => f(format!(":{number}"), line.to_string())?,
+            Split::BlankLine if blank && !block.is_empty() => {
+                f(format!(":{block_start}"), std::mem::take(&mut block))?;
+            }
+            Split::BlankLine if !blank => {
+                if block.is_empty() {
+                    block_start = number;
+                } else {
+                    block.push('\n');
+                }
+                block.push_str(line);
+            }
+            _ => {}
+        }
+    }
+    if !block.is_empty() {
+        f(format!(":{block_start}"), block)?;
+    }
+    Ok(())
 }
 
 /// Writes what a spill holds.
@@ -561,6 +642,11 @@ fn ingest_jsonl_in_chunks(
     write: &WriteOptions,
     chunk_bytes_max: usize,
 ) -> Result<IngestReport, IngestError> {
+    let meta = match field {
+        JsonlField::Tokens(f) => json!({"source": "jsonl", "tokens_field": f}),
+        JsonlField::Text(f, t) => json!({"source": "jsonl", "text_field": f, "tokenizer": t.name()}),
+    };
+    check_output(out, &meta, write)?;
     let vocab = match field {
         JsonlField::Text(_, t) => Some(t.load()?),
         JsonlField::Tokens(_) => None,
@@ -609,10 +695,6 @@ fn ingest_jsonl_in_chunks(
         }
     }
     parse_chunk(&mut chunk, &mut spill)?;
-    let meta = match field {
-        JsonlField::Tokens(f) => json!({"source": "jsonl", "tokens_field": f}),
-        JsonlField::Text(f, t) => json!({"source": "jsonl", "text_field": f, "tokenizer": t.name()}),
-    };
     write_spill(out, spill, total_bytes, meta, write)
 }
 
@@ -812,5 +894,69 @@ mod tests {
                 "{e:?}"
             );
         }
+    }
+
+    #[test]
+    fn streamed_splits_equal_split_text() {
+        let tmp = tempfile::tempdir().unwrap();
+        let cases = [
+            "",
+            "\n",
+            "a",
+            "a b\nc\n\n \nd\n\n",
+            "x\r\ny\r\n\r\nz",
+            "one\r",
+            "\n\n  \nlast block\nstill\n",
+            "é\n\nü",
+        ];
+        for (i, text) in cases.iter().enumerate() {
+            let path = tmp.path().join(format!("{i}.txt"));
+            fs::write(&path, text).unwrap();
+            for split in [Split::File, Split::Line, Split::BlankLine] {
+                let mut got = Vec::new();
+                for_each_document(&path, split, &mut |suffix, doc| {
+                    got.push((suffix, doc));
+                    Ok(())
+                })
+                .unwrap();
+                assert_eq!(got, split_text(text, split), "case {i} {split:?}");
+            }
+        }
+        let bad = tmp.path().join("bad.txt");
+        fs::write(&bad, b"ok line\nsecond \xff line\n").unwrap();
+        for split in [Split::File, Split::Line, Split::BlankLine] {
+            let e = for_each_document(&bad, split, &mut |_, _| Ok(())).unwrap_err();
+            assert!(matches!(e, IngestError::NotUtf8 { offset: 15, .. }), "{split:?}: {e:?}");
+        }
+    }
+
+    #[test]
+    fn issue12_the_output_is_checked_before_the_input_is_read() {
+        let tmp = tempfile::tempdir().unwrap();
+        let good = tmp.path().join("good.txt");
+        fs::write(&good, "Some text.").unwrap();
+        let bad = tmp.path().join("bad.txt");
+        fs::write(&bad, b"\xff").unwrap();
+        let out = tmp.path().join("out");
+        ingest_text(&out, std::slice::from_ref(&good), &IngestOptions::default()).unwrap();
+        // An existing storage is refused before the (unreadable) input is touched.
+        let e = ingest_text(&out, std::slice::from_ref(&bad), &IngestOptions::default()).unwrap_err();
+        assert!(matches!(e, IngestError::Exists { .. }), "{e:?}");
+        // An append with another tokenizer names the tokenizer, not the end-of-text id it implies.
+        let gpt2 = IngestOptions { tokenizer: Tokenizer::Gpt2, append: true, ..Default::default() };
+        let e = ingest_text(&out, std::slice::from_ref(&bad), &gpt2).unwrap_err();
+        assert!(
+            matches!(&e, IngestError::AppendMismatch { field, existing, new, .. }
+                if field == "tokenizer" && existing == "\"cl100k\"" && new == "\"gpt2\""),
+            "{e:?}"
+        );
+        // A directory of other files is not written into.
+        let mine = tmp.path().join("mine");
+        fs::create_dir(&mine).unwrap();
+        fs::write(mine.join("notes.txt"), "keep").unwrap();
+        let e = ingest_text(&mine, std::slice::from_ref(&good), &IngestOptions::default()).unwrap_err();
+        assert!(matches!(&e, IngestError::NotAStorageDirectory { file, .. } if file == "notes.txt"), "{e:?}");
+        let names: Vec<_> = fs::read_dir(&mine).unwrap().map(|e| e.unwrap().file_name()).collect();
+        assert_eq!(names, ["notes.txt"]);
     }
 }

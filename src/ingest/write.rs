@@ -96,9 +96,79 @@ impl<E: TokenElement> DocumentSink for StreamWithMetaWriter<DocumentTokensFormat
 
 /// Where new shards and ordinals start: after an existing storage's last shard and document.
 #[derive(Debug, Clone, Copy)]
-struct Placement {
+pub(crate) struct Placement {
     first_shard: u64,
     first_ordinal: u64,
+}
+
+/// Metadata keys compared first on append, so a mismatch names the root cause (another
+/// tokenizer also has another end-of-text id).
+const APPEND_KEYS_FIRST: [&str; 6] = ["source", "tokens_field", "text_field", "tokenizer", "split", "eos"];
+
+/// Checks the output directory before anything is read or written: creates it; refuses an
+/// existing storage unless `write.append`, a storage written with other metadata, and a
+/// directory that holds other files than a storage's; returns where new shards and document
+/// ordinals start, and the existing storage's dtype descr.
+pub(crate) fn check_output(
+    out: &Path,
+    meta: &Value,
+    write: &WriteOptions,
+) -> Result<(Placement, Option<Value>), IngestError> {
+    if write.shards == 0 {
+        return Err(IngestError::InvalidArgument("the number of shards must be at least 1".into()));
+    }
+    std::fs::create_dir_all(out).map_err(|source| IngestError::Output { path: out.to_path_buf(), source })?;
+    let m = match guideloom_storage::Manifest::load(out) {
+        Ok(m) => m,
+        Err(StorageError::NotAStorage { .. }) => {
+            refuse_foreign_files(out)?;
+            return Ok((Placement { first_shard: 0, first_ordinal: 0 }, None));
+        }
+        Err(e) => return Err(e.into()),
+    };
+    if !write.append {
+        return Err(IngestError::Exists { path: out.to_path_buf() });
+    }
+    if let Value::Object(new) = meta {
+        let first = APPEND_KEYS_FIRST.iter().filter_map(|k| new.get_key_value(*k));
+        let rest = new.iter().filter(|(k, _)| !APPEND_KEYS_FIRST.contains(&k.as_str()));
+        for (k, v) in first.chain(rest) {
+            let old = m.metadata().get(k);
+            if old != Some(v) {
+                return Err(IngestError::AppendMismatch {
+                    path: out.to_path_buf(),
+                    field: k.clone(),
+                    existing: old.map_or_else(|| "none".to_string(), Value::to_string),
+                    new: v.to_string(),
+                });
+            }
+        }
+    }
+    let next = m
+        .shards()
+        .last()
+        .map_or(Some(0), |s| s.id.checked_add(1))
+        .ok_or_else(|| IngestError::InvalidArgument("the storage's last shard id is u64::MAX".into()))?;
+    let documents = m.metadata().get("documents").and_then(Value::as_u64).unwrap_or(0);
+    Ok((Placement { first_shard: next, first_ordinal: documents }, Some(m.dtype_descr().clone())))
+}
+
+/// Refuses a directory without a manifest that holds files a storage does not (an
+/// interrupted first ingest leaves shard files and the writer lock, which are fine).
+fn refuse_foreign_files(out: &Path) -> Result<(), IngestError> {
+    let read_error = |source| IngestError::Output { path: out.to_path_buf(), source };
+    for entry in std::fs::read_dir(out).map_err(read_error)? {
+        let name = entry.map_err(read_error)?.file_name();
+        let name = name.to_string_lossy();
+        let ours = name == ".writer.lock" || name == "manifest.json.tmp" || name.starts_with("shard-");
+        if !ours {
+            return Err(IngestError::NotAStorageDirectory {
+                path: out.to_path_buf(),
+                file: name.into_owned(),
+            });
+        }
+    }
+    Ok(())
 }
 
 /// Writes a corpus whose statistics are known ahead (see [`super::write_documents`]).
@@ -110,38 +180,7 @@ pub(crate) fn write_corpus(
     write: &WriteOptions,
     visit: Visit<'_>,
 ) -> Result<IngestReport, IngestError> {
-    if write.shards == 0 {
-        return Err(IngestError::InvalidArgument("the number of shards must be at least 1".into()));
-    }
-    let existing = match guideloom_storage::Manifest::load(out) {
-        Ok(m) => Some(m),
-        Err(StorageError::NotAStorage { .. }) => None,
-        Err(e) => return Err(e.into()),
-    };
-    let (place, existing_dtype) = match &existing {
-        None => (Placement { first_shard: 0, first_ordinal: 0 }, None),
-        Some(_) if !write.append => return Err(IngestError::Exists { path: out.to_path_buf() }),
-        Some(m) => {
-            if let Value::Object(new) = &meta {
-                for (k, v) in new {
-                    let old = m.metadata().get(k);
-                    if old != Some(v) {
-                        return Err(IngestError::AppendMismatch {
-                            path: out.to_path_buf(),
-                            field: k.clone(),
-                            existing: old.map_or_else(|| "none".to_string(), Value::to_string),
-                            new: v.to_string(),
-                        });
-                    }
-                }
-            }
-            let next = m.shards().last().map_or(Some(0), |s| s.id.checked_add(1)).ok_or_else(|| {
-                IngestError::InvalidArgument("the storage's last shard id is u64::MAX".into())
-            })?;
-            let documents = m.metadata().get("documents").and_then(Value::as_u64).unwrap_or(0);
-            (Placement { first_shard: next, first_ordinal: documents }, Some(m.dtype_descr().clone()))
-        }
-    };
+    let (place, existing_dtype) = check_output(out, &meta, write)?;
     let too_large = || match &stats.over_u16 {
         Some((document, id, source)) => Err(IngestError::TokenTooLarge {
             id: u64::from(*id),

@@ -228,7 +228,7 @@ impl From<DtypeArg> for DtypeChoice {
 /// `guideloom ingest text`.
 #[derive(clap::Args, Debug)]
 pub(crate) struct IngestTextArgs {
-    /// Output storage directory (created; an existing stream storage is appended to).
+    /// Output storage directory: new, empty, or (with --append) an existing storage.
     #[arg(long)]
     pub(crate) out: PathBuf,
     /// BPE vocabulary (embedded; no download).
@@ -260,12 +260,13 @@ pub(crate) struct IngestTextArgs {
 
 /// `guideloom ingest jsonl`.
 #[derive(clap::Args, Debug)]
+#[command(group(clap::ArgGroup::new("field").required(true).args(["tokens_field", "text_field"])))]
 pub(crate) struct IngestJsonlArgs {
-    /// Output storage directory.
+    /// Output storage directory: new, empty, or (with --append) an existing storage.
     #[arg(long)]
     pub(crate) out: PathBuf,
     /// Field holding a list of token ids.
-    #[arg(long, conflicts_with = "text_field", required_unless_present = "text_field")]
+    #[arg(long)]
     pub(crate) tokens_field: Option<String>,
     /// Field holding text to tokenize with --tokenizer.
     #[arg(long)]

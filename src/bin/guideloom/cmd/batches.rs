@@ -142,7 +142,7 @@ impl Batches {
 
 /// Reads a state file written by `--save-state`.
 fn read_state(p: &Path) -> CliResult<State> {
-    let text =
-        std::fs::read_to_string(p).map_err(|e| format!("cannot read state file {}: {e}", p.display()))?;
-    State::from_json(&text).map_err(|e| format!("state file {}: {e}", p.display()).into())
+    let text = std::fs::read_to_string(p)
+        .map_err(|e| super::context(format!("cannot read state file {}", p.display()), e))?;
+    State::from_json(&text).map_err(|e| super::context(format!("state file {}", p.display()), e).into())
 }
