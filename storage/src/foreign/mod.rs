@@ -747,10 +747,10 @@ pub fn detect(path: &Path) -> Result<ForeignFormat> {
         if raw::has_llmc_header(&first) {
             return Ok(ForeignFormat::Llmc);
         }
-        return Err(unknown(format!(
-            "{} has no magic number of a known layout: raw tokens (nanogpt, olmo, legacy llm.c) need the format and a dtype",
-            first.display()
-        )));
+        return Err(unknown(
+            "no magic number of a known layout: raw tokens (nanogpt, olmo, legacy llm.c) need the format and a dtype"
+                .into(),
+        ));
     }
     Err(StorageError::Foreign {
         format: None,
