@@ -35,19 +35,35 @@ fn nanogpt_batches_in_place_equal_ingest_then_batches() {
     let (train, jsonl) = nanogpt_train_bin(tmp.path(), &ids);
     let native = tmp.path().join("native");
     run_ok(&["ingest", "jsonl", "--out", s(&native), "--tokens-field", "ids", "--shards", "3", s(&jsonl)]);
-    let config = ["--seq-len", "65", "--stride", "64", "--batch-size", "4", "--shuffle", "--seed", "7", "--epochs", "2"];
+    let config = [
+        "--seq-len",
+        "65",
+        "--stride",
+        "64",
+        "--batch-size",
+        "4",
+        "--shuffle",
+        "--seed",
+        "7",
+        "--epochs",
+        "2",
+    ];
     let want = batches(&native, &config);
     assert_eq!(want.len(), 24, "46 windows a epoch, batches of 4, 2 epochs");
     for workers in ["0", "2"] {
         for backend in BACKENDS {
-            let mut args = vec!["--format", "nanogpt", "--dtype", "u16", "--workers", workers, "--backend", backend];
+            let mut args =
+                vec!["--format", "nanogpt", "--dtype", "u16", "--workers", workers, "--backend", backend];
             args.extend_from_slice(&config);
             let got = batches(&train, &args);
             assert!(got == want, "workers {workers}, backend {backend}");
         }
     }
     // The sample written by nanoGPT's own numpy code, too.
-    let got = batches(&sample("nanogpt/train.bin"), &["--format", "nanogpt", "--dtype", "u16", "--seq-len", "5", "--stride", "4"]);
+    let got = batches(
+        &sample("nanogpt/train.bin"),
+        &["--format", "nanogpt", "--dtype", "u16", "--seq-len", "5", "--stride", "4"],
+    );
     assert_eq!(
         got,
         [
@@ -60,22 +76,35 @@ fn nanogpt_batches_in_place_equal_ingest_then_batches() {
 #[test]
 fn raw_files_need_the_format_and_the_dtype() {
     let train = sample("nanogpt/train.bin");
-    for args in [vec!["--seq-len", "4"], vec!["--seq-len", "4", "--dtype", "u16"], vec!["--seq-len", "4", "--format", "nanogpt"]] {
+    for args in [
+        vec!["--seq-len", "4"],
+        vec!["--seq-len", "4", "--dtype", "u16"],
+        vec!["--seq-len", "4", "--format", "nanogpt"],
+    ] {
         let mut all = vec!["batches", s(&train)];
         all.extend(args.iter().copied());
         let o = bin().args(&all).output().unwrap();
         assert!(!o.status.success(), "{args:?}");
         let err = String::from_utf8_lossy(&o.stderr);
-        assert!(err.starts_with("error: ") && err.contains("train.bin") && !err.contains("panicked"), "{err}");
+        assert!(
+            err.starts_with("error: ") && err.contains("train.bin") && !err.contains("panicked"),
+            "{err}"
+        );
     }
     // AC-LLMC-04: a header-less llm.c file is not detected; with --format llmc --dtype i32 it reads.
     let legacy = sample("llmc_legacy/tiny_shakespeare_val.bin");
     let o = bin().args(["inspect", s(&legacy)]).output().unwrap();
-    assert!(String::from_utf8_lossy(&o.stderr).contains("unknown format"), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("unknown format"),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
     let got = batches(&legacy, &["--format", "llmc", "--dtype", "i32", "--seq-len", "14"]);
     assert_eq!(
         got,
-        [r#"{"batch":0,"epoch":0,"windows":[0],"tokens":[[50256,101,102,103,50256,201,202,50256,301,302,303,304,50256,401]]}"#]
+        [
+            r#"{"batch":0,"epoch":0,"windows":[0],"tokens":[[50256,101,102,103,50256,201,202,50256,301,302,303,304,50256,401]]}"#
+        ]
     );
 }
 
@@ -84,7 +113,8 @@ fn save_state_and_resume_over_a_foreign_dataset_reproduce_the_run() {
     // Acceptance 4, through the CLI: an llm.c glob of two shards.
     let tmp = tempfile::tempdir().unwrap();
     let glob = sample("modded_nanogpt/fineweb_*.bin");
-    let config = ["--seq-len", "3", "--stride", "2", "--shuffle", "--seed", "3", "--epochs", "3", "--batch-size", "2"];
+    let config =
+        ["--seq-len", "3", "--stride", "2", "--shuffle", "--seed", "3", "--epochs", "3", "--batch-size", "2"];
     let full = batches(&glob, &config);
     assert_eq!(full.len(), 9);
     let state = tmp.path().join("state.json");
@@ -107,7 +137,11 @@ fn save_state_and_resume_over_a_foreign_dataset_reproduce_the_run() {
         .output()
         .unwrap();
     assert!(!o.status.success());
-    assert!(String::from_utf8_lossy(&o.stderr).contains("fingerprint"), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("fingerprint"),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
 }
 
 #[test]
@@ -123,10 +157,17 @@ fn inspect_json_reports_format_dtype_elements_documents_files() {
     assert_eq!(v["files"][0]["bytes"], 28);
     let o = run_ok(&["inspect", "--json", "--verify", s(&sample("mds/tokens_zstd_sha1_xxh3"))]);
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
-    assert_eq!((v["format"].as_str(), v["verified"].as_bool(), v["samples"].clone()), (Some("mds"), Some(true), serde_json::json!([2, 2])));
+    assert_eq!(
+        (v["format"].as_str(), v["verified"].as_bool(), v["samples"].clone()),
+        (Some("mds"), Some(true), serde_json::json!([2, 2]))
+    );
     let o = bin().args(["inspect", "--verify", s(&sample("malformed/mds/hash_mismatch"))]).output().unwrap();
     assert!(!o.status.success());
-    assert!(String::from_utf8_lossy(&o.stderr).contains("sha1 hash mismatch"), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("sha1 hash mismatch"),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
     let o = bin().args(["inspect", "--verify", s(&sample("npy/v1_u2.npy"))]).output().unwrap();
     assert!(String::from_utf8_lossy(&o.stderr).contains("nothing to verify"));
 }
@@ -135,7 +176,10 @@ fn inspect_json_reports_format_dtype_elements_documents_files() {
 fn bench_reads_foreign_datasets_through_the_fast_path() {
     let o = run_ok(&["bench", "--json", s(&sample("megatron/llama3_text_document")), "--seq-len", "3"]);
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
-    assert_eq!((v["windows"].as_u64(), v["tokens"].as_u64(), v["bytes"].as_u64()), (Some(3), Some(9), Some(36)));
+    assert_eq!(
+        (v["windows"].as_u64(), v["tokens"].as_u64(), v["bytes"].as_u64()),
+        (Some(3), Some(9), Some(36))
+    );
     // The sum of the ids of the three windows.
     let sum: u64 = [128000, 101, 102, 103, 128001, 128000, 201, 202, 128001].iter().sum();
     assert_eq!(v["checksum"], sum.to_string());
@@ -179,7 +223,8 @@ fn import_of_each_sample_batches_like_the_files_in_place() {
     let tmp = tempfile::tempdir().unwrap();
     for (i, (rel, flags)) in importable().into_iter().enumerate() {
         let out = tmp.path().join(format!("imported{i}"));
-        let mut args = vec!["import".to_string(), s(&sample(rel)).to_string(), "--out".into(), s(&out).to_string()];
+        let mut args =
+            vec!["import".to_string(), s(&sample(rel)).to_string(), "--out".into(), s(&out).to_string()];
         args.extend(flags.iter().map(|f| f.to_string()));
         let o = bin().args(&args).output().unwrap();
         assert!(o.status.success(), "{rel}: {}", String::from_utf8_lossy(&o.stderr));
@@ -191,18 +236,36 @@ fn import_of_each_sample_batches_like_the_files_in_place() {
         assert!(!in_place.is_empty(), "{rel}");
         assert_eq!(native, in_place, "{rel}");
         let m = guideloom::storage::Manifest::load(&out).unwrap();
-        assert_eq!(m.metadata()["source"]["format"], rel.split('/').next().unwrap().replace("modded_nanogpt", "llmc").replace("llmc_legacy", "llmc").replace("nanogpt_shakespeare_char", "nanogpt"));
+        assert_eq!(
+            m.metadata()["source"]["format"],
+            rel.split('/')
+                .next()
+                .unwrap()
+                .replace("modded_nanogpt", "llmc")
+                .replace("llmc_legacy", "llmc")
+                .replace("nanogpt_shakespeare_char", "nanogpt")
+        );
     }
     // With --doc-meta the documents become runs of a stream-with-meta storage.
     let out = tmp.path().join("docs");
     run_ok(&["import", s(&sample("megatron/sentences_text_sentence")), "--out", s(&out), "--doc-meta"]);
     let lines = batches(&out, &["--seq-len", "6"]);
-    assert_eq!(lines, [r#"{"batch":0,"epoch":0,"windows":[0],"tokens":[[11,12,13,14,15,21]],"documents":[[0,0,0,0,0,2]]}"#]);
+    assert_eq!(
+        lines,
+        [r#"{"batch":0,"epoch":0,"windows":[0],"tokens":[[11,12,13,14,15,21]],"documents":[[0,0,0,0,0,2]]}"#]
+    );
     // An existing storage is not overwritten; ids that do not fit are refused.
     let o = bin().args(["import", s(&sample("npy/v1_u2.npy")), "--out", s(&out)]).output().unwrap();
     assert!(String::from_utf8_lossy(&o.stderr).contains("already holds a storage"));
     let o = bin()
-        .args(["import", s(&sample("megatron/llama3_text_document")), "--out", s(&tmp.path().join("narrow")), "--out-dtype", "u16"])
+        .args([
+            "import",
+            s(&sample("megatron/llama3_text_document")),
+            "--out",
+            s(&tmp.path().join("narrow")),
+            "--out-dtype",
+            "u16",
+        ])
         .output()
         .unwrap();
     assert!(!o.status.success());

@@ -34,7 +34,10 @@ impl IntTokenFormat {
     /// [`FormatError::Other`] when `dtype` is not an integer type.
     pub fn new(dtype: Primitive) -> Result<Self, FormatError> {
         if !dtype.is_integer() {
-            return Err(FormatError::Other(format!("token ids need an integer dtype, not {}", dtype.descr())));
+            return Err(FormatError::Other(format!(
+                "token ids need an integer dtype, not {}",
+                dtype.descr()
+            )));
         }
         Ok(IntTokenFormat { dtype })
     }

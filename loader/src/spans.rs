@@ -48,11 +48,14 @@ impl<R: WindowReader> Spans<R> {
         if let Some((i, w)) = spans.iter().enumerate().find(|(_, w)| w.end().is_none_or(|e| e > total)) {
             return Err(LoaderError::InvalidConfig {
                 field: "spans",
-                detail: format!("span {i} [{}, +{}) passes the end of the stream of {total} elements", w.offset, w.len),
+                detail: format!(
+                    "span {i} [{}, +{}) passes the end of the stream of {total} elements",
+                    w.offset, w.len
+                ),
             });
         }
         let mut words = Vec::with_capacity(2 * spans.len() + 2);
-        words.extend([0x7370_616e_73, reader.fingerprint()]);
+        words.extend([0x0073_7061_6e73, reader.fingerprint()]);
         spans.iter().for_each(|w| words.extend([w.offset, w.len]));
         Ok(Spans { fingerprint: fingerprint_words(&words), reader, spans })
     }
@@ -90,16 +93,16 @@ impl<R: WindowReader> DataSource for Spans<R> {
 
     fn get(&self, index: u64) -> Result<R::Output, LoaderError> {
         let w = self.windows(&[index])?;
-        let mut out = self.reader.read_windows(&w).map_err(|source| LoaderError::Storage { index, source })?;
+        let mut out =
+            self.reader.read_windows(&w).map_err(|source| LoaderError::Storage { index, source })?;
         out.pop().ok_or(LoaderError::WrongCount { expected: 1, found: 0 })
     }
 
     fn get_many(&self, indices: &[u64]) -> Result<Vec<R::Output>, LoaderError> {
         let w = self.windows(indices)?;
-        self.reader.read_windows(&w).map_err(|source| LoaderError::Storage {
-            index: indices.first().copied().unwrap_or(0),
-            source,
-        })
+        self.reader
+            .read_windows(&w)
+            .map_err(|source| LoaderError::Storage { index: indices.first().copied().unwrap_or(0), source })
     }
 
     fn fingerprint(&self) -> u64 {

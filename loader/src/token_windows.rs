@@ -259,7 +259,12 @@ impl<E: Element> TokenWindows<E> {
     /// # Errors
     /// [`LoaderError::Open`] when the reader cannot be made; otherwise as
     /// [`TokenWindows::from_int_reader`].
-    pub fn foreign(data: &ForeignDataset, seq_len: u64, stride: u64, options: ReadOptions) -> Result<Self, LoaderError> {
+    pub fn foreign(
+        data: &ForeignDataset,
+        seq_len: u64,
+        stride: u64,
+        options: ReadOptions,
+    ) -> Result<Self, LoaderError> {
         let format = IntTokenFormat::new(data.dtype())
             .map_err(|source| open_error(data.path())(StorageError::Format { shard: 0, source }))?;
         let reader = data.reader(format, options).map_err(open_error(data.path()))?;
@@ -497,7 +502,13 @@ fn check_widens(dir: &Path, stored: &Dtype, out: &Dtype) -> Result<(), LoaderErr
 /// native-endian integers of `to` bytes each filling `bytes`, in place, last id first (an id's
 /// new bytes only cover ids already moved). `to >= from`; each id fits `to` bytes (checked at
 /// open), so the unsigned pattern is also the signed one; `signed` ids are sign-extended.
-fn widen_in_place(bytes: &mut [u8], n: usize, from: usize, to: usize, signed: bool) -> Result<(), LoaderError> {
+fn widen_in_place(
+    bytes: &mut [u8],
+    n: usize,
+    from: usize,
+    to: usize,
+    signed: bool,
+) -> Result<(), LoaderError> {
     match (from, to) {
         (1, 1) | (2, 2) | (4, 4) | (8, 8) if cfg!(target_endian = "little") => {}
         (1, 1) => {}

@@ -211,8 +211,9 @@ pub enum StorageError {
         format: Option<crate::foreign::ForeignFormat>,
         /// The file (or dataset path) the problem is in.
         path: PathBuf,
-        /// What is wrong, with the field and the numbers.
-        error: crate::foreign::ForeignError,
+        /// What is wrong, with the field and the numbers ([`StorageError::foreign_error`]
+        /// borrows it).
+        error: Box<crate::foreign::ForeignError>,
     },
     /// An I/O backend could not be set up or failed internally.
     #[error("I/O backend {backend}: {reason}")]
@@ -225,6 +226,14 @@ pub enum StorageError {
 }
 
 impl StorageError {
+    /// What is wrong with a foreign dataset, when this is [`StorageError::Foreign`].
+    pub fn foreign_error(&self) -> Option<&crate::foreign::ForeignError> {
+        match self {
+            StorageError::Foreign { error, .. } => Some(error),
+            _ => None,
+        }
+    }
+
     pub(crate) fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
         StorageError::Io { path: path.into(), source }
     }

@@ -93,7 +93,12 @@ impl StreamIndex {
     /// # Errors
     /// [`StorageError::BatchTooLarge`] when the element count or a segment's byte end
     /// overflows `u64`.
-    pub(crate) fn foreign(dtype: Dtype, segments: &[(usize, u64, u64)], ids: Vec<u64>, swap: bool) -> Result<Self> {
+    pub(crate) fn foreign(
+        dtype: Dtype,
+        segments: &[(usize, u64, u64)],
+        ids: Vec<u64>,
+        swap: bool,
+    ) -> Result<Self> {
         let itemsize = dtype.itemsize();
         let overflow = || StorageError::BatchTooLarge { bytes: u64::MAX };
         let mut starts = Vec::with_capacity(segments.len() + 1);
@@ -127,7 +132,8 @@ impl StreamIndex {
                     None => (step * i, 0),
                     Some(x) => (x.file[i], x.base[i]),
                 };
-                let request = ReadRequest { file, offset: base + local * self.itemsize, len: n * self.itemsize };
+                let request =
+                    ReadRequest { file, offset: base + local * self.itemsize, len: n * self.itemsize };
                 plan.push_segment(request, n, self.ids[i]);
             })?;
             let bytes =

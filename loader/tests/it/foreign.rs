@@ -30,7 +30,14 @@ fn nanogpt_and_native(dir: &Path, ids: &[u16]) -> (PathBuf, PathBuf) {
 
 fn loader(windows: TokenWindows<i64>, workers: usize) -> TokenLoader<i64> {
     let collate = windows.collate();
-    Loader::builder(windows).shuffle(9).epochs(2).batch_size(3).workers(workers).collate(collate).build().unwrap()
+    Loader::builder(windows)
+        .shuffle(9)
+        .epochs(2)
+        .batch_size(3)
+        .workers(workers)
+        .collate(collate)
+        .build()
+        .unwrap()
 }
 
 #[test]
@@ -38,18 +45,26 @@ fn nanogpt_in_place_equals_the_native_storage_of_the_same_ids() {
     let dir = tempfile::tempdir().unwrap();
     let ids: Vec<u16> = (0..5_000u32).map(|i| (i * 7919 % 65_521) as u16).collect();
     let (bin, native) = nanogpt_and_native(dir.path(), &ids);
-    let data =
-        ForeignDataset::open(&bin, &ForeignOptions::new().format(ForeignFormat::NanoGpt).dtype(Primitive::U16)).unwrap();
+    let data = ForeignDataset::open(
+        &bin,
+        &ForeignOptions::new().format(ForeignFormat::NanoGpt).dtype(Primitive::U16),
+    )
+    .unwrap();
     for workers in [0, 2] {
-        let foreign = loader(TokenWindows::foreign(&data, 129, 128, ReadOptions::default()).unwrap(), workers);
-        let ours = loader(TokenWindows::open_any_with(&native, 129, 128, ReadOptions::default()).unwrap(), workers);
+        let foreign =
+            loader(TokenWindows::foreign(&data, 129, 128, ReadOptions::default()).unwrap(), workers);
+        let ours =
+            loader(TokenWindows::open_any_with(&native, 129, 128, ReadOptions::default()).unwrap(), workers);
         let a: Vec<_> = foreign.iter().map(|b| b.unwrap().data).collect();
         let b: Vec<_> = ours.iter().map(|b| b.unwrap().data).collect();
         assert_eq!(a.len(), 26);
         assert_eq!(a, b, "workers {workers}");
         let first = a[0].row(0).unwrap().to_vec();
         let start = first[0];
-        assert!(ids.windows(129).any(|w| w.iter().map(|&t| i64::from(t)).eq(first.iter().copied())), "{start}");
+        assert!(
+            ids.windows(129).any(|w| w.iter().map(|&t| i64::from(t)).eq(first.iter().copied())),
+            "{start}"
+        );
     }
 }
 
@@ -59,7 +74,9 @@ fn megatron_int32_windows_widen_and_cross_sequences() {
     let windows = TokenWindows::<i64>::foreign(&data, 4, 3, ReadOptions::default()).unwrap();
     assert_eq!((windows.len(), windows.stored_dtype().to_string()), (2, "<i4".to_string()));
     let collate = windows.collate();
-    let batch = guideloom_loader::Collate::collate(&collate, vec![windows.get(0).unwrap(), windows.get(1).unwrap()]).unwrap();
+    let batch =
+        guideloom_loader::Collate::collate(&collate, vec![windows.get(0).unwrap(), windows.get(1).unwrap()])
+            .unwrap();
     assert_eq!(batch.data(), [128000, 101, 102, 103, 103, 128001, 128000, 201]);
     // Signed ids do not fit an unsigned batch type.
     assert!(matches!(
@@ -86,7 +103,11 @@ fn state_over_a_foreign_dataset_resumes_it_and_only_it() {
     drop(it);
     let json = state.to_json();
     assert!(json.len() < 400, "{json}");
-    let rest: Vec<_> = make().iter_from(&guideloom_loader::State::from_json(&json).unwrap()).unwrap().map(|b| b.unwrap()).collect();
+    let rest: Vec<_> = make()
+        .iter_from(&guideloom_loader::State::from_json(&json).unwrap())
+        .unwrap()
+        .map(|b| b.unwrap())
+        .collect();
     assert_eq!(head.iter().chain(&rest).cloned().collect::<Vec<_>>(), full);
     // The same windows over another dataset (one shard) are refused by fingerprint.
     let other = ForeignDataset::open(sample("llmc/tiny_val_000000.bin"), &options).unwrap();
@@ -106,7 +127,10 @@ fn documents_of_a_foreign_dataset_are_records_read_in_one_call() {
     let batches: Vec<_> = loader.iter().map(|b| b.unwrap().data).collect();
     assert_eq!(
         batches,
-        [vec![vec![101, 102, 103, 50256], vec![201, 202, 50256], vec![301, 302, 303, 304, 50256]], vec![vec![401, 50256]]]
+        [
+            vec![vec![101, 102, 103, 50256], vec![201, 202, 50256], vec![301, 302, 303, 304, 50256]],
+            vec![vec![401, 50256]]
+        ]
     );
     // nanoGPT documents cut after the end-of-text.
     let options = ForeignOptions::new()

@@ -5,8 +5,8 @@
 use std::path::PathBuf;
 
 use clap::{Parser, Subcommand, ValueEnum};
-use guideloom::ingest::{DtypeChoice, Split, Tokenizer};
 use guideloom::formats::Primitive;
+use guideloom::ingest::{DtypeChoice, Split, Tokenizer};
 use guideloom::storage::{BackendKind, ForeignFormat};
 
 /// `guideloom`.

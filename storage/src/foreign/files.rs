@@ -28,7 +28,11 @@ impl Fs {
 
     /// The error `error` about file `name` (relative to the root).
     pub(crate) fn err(&self, name: &str, error: ForeignError) -> StorageError {
-        StorageError::Foreign { format: Some(self.format), path: self.root.join(name), error }
+        StorageError::Foreign {
+            format: Some(self.format),
+            path: self.root.join(name),
+            error: Box::new(error),
+        }
     }
 
     /// The size of `name`; an error naming it when it is missing.
@@ -117,7 +121,7 @@ pub(crate) fn expand(format: ForeignFormat, path: &Path, exts: &[&str]) -> Resul
     let no_files = || StorageError::Foreign {
         format: Some(format),
         path: path.to_path_buf(),
-        error: ForeignError::NoFiles { pattern: path.display().to_string() },
+        error: Box::new(ForeignError::NoFiles { pattern: path.display().to_string() }),
     };
     if path.is_dir() {
         let mut names = Vec::new();

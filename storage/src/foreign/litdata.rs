@@ -91,9 +91,8 @@ fn leaf(name: &str) -> std::result::Result<Option<Leaf>, ForeignError> {
         "numpy" => Ok(Some(Leaf::Numpy)),
         "tensor" => Ok(Some(Leaf::Tensor)),
         "pickle" => Err(ForeignError::UnsafeEncoding { column: "data_format".into(), encoding: name.into() }),
-        "str" | "bool" | "int" | "float" | "bytes" | "pil" | "jpeg" | "jpeg_array" | "video" | "file" | "tifffile" => {
-            Ok(None)
-        }
+        "str" | "bool" | "int" | "float" | "bytes" | "pil" | "jpeg" | "jpeg_array" | "video" | "file"
+        | "tifffile" => Ok(None),
         _ => Err(unknown()),
     }
 }
@@ -119,16 +118,29 @@ pub(crate) fn open(path: &Path, options: &ForeignOptions) -> Result<Parts> {
         .and_then(Value::as_array)
         .ok_or_else(|| invalid("config.data_format is not a list".into()))?
         .iter()
-        .map(|v| v.as_str().map(str::to_string).ok_or_else(|| invalid("config.data_format holds a non-string".into())))
+        .map(|v| {
+            v.as_str()
+                .map(str::to_string)
+                .ok_or_else(|| invalid("config.data_format holds a non-string".into()))
+        })
         .collect::<Result<_>>()?;
     let mut leaves = Vec::with_capacity(formats.len());
     for f in &formats {
         leaves.push(leaf(f).map_err(|e| fs.err(ix, e))?);
     }
     let token_leaf = match &options.column {
-        Some(c) => c.parse::<usize>().ok().filter(|&i| leaves.get(i).is_some_and(Option::is_some)).ok_or_else(|| {
-            fs.err(ix, ForeignError::TokenColumn { reason: format!("leaf {c:?} is not an array leaf of {formats:?}") })
-        })?,
+        Some(c) => {
+            c.parse::<usize>().ok().filter(|&i| leaves.get(i).is_some_and(Option::is_some)).ok_or_else(
+                || {
+                    fs.err(
+                        ix,
+                        ForeignError::TokenColumn {
+                            reason: format!("leaf {c:?} is not an array leaf of {formats:?}"),
+                        },
+                    )
+                },
+            )?
+        }
         None => {
             let arrays: Vec<usize> = (0..leaves.len()).filter(|&i| leaves[i].is_some()).collect();
             match arrays.as_slice() {
@@ -137,7 +149,10 @@ pub(crate) fn open(path: &Path, options: &ForeignOptions) -> Result<Parts> {
                     return Err(fs.err(
                         ix,
                         ForeignError::TokenColumn {
-                            reason: format!("{} array leaves in {formats:?}: name the token leaf's index", arrays.len()),
+                            reason: format!(
+                                "{} array leaves in {formats:?}: name the token leaf's index",
+                                arrays.len()
+                            ),
                         },
                     ))
                 }
@@ -150,16 +165,24 @@ pub(crate) fn open(path: &Path, options: &ForeignOptions) -> Result<Parts> {
         "TokensLoader" => true,
         "PyTreeLoader" => false,
         other => {
-            return Err(fs.err(ix, ForeignError::UnsupportedCompression { compression: format!("item loader {other}") }))
+            return Err(fs.err(
+                ix,
+                ForeignError::UnsupportedCompression { compression: format!("item loader {other}") },
+            ))
         }
     };
     if tokens_loader && (formats.len() != 1 || !matches!(kind, Leaf::Raw(_))) {
         return Err(fs.err(
             ix,
-            ForeignError::TokenColumn { reason: format!("a TokensLoader dataset of {formats:?}, not one headerless array") },
+            ForeignError::TokenColumn {
+                reason: format!("a TokensLoader dataset of {formats:?}, not one headerless array"),
+            },
         ));
     }
-    let chunks = index.get("chunks").and_then(Value::as_array).ok_or_else(|| invalid("`chunks` is not a list".into()))?;
+    let chunks = index
+        .get("chunks")
+        .and_then(Value::as_array)
+        .ok_or_else(|| invalid("`chunks` is not a list".into()))?;
 
     let mut dtype = match kind {
         Leaf::Raw(p) => Some(p),
@@ -208,21 +231,31 @@ pub(crate) fn open(path: &Path, options: &ForeignOptions) -> Result<Parts> {
         }
         for (k, &o) in offsets.iter().enumerate() {
             if o > size || o < header {
-                return Err(err(ForeignError::OffsetOutOfRange { entry: k as u64, offset: o, min: header, size }));
+                return Err(err(ForeignError::OffsetOutOfRange {
+                    entry: k as u64,
+                    offset: o,
+                    min: header,
+                    size,
+                }));
             }
             if k > 0 && o < offsets[k - 1] {
                 return Err(err(ForeignError::OffsetsNotMonotonic { entry: k as u64 }));
             }
         }
         if offsets[n as usize] != size {
-            return Err(err(ForeignError::OffsetOutOfRange { entry: n, offset: offsets[n as usize], min: header, size }));
+            return Err(err(ForeignError::OffsetOutOfRange {
+                entry: n,
+                offset: offsets[n as usize],
+                min: header,
+                size,
+            }));
         }
         let chunk_start = documents[documents.len() - 1];
         if tokens_loader {
             let p = dtype.unwrap_or(Primitive::U8);
             for k in 0..n as usize {
                 let len = offsets[k + 1] - offsets[k];
-                if len % p.size() != 0 {
+                if !len.is_multiple_of(p.size()) {
                     return Err(err(ForeignError::SampleLayout {
                         sample: global + k as u64,
                         reason: format!("{len} bytes are not whole {}-byte tokens", p.size()),
@@ -242,7 +275,8 @@ pub(crate) fn open(path: &Path, options: &ForeignOptions) -> Result<Parts> {
                     return Err(layout(format!("{len} bytes cannot hold {leaves_n} leaf sizes")));
                 }
                 let words = fs.read(&name, start, 4 * leaves_n)?;
-                let sizes: Vec<u64> = (0..leaves_n as usize).map(|l| u64::from(u32_at(&words, 4 * l))).collect();
+                let sizes: Vec<u64> =
+                    (0..leaves_n as usize).map(|l| u64::from(u32_at(&words, 4 * l))).collect();
                 let sum = sizes.iter().try_fold(4 * leaves_n, |a, &s| a.checked_add(s));
                 if sum != Some(len) {
                     return Err(layout(format!("leaf sizes add up to {sum:?} bytes, the item holds {len}")));
@@ -257,7 +291,8 @@ pub(crate) fn open(path: &Path, options: &ForeignOptions) -> Result<Parts> {
                         }
                         let h = fs.read(&name, at, 8)?;
                         let (idx, ndim) = (u64::from(u32_at(&h, 0)), u64::from(u32_at(&h, 4)));
-                        let p = if kind == Leaf::Numpy { numpy_dtype(idx) } else { torch_dtype(idx) }.map_err(&err)?;
+                        let p = if kind == Leaf::Numpy { numpy_dtype(idx) } else { torch_dtype(idx) }
+                            .map_err(&err)?;
                         match dtype {
                             Some(d) if d != p => {
                                 return Err(err(ForeignError::MixedDTypes {
@@ -269,14 +304,19 @@ pub(crate) fn open(path: &Path, options: &ForeignOptions) -> Result<Parts> {
                         }
                         let skip = 8 + 4 * ndim;
                         if skip > leaf_len {
-                            return Err(layout(format!("an array header of {skip} bytes in a leaf of {leaf_len}")));
+                            return Err(layout(format!(
+                                "an array header of {skip} bytes in a leaf of {leaf_len}"
+                            )));
                         }
                         (skip, p)
                     }
                 };
                 let values = leaf_len - skip;
-                if values % p.size() != 0 {
-                    return Err(layout(format!("{values} value bytes are not whole {}-byte tokens", p.size())));
+                if !values.is_multiple_of(p.size()) {
+                    return Err(layout(format!(
+                        "{values} value bytes are not whole {}-byte tokens",
+                        p.size()
+                    )));
                 }
                 parts.segments.push((ci, at + skip, values / p.size()));
                 documents.push(documents[documents.len() - 1] + values / p.size());

@@ -23,9 +23,30 @@ use super::{ForeignDetails, ForeignError, ForeignFile, ForeignFormat, ForeignOpt
 
 /// Encodings MDS knows that are safe to skip (not token columns).
 const OTHER_ENCODINGS: [&str; 24] = [
-    "str", "int", "uint8", "uint16", "uint32", "uint64", "int8", "int16", "int32", "int64", "float16",
-    "float32", "float64", "str_int", "str_float", "str_decimal", "json", "pil", "jpeg", "png", "jpeg_array",
-    "jpegarray", "list[pil]", "list[jpeg]",
+    "str",
+    "int",
+    "uint8",
+    "uint16",
+    "uint32",
+    "uint64",
+    "int8",
+    "int16",
+    "int32",
+    "int64",
+    "float16",
+    "float32",
+    "float64",
+    "str_int",
+    "str_float",
+    "str_decimal",
+    "json",
+    "pil",
+    "jpeg",
+    "png",
+    "jpeg_array",
+    "jpegarray",
+    "list[pil]",
+    "list[jpeg]",
 ];
 
 /// How the token column is encoded.
@@ -84,6 +105,9 @@ fn known_encoding(enc: &str) -> bool {
     p.next() == Some("ndarray") && p.next().is_some_and(|d| !d.is_empty()) && p.count() <= 1
 }
 
+/// `raw_data` / `zip_data` of a shard entry: basename, bytes, `(algorithm, hex digest)`s.
+type FileRef = (String, u64, Vec<(String, String)>);
+
 /// One shard entry of `index.json`, checked.
 #[derive(Debug)]
 struct ShardEntry {
@@ -91,28 +115,38 @@ struct ShardEntry {
     sizes: Vec<Option<u64>>,
     compression: Option<String>,
     samples: u64,
-    raw: (String, u64, Vec<(String, String)>),
-    zip: Option<(String, u64, Vec<(String, String)>)>,
+    raw: FileRef,
+    zip: Option<FileRef>,
 }
 
 fn field<'a>(v: &'a Value, key: &str, fs: &Fs, what: &str) -> Result<&'a Value> {
-    v.get(key).ok_or_else(|| fs.err("index.json", ForeignError::InvalidIndex { reason: format!("{what} has no `{key}`") }))
+    v.get(key).ok_or_else(|| {
+        fs.err("index.json", ForeignError::InvalidIndex { reason: format!("{what} has no `{key}`") })
+    })
 }
 
 fn int_field(v: &Value, key: &str, fs: &Fs, what: &str) -> Result<i64> {
-    field(v, key, fs, what)?
-        .as_i64()
-        .ok_or_else(|| fs.err("index.json", ForeignError::InvalidIndex { reason: format!("{what}.{key} is not an integer") }))
+    field(v, key, fs, what)?.as_i64().ok_or_else(|| {
+        fs.err("index.json", ForeignError::InvalidIndex { reason: format!("{what}.{key} is not an integer") })
+    })
 }
 
 fn u64_field(v: &Value, key: &str, fs: &Fs, what: &str) -> Result<u64> {
     field(v, key, fs, what)?.as_u64().ok_or_else(|| {
-        fs.err("index.json", ForeignError::InvalidIndex { reason: format!("{what}.{key} is not a non-negative integer") })
+        fs.err(
+            "index.json",
+            ForeignError::InvalidIndex { reason: format!("{what}.{key} is not a non-negative integer") },
+        )
     })
 }
 
 fn str_list(v: &Value, key: &str, fs: &Fs, what: &str) -> Result<Vec<String>> {
-    let bad = || fs.err("index.json", ForeignError::InvalidIndex { reason: format!("{what}.{key} is not a list of strings") });
+    let bad = || {
+        fs.err(
+            "index.json",
+            ForeignError::InvalidIndex { reason: format!("{what}.{key} is not a list of strings") },
+        )
+    };
     field(v, key, fs, what)?
         .as_array()
         .ok_or_else(bad)?
@@ -122,9 +156,12 @@ fn str_list(v: &Value, key: &str, fs: &Fs, what: &str) -> Result<Vec<String>> {
 }
 
 /// `{basename, bytes, hashes}` of `raw_data` / `zip_data`.
-fn file_entry(v: &Value, fs: &Fs, what: &str) -> Result<(String, u64, Vec<(String, String)>)> {
+fn file_entry(v: &Value, fs: &Fs, what: &str) -> Result<FileRef> {
     let name = field(v, "basename", fs, what)?.as_str().map(str::to_string).ok_or_else(|| {
-        fs.err("index.json", ForeignError::InvalidIndex { reason: format!("{what}.basename is not a string") })
+        fs.err(
+            "index.json",
+            ForeignError::InvalidIndex { reason: format!("{what}.basename is not a string") },
+        )
     })?;
     fs.safe_name(&name)?;
     let bytes = u64_field(v, "bytes", fs, what)?;
@@ -175,7 +212,11 @@ fn check_hashes(fs: &Fs, name: &str, hashes: &[(String, String)], bytes: &[u8]) 
         if !found.eq_ignore_ascii_case(expected) {
             return Err(fs.err(
                 name,
-                ForeignError::HashMismatch { algorithm: algorithm.clone(), expected: expected.clone(), found },
+                ForeignError::HashMismatch {
+                    algorithm: algorithm.clone(),
+                    expected: expected.clone(),
+                    found,
+                },
             ));
         }
     }
@@ -184,15 +225,20 @@ fn check_hashes(fs: &Fs, name: &str, hashes: &[(String, String)], bytes: &[u8]) 
 
 /// Inflates `packed` (compressed with `algo`) to exactly `size` bytes at most.
 fn decompress(fs: &Fs, name: &str, algo: &str, packed: &[u8], size: u64) -> Result<Vec<u8>> {
-    let failed = |e: std::io::Error| fs.err(name, ForeignError::DecompressionFailed { reason: e.to_string() });
+    let failed =
+        |e: std::io::Error| fs.err(name, ForeignError::DecompressionFailed { reason: e.to_string() });
     let mut out = Vec::new();
     let limit = size.saturating_add(1);
     match algo {
-        "zstd" => {
-            zstd::stream::read::Decoder::new(packed).map_err(failed)?.take(limit).read_to_end(&mut out).map_err(failed)?
-        }
+        "zstd" => zstd::stream::read::Decoder::new(packed)
+            .map_err(failed)?
+            .take(limit)
+            .read_to_end(&mut out)
+            .map_err(failed)?,
         "gz" => flate2::read::GzDecoder::new(packed).take(limit).read_to_end(&mut out).map_err(failed)?,
-        other => return Err(fs.err(name, ForeignError::UnsupportedCompression { compression: other.to_string() })),
+        other => {
+            return Err(fs.err(name, ForeignError::UnsupportedCompression { compression: other.to_string() }))
+        }
     };
     Ok(out)
 }
@@ -220,11 +266,15 @@ pub(crate) fn open(path: &Path, options: &ForeignOptions) -> Result<Parts> {
         let what = format!("shards[{i}]");
         let v = int_field(s, "version", &fs, &what)?;
         if v != 2 {
-            return Err(fs.err("index.json", ForeignError::UnsupportedShardVersion { shard: i as u64, found: v }));
+            return Err(
+                fs.err("index.json", ForeignError::UnsupportedShardVersion { shard: i as u64, found: v })
+            );
         }
         let f = field(s, "format", &fs, &what)?.as_str().unwrap_or("").to_string();
         if f != "mds" {
-            return Err(fs.err("index.json", ForeignError::UnsupportedShardFormat { shard: i as u64, found: f }));
+            return Err(
+                fs.err("index.json", ForeignError::UnsupportedShardFormat { shard: i as u64, found: f })
+            );
         }
         let names = str_list(s, "column_names", &fs, &what)?;
         let encodings = str_list(s, "column_encodings", &fs, &what)?;
@@ -235,15 +285,23 @@ pub(crate) fn open(path: &Path, options: &ForeignOptions) -> Result<Parts> {
         if names.len() != encodings.len() || names.len() != sizes.len() {
             return Err(fs.err(
                 "index.json",
-                ForeignError::InvalidIndex { reason: format!("{what}: column names, encodings and sizes differ in length") },
+                ForeignError::InvalidIndex {
+                    reason: format!("{what}: column names, encodings and sizes differ in length"),
+                },
             ));
         }
         for (name, enc) in names.iter().zip(&encodings) {
             if enc == "pkl" {
-                return Err(fs.err("index.json", ForeignError::UnsafeEncoding { column: name.clone(), encoding: enc.clone() }));
+                return Err(fs.err(
+                    "index.json",
+                    ForeignError::UnsafeEncoding { column: name.clone(), encoding: enc.clone() },
+                ));
             }
             if !known_encoding(enc) {
-                return Err(fs.err("index.json", ForeignError::UnknownEncoding { column: name.clone(), encoding: enc.clone() }));
+                return Err(fs.err(
+                    "index.json",
+                    ForeignError::UnknownEncoding { column: name.clone(), encoding: enc.clone() },
+                ));
             }
         }
         let col = token_column(&names, &encodings, options).map_err(|e| fs.err("index.json", e))?;
@@ -252,7 +310,10 @@ pub(crate) fn open(path: &Path, options: &ForeignOptions) -> Result<Parts> {
             Some((n, e, _)) if *n != names[col] || *e != encodings[col] => {
                 return Err(fs.err(
                     "index.json",
-                    ForeignError::MixedDTypes { expected: format!("{n}: {e}"), found: format!("{}: {}", names[col], encodings[col]) },
+                    ForeignError::MixedDTypes {
+                        expected: format!("{n}: {e}"),
+                        found: format!("{}: {}", names[col], encodings[col]),
+                    },
                 ))
             }
             _ => token = Some((names[col].clone(), encodings[col].clone(), enc)),
@@ -295,9 +356,10 @@ pub(crate) fn open(path: &Path, options: &ForeignOptions) -> Result<Parts> {
             }
             ShardBytes::File(raw_name.clone())
         } else {
-            let zip = e.zip.as_ref().filter(|z| fs.len_opt(&z.0).ok().flatten().is_some()).ok_or_else(|| {
-                fs.err(raw_name, ForeignError::ShardNotFound { basename: raw_name.clone() })
-            })?;
+            let zip =
+                e.zip.as_ref().filter(|z| fs.len_opt(&z.0).ok().flatten().is_some()).ok_or_else(|| {
+                    fs.err(raw_name, ForeignError::ShardNotFound { basename: raw_name.clone() })
+                })?;
             let packed = fs.read_whole(&zip.0, zip.1.max(1).saturating_mul(2).max(1 << 20))?;
             if options.verify_hashes {
                 check_hashes(&fs, &zip.0, &zip.2, &packed)?;
@@ -334,21 +396,32 @@ pub(crate) fn open(path: &Path, options: &ForeignOptions) -> Result<Parts> {
         let offsets: Vec<u64> = (0..=n as usize).map(|k| u64::from(u32_at(&raw_offsets, 4 * k))).collect();
         for (k, &o) in offsets.iter().enumerate() {
             if o > size || o < header {
-                return Err(err(ForeignError::OffsetOutOfRange { entry: k as u64, offset: o, min: header, size }));
+                return Err(err(ForeignError::OffsetOutOfRange {
+                    entry: k as u64,
+                    offset: o,
+                    min: header,
+                    size,
+                }));
             }
             if k > 0 && o < offsets[k - 1] {
                 return Err(err(ForeignError::OffsetsNotMonotonic { entry: k as u64 }));
             }
         }
         if offsets[n as usize] != size {
-            return Err(err(ForeignError::OffsetOutOfRange { entry: n, offset: offsets[n as usize], min: header, size }));
+            return Err(err(ForeignError::OffsetOutOfRange {
+                entry: n,
+                offset: offsets[n as usize],
+                min: header,
+                size,
+            }));
         }
         let col = e.names.iter().position(|c| *c == column).unwrap_or(0);
         let var: Vec<usize> = (0..e.sizes.len()).filter(|&c| e.sizes[c].is_none()).collect();
         for k in 0..n as usize {
             let (start, end) = (offsets[k], offsets[k + 1]);
             let sample_len = end - start;
-            let layout = |reason: String| err(ForeignError::SampleLayout { sample: global + k as u64, reason });
+            let layout =
+                |reason: String| err(ForeignError::SampleLayout { sample: global + k as u64, reason });
             let words = 4 * var.len() as u64;
             if sample_len < words {
                 return Err(layout(format!("{sample_len} bytes cannot hold {} column sizes", var.len())));
@@ -358,7 +431,9 @@ pub(crate) fn open(path: &Path, options: &ForeignOptions) -> Result<Parts> {
                 Vec::new()
             } else if var.len() == 1 {
                 let fixed: u64 = e.sizes.iter().flatten().sum();
-                vec![sample_len.checked_sub(words + fixed).ok_or_else(|| layout("fixed columns overrun the sample".into()))?]
+                vec![sample_len
+                    .checked_sub(words + fixed)
+                    .ok_or_else(|| layout("fixed columns overrun the sample".into()))?]
             } else {
                 let w = bytes.read(&fs, start, words)?;
                 (0..var.len()).map(|c| u64::from(u32_at(&w, 4 * c))).collect()
@@ -376,7 +451,9 @@ pub(crate) fn open(path: &Path, options: &ForeignOptions) -> Result<Parts> {
             }
             let sum = col_sizes.iter().try_fold(words, |a, &s| a.checked_add(s));
             if sum != Some(sample_len) {
-                return Err(layout(format!("column sizes add up to {sum:?} bytes, the sample holds {sample_len}")));
+                return Err(layout(format!(
+                    "column sizes add up to {sum:?} bytes, the sample holds {sample_len}"
+                )));
             }
             let before: u64 = col_sizes[..col].iter().sum::<u64>();
             let col_start = start + words + before;
@@ -393,16 +470,20 @@ pub(crate) fn open(path: &Path, options: &ForeignOptions) -> Result<Parts> {
                     let p = ndarray_code(code).map_err(&err)?;
                     match found_dtype {
                         Some(d) if d != p => {
-                            return Err(err(ForeignError::MixedDTypes { expected: d.descr().into(), found: p.descr().into() }))
+                            return Err(err(ForeignError::MixedDTypes {
+                                expected: d.descr().into(),
+                                found: p.descr().into(),
+                            }))
                         }
                         _ => found_dtype = Some(p),
                     }
-                    let (h, count) = ndarray_header(&bytes, &fs, col_start + 1, col_len - 1).map_err(&layout)?;
+                    let (h, count) =
+                        ndarray_header(&bytes, &fs, col_start + 1, col_len - 1).map_err(&layout)?;
                     (1 + h, Some(count), p)
                 }
             };
             let values = col_len - skip;
-            if values % p.size() != 0 {
+            if !values.is_multiple_of(p.size()) {
                 return Err(layout(format!("{values} value bytes are not whole {}-byte elements", p.size())));
             }
             if let Some(count) = count.filter(|&c| c.checked_mul(p.size()) != Some(values)) {
@@ -426,7 +507,12 @@ pub(crate) fn open(path: &Path, options: &ForeignOptions) -> Result<Parts> {
 /// The byte length of an ndarray shape header (`(ndim << 2) | k`, then `ndim` shape integers
 /// of `1 << k` bytes) starting at `at`, checking that the values after it fill the column
 /// exactly (`col_len` bytes from `at`).
-fn ndarray_header(bytes: &ShardBytes, fs: &Fs, at: u64, col_len: u64) -> std::result::Result<(u64, u64), String> {
+fn ndarray_header(
+    bytes: &ShardBytes,
+    fs: &Fs,
+    at: u64,
+    col_len: u64,
+) -> std::result::Result<(u64, u64), String> {
     if col_len == 0 {
         return Err("an empty ndarray column".into());
     }
@@ -453,13 +539,16 @@ fn ndarray_header(bytes: &ShardBytes, fs: &Fs, at: u64, col_len: u64) -> std::re
 
 /// The index of the token column: the configured one, else `tokens`, else the only column
 /// that can hold tokens.
-fn token_column(names: &[String], encodings: &[String], options: &ForeignOptions) -> std::result::Result<usize, ForeignError> {
+fn token_column(
+    names: &[String],
+    encodings: &[String],
+    options: &ForeignOptions,
+) -> std::result::Result<usize, ForeignError> {
     let can_hold = |e: &str| e == "bytes" || e == "ndarray" || e.starts_with("ndarray:");
     if let Some(c) = &options.column {
-        return names
-            .iter()
-            .position(|n| n == c)
-            .ok_or_else(|| ForeignError::TokenColumn { reason: format!("no column {c:?} (columns: {names:?})") });
+        return names.iter().position(|n| n == c).ok_or_else(|| ForeignError::TokenColumn {
+            reason: format!("no column {c:?} (columns: {names:?})"),
+        });
     }
     if let Some(i) = names.iter().position(|n| n == "tokens") {
         return Ok(i);
@@ -468,7 +557,10 @@ fn token_column(names: &[String], encodings: &[String], options: &ForeignOptions
     match candidates.as_slice() {
         [i] => Ok(*i),
         _ => Err(ForeignError::TokenColumn {
-            reason: format!("no `tokens` column and {} candidates among {names:?}: name one", candidates.len()),
+            reason: format!(
+                "no `tokens` column and {} candidates among {names:?}: name one",
+                candidates.len()
+            ),
         }),
     }
 }

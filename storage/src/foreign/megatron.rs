@@ -128,7 +128,12 @@ impl MegatronIndex {
         let len = length.unwrap_or(seq.len.saturating_sub(offset));
         match offset.checked_add(len) {
             Some(end) if end <= seq.len => Ok(Window::new(seq.offset + offset, len)),
-            _ => Err(StorageError::OutOfRange { what: "range of a sequence", start: offset, len, total: seq.len }),
+            _ => Err(StorageError::OutOfRange {
+                what: "range of a sequence",
+                start: offset,
+                len,
+                total: seq.len,
+            }),
         }
     }
 }
@@ -143,7 +148,7 @@ pub(crate) fn open(path: &Path, options: &ForeignOptions) -> Result<Parts> {
     let stem = prefix.file_name().and_then(|n| n.to_str()).ok_or_else(|| StorageError::Foreign {
         format: Some(ForeignFormat::Megatron),
         path: path.to_path_buf(),
-        error: ForeignError::NoFiles { pattern: path.display().to_string() },
+        error: Box::new(ForeignError::NoFiles { pattern: path.display().to_string() }),
     })?;
     let (idx_name, bin_name) = (format!("{stem}.idx"), format!("{stem}.bin"));
     let fs = Fs::new(ForeignFormat::Megatron, root.clone());
@@ -185,7 +190,10 @@ pub(crate) fn open(path: &Path, options: &ForeignOptions) -> Result<Parts> {
         c => return Err(err(ForeignError::UnknownDTypeCode { code: u64::from(c) })),
     };
     if let Some(want) = options.dtype.filter(|&d| d != dtype) {
-        return Err(err(ForeignError::MixedDTypes { expected: dtype.descr().into(), found: want.descr().into() }));
+        return Err(err(ForeignError::MixedDTypes {
+            expected: dtype.descr().into(),
+            found: want.descr().into(),
+        }));
     }
     let itemsize = dtype.size();
     // 3. Exact size, computed without overflow.
@@ -200,7 +208,7 @@ pub(crate) fn open(path: &Path, options: &ForeignOptions) -> Result<Parts> {
     };
     let mut mode_bytes = 0u64;
     if options.multimodal {
-        let with_modes = base.checked_add(n).unwrap_or(u64::MAX);
+        let with_modes = base.saturating_add(n);
         let int32_modes = n.checked_mul(4).and_then(|m| base.checked_add(m));
         if options.legacy_int32_modes && int32_modes == Some(idx_len) && idx_len != with_modes {
             mode_bytes = 4;
@@ -264,7 +272,11 @@ pub(crate) fn open(path: &Path, options: &ForeignOptions) -> Result<Parts> {
                 if ptr < 0 {
                     return Err(err(ForeignError::NegativePointer { sequence: i as u64 }));
                 }
-                return Err(err(ForeignError::PointerMismatch { sequence: i as u64, found: ptr, expected: end }));
+                return Err(err(ForeignError::PointerMismatch {
+                    sequence: i as u64,
+                    found: ptr,
+                    expected: end,
+                }));
             }
             repaired += 1;
         }

@@ -149,11 +149,11 @@ impl FromStr for ForeignFormat {
                 return Err(StorageError::Foreign {
                     format: None,
                     path: PathBuf::new(),
-                    error: ForeignError::UnknownFormat {
+                    error: Box::new(ForeignError::UnknownFormat {
                         reason: format!(
                             "{s:?} is not one of megatron, nanogpt, llmc, mds, litdata, olmo, npy"
                         ),
-                    },
+                    }),
                 })
             }
         };
@@ -410,7 +410,9 @@ impl ForeignDataset {
             StorageError::Foreign {
                 format: Some(format),
                 path: path.to_path_buf(),
-                error: ForeignError::InvalidIndex { reason: "the token count overflows u64".into() },
+                error: Box::new(ForeignError::InvalidIndex {
+                    reason: "the token count overflows u64".into(),
+                }),
             }
         })?;
         if options.file_documents && parts.documents.is_none() {
@@ -488,7 +490,8 @@ impl ForeignDataset {
 
     /// Every document as a window of the stream (empty without documents).
     pub fn document_windows(&self) -> Vec<Window> {
-        self.documents().map_or_else(Vec::new, |b| b.windows(2).map(|p| Window::new(p[0], p[1] - p[0])).collect())
+        self.documents()
+            .map_or_else(Vec::new, |b| b.windows(2).map(|p| Window::new(p[0], p[1] - p[0])).collect())
     }
 
     /// What the layout records beyond tokens and documents.
@@ -512,7 +515,12 @@ impl ForeignDataset {
     /// [`StorageError::OutOfRange`] when `len` or `stride` is 0.
     pub fn file_windows(&self, len: u64, stride: u64) -> Result<Vec<Window>> {
         if len == 0 || stride == 0 {
-            return Err(StorageError::OutOfRange { what: "file window", start: 0, len, total: self.elements });
+            return Err(StorageError::OutOfRange {
+                what: "file window",
+                start: 0,
+                len,
+                total: self.elements,
+            });
         }
         let mut out = Vec::new();
         let mut start = 0u64;
@@ -625,13 +633,18 @@ impl ForeignDataset {
             });
         }
         let ids = (0..self.parts.segments.len() as u64).collect();
-        let index = StreamIndex::foreign(self.element_dtype(), &self.parts.segments, ids, self.parts.big_endian)?;
+        let index =
+            StreamIndex::foreign(self.element_dtype(), &self.parts.segments, ids, self.parts.big_endian)?;
         let files = self
             .parts
             .files
             .iter()
             .enumerate()
-            .map(|(i, f)| ShardFile { path: self.parts.root.join(&f.path), shard: i as u64, committed: f.bytes })
+            .map(|(i, f)| ShardFile {
+                path: self.parts.root.join(&f.path),
+                shard: i as u64,
+                committed: f.bytes,
+            })
             .collect();
         let dir: Arc<dyn StorageDir> = if self.parts.mem.is_empty() {
             Arc::new(LocalDir::new(&self.parts.root))
@@ -664,7 +677,9 @@ impl StorageDir for ForeignDir {
     }
 
     fn read_at(&self, name: &str, offset: u64, out: &mut [u8]) -> Result<()> {
-        let Some(bytes) = self.mem.get(name) else { return LocalDir::new(&self.root).read_at(name, offset, out) };
+        let Some(bytes) = self.mem.get(name) else {
+            return LocalDir::new(&self.root).read_at(name, offset, out);
+        };
         let start = usize::try_from(offset).map_or(bytes.len(), |o| o.min(bytes.len()));
         let available = &bytes[start..];
         if available.len() < out.len() {
@@ -691,7 +706,10 @@ impl StorageDir for ForeignDir {
             let file = files.get(r.file)?;
             let rel = file.path.strip_prefix(&self.root).unwrap_or(&file.path);
             let name = rel.to_str().ok_or_else(|| {
-                StorageError::io(&file.path, std::io::Error::new(std::io::ErrorKind::InvalidInput, "not UTF-8"))
+                StorageError::io(
+                    &file.path,
+                    std::io::Error::new(std::io::ErrorKind::InvalidInput, "not UTF-8"),
+                )
             })?;
             let n = r.len as usize;
             self.read_at(name, r.offset, &mut out[pos..pos + n])?;
@@ -709,7 +727,7 @@ pub fn detect(path: &Path) -> Result<ForeignFormat> {
     let unknown = |reason: String| StorageError::Foreign {
         format: None,
         path: path.to_path_buf(),
-        error: ForeignError::UnknownFormat { reason },
+        error: Box::new(ForeignError::UnknownFormat { reason }),
     };
     if path.is_dir() {
         let index = path.join("index.json");
@@ -731,7 +749,8 @@ pub fn detect(path: &Path) -> Result<ForeignFormat> {
             return Ok(ForeignFormat::Npy);
         }
         return Err(unknown(
-            "a directory without index.json or NumPy files; name the format (raw files also need a dtype)".into(),
+            "a directory without index.json or NumPy files; name the format (raw files also need a dtype)"
+                .into(),
         ));
     }
     let idx = megatron::idx_path(path);
@@ -755,6 +774,6 @@ pub fn detect(path: &Path) -> Result<ForeignFormat> {
     Err(StorageError::Foreign {
         format: None,
         path: path.to_path_buf(),
-        error: ForeignError::NoFiles { pattern: path.display().to_string() },
+        error: Box::new(ForeignError::NoFiles { pattern: path.display().to_string() }),
     })
 }

@@ -275,7 +275,10 @@ pub(crate) fn open(path: &Path, options: &ForeignOptions) -> Result<Parts> {
         }
         let (p, big) = integer_descr(&h.descr).map_err(err)?;
         if let Some(want) = options.dtype.filter(|&d| d != p) {
-            return Err(err(ForeignError::MixedDTypes { expected: p.descr().into(), found: want.descr().into() }));
+            return Err(err(ForeignError::MixedDTypes {
+                expected: p.descr().into(),
+                found: want.descr().into(),
+            }));
         }
         match dtype {
             Some(d) if d != (p, big) => {
@@ -286,11 +289,17 @@ pub(crate) fn open(path: &Path, options: &ForeignOptions) -> Result<Parts> {
         let shape_text = tuple_text(&h.shape);
         let elements = match h.shape.as_slice() {
             [n] => *n,
-            [_, _] if h.fortran => return Err(err(ForeignError::UnsupportedLayout { layout: "fortran_order".into() })),
-            [r, c] => r.checked_mul(*c).ok_or_else(|| err(ForeignError::UnsupportedShape { shape: shape_text.clone() }))?,
+            [_, _] if h.fortran => {
+                return Err(err(ForeignError::UnsupportedLayout { layout: "fortran_order".into() }))
+            }
+            [r, c] => r
+                .checked_mul(*c)
+                .ok_or_else(|| err(ForeignError::UnsupportedShape { shape: shape_text.clone() }))?,
             _ => return Err(err(ForeignError::UnsupportedShape { shape: shape_text })),
         };
-        let need = elements.checked_mul(p.size()).ok_or_else(|| err(ForeignError::DataSize { have: bytes, need: u64::MAX }))?;
+        let need = elements
+            .checked_mul(p.size())
+            .ok_or_else(|| err(ForeignError::DataSize { have: bytes, need: u64::MAX }))?;
         let have = bytes - h.data_offset;
         if have < need {
             return Err(err(ForeignError::DataSize { have, need }));

@@ -17,7 +17,9 @@ use crate::{Result, StorageError};
 
 use super::files::{expand, i32_at, Fs, MAX_INDEX_BYTES};
 use super::npy::MAGIC as NPY_MAGIC;
-use super::{DocumentDelimiter, ForeignDetails, ForeignError, ForeignFile, ForeignFormat, ForeignOptions, Parts};
+use super::{
+    DocumentDelimiter, ForeignDetails, ForeignError, ForeignFile, ForeignFormat, ForeignOptions, Parts,
+};
 
 /// llm.c header bytes (256 × i32).
 const LLMC_HEADER: u64 = 1024;
@@ -33,16 +35,17 @@ fn required_dtype(format: ForeignFormat, path: &Path, options: &ForeignOptions) 
     let d = options.dtype.ok_or_else(|| StorageError::Foreign {
         format: Some(format),
         path: path.to_path_buf(),
-        error: ForeignError::MissingOption {
+        error: Box::new(ForeignError::MissingOption {
             option: "dtype",
-            reason: "the files record no dtype (nanoGPT writes u16, Dolma u16 or u32 by vocabulary): name it".into(),
-        },
+            reason: "the files record no dtype (nanoGPT writes u16, Dolma u16 or u32 by vocabulary): name it"
+                .into(),
+        }),
     })?;
     if !d.is_integer() {
         return Err(StorageError::Foreign {
             format: Some(format),
             path: path.to_path_buf(),
-            error: ForeignError::UnsupportedTokenDType { dtype: d.descr().into() },
+            error: Box::new(ForeignError::UnsupportedTokenDType { dtype: d.descr().into() }),
         });
     }
     Ok(d)
@@ -51,7 +54,7 @@ fn required_dtype(format: ForeignFormat, path: &Path, options: &ForeignOptions) 
 /// A raw file of `dtype` elements: its element count.
 fn raw_elements(fs: &Fs, name: &str, bytes: u64, dtype: Primitive) -> Result<u64> {
     let itemsize = dtype.size();
-    if bytes % itemsize != 0 {
+    if !bytes.is_multiple_of(itemsize) {
         return Err(fs.err(name, ForeignError::NotMultipleOfItemSize { bytes, itemsize }));
     }
     Ok(bytes / itemsize)
@@ -105,7 +108,10 @@ pub(crate) fn open_llmc(path: &Path, options: &ForeignOptions) -> Result<Parts> 
                 }
                 let version = i32_at(&head, 4);
                 if version != want {
-                    return Err(err(ForeignError::UnsupportedVersion { field: "version", found: version.into() }));
+                    return Err(err(ForeignError::UnsupportedVersion {
+                        field: "version",
+                        found: version.into(),
+                    }));
                 }
                 if bytes < LLMC_HEADER {
                     return Err(err(ForeignError::TruncatedHeader { need: LLMC_HEADER, have: bytes }));
@@ -213,7 +219,10 @@ fn read_metadata(fs: &Fs, name: &str, tokens: u64) -> Result<Vec<u64>> {
         let mut num = |what: &str| -> Result<u64> {
             let c = cols.next().unwrap_or("").trim();
             c.parse::<u64>().map_err(|_| {
-                fs.err(name, ForeignError::Metadata { row, reason: format!("{what} {c:?} is not a token offset") })
+                fs.err(
+                    name,
+                    ForeignError::Metadata { row, reason: format!("{what} {c:?} is not a token offset") },
+                )
             })
         };
         let (start, end) = (num("start")?, num("end")?);
@@ -223,7 +232,10 @@ fn read_metadata(fs: &Fs, name: &str, tokens: u64) -> Result<Vec<u64>> {
         if start != prev {
             return Err(fs.err(
                 name,
-                ForeignError::Metadata { row, reason: format!("starts at {start}, the row before ends at {prev}") },
+                ForeignError::Metadata {
+                    row,
+                    reason: format!("starts at {start}, the row before ends at {prev}"),
+                },
             ));
         }
         prev = end;

@@ -6,9 +6,9 @@ use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
 use guideloom::formats::{DocumentTokensFormat, TokenElement, TokenFormat};
+use guideloom::loader::{Batch, DataSource, MetaWindows, State, StreamWindows};
 use guideloom::storage::foreign::ForeignDataset;
 use guideloom::storage::ReadOptions;
-use guideloom::loader::{Batch, DataSource, MetaWindows, State, StreamWindows};
 use guideloom::storage::{StreamReader, StreamWithMetaReader};
 
 use crate::cli::BatchesArgs;

@@ -3,9 +3,9 @@
 use std::time::{Duration, Instant};
 
 use guideloom::formats::{DocumentTokensFormat, IntTokenFormat, TokenElement, TokenFormat};
+use guideloom::loader::{DataSource, LoaderError, MetaWindows, TokenWindows};
 use guideloom::storage::foreign::ForeignDataset;
 use guideloom::storage::ReadOptions;
-use guideloom::loader::{DataSource, LoaderError, MetaWindows, TokenWindows};
 use guideloom::storage::{StreamReader, StreamWithMetaReader};
 use serde_json::{json, Value};
 
@@ -117,7 +117,8 @@ impl Bench {
     /// A dataset in another project's layout: the same token-window fast path, as `i64` ids.
     fn foreign_windows(&self, reader: StreamReader<IntTokenFormat>) -> CliResult<Throughput> {
         let token_bytes = reader.format().primitive().size();
-        let windows = TokenWindows::<i64>::from_int_reader(reader, self.args.window.seq_len, self.args.stride())?;
+        let windows =
+            TokenWindows::<i64>::from_int_reader(reader, self.args.window.seq_len, self.args.stride())?;
         let collate = windows.collate();
         let loader = self.args.builder(windows).collate(collate).build()?;
         let batches = loader.iter().map(|b| {

@@ -3,7 +3,9 @@
 
 use guideloom::formats::{DocumentTokensFormat, IntTokenFormat, TokenDocument, TokenElement, TokenFormat};
 use guideloom::storage::foreign::ForeignDataset;
-use guideloom::storage::{Manifest, ReadOptions, StorageError, StreamReader, StreamWithMetaWriter, StreamWriter, Window};
+use guideloom::storage::{
+    Manifest, ReadOptions, StorageError, StreamReader, StreamWithMetaWriter, StreamWriter, Window,
+};
 use serde_json::json;
 
 use crate::cli::{DtypeArg, ImportArgs};
@@ -57,14 +59,22 @@ fn file_ranges(data: &ForeignDataset) -> Vec<(u64, u64, u64)> {
 }
 
 /// Writes the storage with `E` ids; returns the tokens written.
-fn write<E: TokenElement>(a: &ImportArgs, data: &ForeignDataset, reader: &StreamReader<IntTokenFormat>) -> CliResult<u64> {
+fn write<E: TokenElement>(
+    a: &ImportArgs,
+    data: &ForeignDataset,
+    reader: &StreamReader<IntTokenFormat>,
+) -> CliResult<u64> {
     let source = data.describe();
     let out_of_range = |e: StorageError| -> Box<dyn std::error::Error + Send + Sync> {
         format!("{}: the ids do not fit --out-dtype {} (try u32)", crate::one_sentence(&e), E::dtype()).into()
     };
     if a.doc_meta {
         let Some(bounds) = data.documents() else {
-            return Err(format!("{} records no documents: import it without --doc-meta", data.path().display()).into());
+            return Err(format!(
+                "{} records no documents: import it without --doc-meta",
+                data.path().display()
+            )
+            .into());
         };
         let mut w = StreamWithMetaWriter::open(&a.out, DocumentTokensFormat::<E, u32>::new())?;
         let files = file_ranges(data);
@@ -72,7 +82,9 @@ fn write<E: TokenElement>(a: &ImportArgs, data: &ForeignDataset, reader: &Stream
             let doc = reader.read(Window::new(pair[0], pair[1] - pair[0]))?;
             let tokens = doc
                 .iter()
-                .map(|&t| u32::try_from(t).map_err(|_| format!("document {ordinal}: id {t} does not fit u32")))
+                .map(|&t| {
+                    u32::try_from(t).map_err(|_| format!("document {ordinal}: id {t} does not fit u32"))
+                })
                 .collect::<Result<Vec<u32>, String>>()?;
             // The shard of the file the document starts in.
             let shard = files.iter().rev().find(|f| f.1 <= pair[0] && f.2 > 0).map_or(0, |f| f.0);
