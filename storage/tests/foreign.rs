@@ -803,3 +803,94 @@ fn megatron_sparse_bin_past_4_gib_reads_with_u64_offsets() {
         assert_eq!(r.read(m.sequence_range(2, 2, Some(3)).unwrap()).unwrap(), [12, 13, 14], "{name}");
     }
 }
+
+// ---- Hostile files: damage never panics ----
+
+/// Copies the dataset `rel` into `dir` (all files of its folder) and returns the path to
+/// open there.
+fn copy_dataset(rel: &str, dir: &Path) -> PathBuf {
+    let src = sample(rel);
+    let (folder, name) = if src.is_dir() {
+        (src.clone(), None)
+    } else {
+        (src.parent().unwrap().to_path_buf(), src.file_name())
+    };
+    for entry in walk(&folder) {
+        let to = dir.join(entry.strip_prefix(&folder).unwrap());
+        std::fs::create_dir_all(to.parent().unwrap()).unwrap();
+        std::fs::copy(&entry, &to).unwrap();
+    }
+    match name {
+        Some(n) => dir.join(n),
+        None => dir.to_path_buf(),
+    }
+}
+
+fn walk(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).unwrap() {
+        let p = e.unwrap().path();
+        if p.is_dir() {
+            out.extend(walk(&p));
+        } else {
+            out.push(p);
+        }
+    }
+    out.sort();
+    out
+}
+
+#[test]
+fn damaged_samples_give_errors_never_panics() {
+    use rand::{Rng, SeedableRng};
+    let cases: [(&str, ForeignOptions); 9] = [
+        ("megatron/gpt2_text_document", ForeignOptions::new()),
+        ("megatron/sentences_text_sentence", ForeignOptions::new().repair_pointers(true)),
+        ("llmc/tiny_val_000000.bin", ForeignOptions::new().delimiter(DocumentDelimiter::Starts(50256))),
+        ("mds/empty_first_shard", ForeignOptions::new()),
+        ("mds/tokens_zstd_sha1_xxh3", ForeignOptions::new()),
+        ("mds/encodings", ForeignOptions::new().column("c_nd")),
+        ("litdata/pytree", ForeignOptions::new()),
+        ("npy/c_2x3_u4.npy", ForeignOptions::new()),
+        ("olmo/part-0-00000.npy", opts(ForeignFormat::Olmo).dtype(Primitive::U16)),
+    ];
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(13);
+    let (mut opened, mut refused) = (0, 0);
+    for (rel, options) in cases {
+        for round in 0..60 {
+            let dir = tempfile::tempdir().unwrap();
+            let path = copy_dataset(rel, dir.path());
+            let files = walk(dir.path());
+            let victim = &files[rng.random_range(0..files.len())];
+            let mut bytes = std::fs::read(victim).unwrap();
+            if bytes.is_empty() {
+                continue;
+            }
+            if round % 4 == 3 {
+                bytes.truncate(rng.random_range(0..bytes.len()));
+            } else {
+                for _ in 0..rng.random_range(1..4) {
+                    let at = rng.random_range(0..bytes.len());
+                    bytes[at] = rng.random();
+                }
+            }
+            std::fs::write(victim, &bytes).unwrap();
+            match ForeignDataset::open(&path, &options) {
+                Ok(d) => {
+                    opened += 1;
+                    // Whatever opened reads within its files.
+                    let r =
+                        d.reader(IntTokenFormat::new(d.dtype()).unwrap(), ReadOptions::default()).unwrap();
+                    let all = r.read(Window::new(0, r.len()));
+                    assert!(all.is_ok(), "{rel} round {round}: {all:?}");
+                    r.read_many(&d.document_windows()).unwrap();
+                }
+                Err(e) => {
+                    refused += 1;
+                    assert!(!e.to_string().is_empty());
+                }
+            }
+        }
+    }
+    assert!(opened > 0 && refused > 0, "{opened} opened, {refused} refused");
+}
