@@ -23,8 +23,10 @@ pub(crate) fn options(a: &ForeignArgs) -> ForeignOptions {
 ///
 /// # Errors
 ///
-/// The dataset fails validation; `path` is a file of no known layout (raw token files need
-/// `--format` and `--dtype`); `--dtype` without `--format` on a path that is no storage.
+/// The dataset fails validation; `--dtype` without `--format` on a path that is no storage
+/// and whose layout is not detected (raw token files need `--format`). A path of no known
+/// layout without `--dtype` is left to the native reader's error ("not a directory", "no
+/// manifest.json").
 pub(crate) fn open(path: &Path, a: &ForeignArgs) -> CliResult<Option<ForeignDataset>> {
     let native = path.join("manifest.json").is_file();
     if a.format.is_none() {
@@ -33,9 +35,6 @@ pub(crate) fn open(path: &Path, a: &ForeignArgs) -> CliResult<Option<ForeignData
         }
         match foreign::detect(path) {
             Ok(_) => {}
-            // A file of no known layout: say so (a directory or a missing path is reported as
-            // a storage would be).
-            Err(e) if path.is_file() => return Err(Box::new(e)),
             Err(_) if a.dtype.is_some() => {
                 return Err(format!(
                     "{} is not a guideloom storage: name its layout with --format (nanogpt, llmc, olmo, ...)",
