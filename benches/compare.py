@@ -50,9 +50,11 @@ def sh(cmd, **kw):
 MEGATRON_PREFIX = os.path.join(DATA, "megatron", "u16_text_document")
 
 
-def make_data():
+def make_data(dtypes=("u16", "u32")):
     os.makedirs(DATA, exist_ok=True)
     for dtype, tok in (("u16", "gpt2"), ("u32", "cl100k")):
+        if dtype not in dtypes:
+            continue
         src = os.path.join(DATA, f"austen-{dtype}")
         if not os.path.exists(os.path.join(src, "manifest.json")):
             sh([CLI, "ingest", "text", "--out", src, "--tokenizer", tok, "--dtype", dtype, "--eos",
@@ -333,20 +335,22 @@ def write_interop_report(results, args):
              f"({os.cpu_count()} vCPUs, kernel {platform.release()}); guideloom "
              f"{sh(['git', '-C', ROOT, 'rev-parse', '--short', 'HEAD']).strip()}, Python {platform.python_version()}: {pyv}.", "",
              f"1 GiB of u16 tokens (the same bytes in all three layouts: the native storage's 8 shards, a nanoGPT "
-             "`train.bin`, and a Megatron `.bin` hard-linked to it with an `.idx` of {nseq:,} sequences of 64-8,192 tokens), "
+             f"`train.bin`, and a Megatron `.bin` hard-linked to it with an `.idx` of {nseq:,} sequences of 64-8,192 tokens), "
              "warm page cache, shuffled non-overlapping 2,049-token windows, batch 32. guideloom reads one epoch "
              "(262,016 windows); the two Python peers read 500 batches in their own process. guideloom's native "
              "batches are u16, its foreign ones i64 (widened in the batch buffer), the peers' i64 tensors.", "",
-             "| system | workers | k windows/s median | M tokens/s | first batch ms | peak RSS MiB | vs native guideloom (same workers) | checksum | runs |",
-             "|---|---|---|---|---|---|---|---|---|"]
+             "| system | workers | k windows/s median (min–max) | M tokens/s | first batch ms | peak RSS MiB | vs native guideloom (same workers) | checksum | runs | other load |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     native = {w: med([x["steady_windows_per_s"] for x in rs]) for (lab, _, _, w), rs in g.items() if lab == "guideloom CLI (auto)"}
     for (lab, dtype, seq, w), rs in sorted(g.items(), key=lambda kv: (kv[0][3], -med([x["steady_windows_per_s"] for x in kv[1]]))):
         m = med([x["steady_windows_per_s"] for x in rs])
         ck = {x["checksum"] for x in rs if x.get("k") == 0}
         ck = ("= " + next(iter(ck))) if len(ck) == 1 else ("differs!" if ck else "(500 batches)")
-        lines.append(f"| {lab.replace('guideloom CLI (auto)', 'guideloom CLI, native storage (auto)')} | {w} | {fmt_k(m)} | "
+        ws = [x["steady_windows_per_s"] for x in rs]
+        lines.append(f"| {lab.replace('guideloom CLI (auto)', 'guideloom CLI, native storage (auto)')} | {w} | "
+                     f"{fmt_k(m)} ({fmt_k(min(ws))}–{fmt_k(max(ws))}) | "
                      f"{m * seq / 1e6:,.0f} | {fmt_ms(med([x['first_batch_s'] for x in rs]))} | {rss(rs)} | "
-                     f"{m / native[w]:.2f}x | {ck} | {len(rs)} |" if w in native else "")
+                     f"{m / native[w]:.2f}x | {ck} | {len(rs)} | {med([x['other_load'] for x in rs]):.2f} |" if w in native else "")
     lines += ["", "Commands: " + "; ".join(sorted({f"`{r['cmd']}`" for rs in g.values() for r in rs[:1]})), "",
               "<!-- END INTEROP -->"]
     gen = "\n".join(lines)
@@ -549,8 +553,8 @@ def main():
         write_report(results, args)
         plot(results)
         return
-    make_data()
     if secs == ["interop"]:
+        make_data(("u16",))
         results = []
         open(os.path.join(OUT, "results.jsonl"), "w").close()
         interop_section(args.runs, results)
@@ -561,6 +565,7 @@ def main():
                 if d not in ("austen-u16", "austen-u32"):
                     sh(["rm", "-rf", os.path.join(DATA, d)])
         return
+    make_data()
     # Backends this build accepts.
     ok = []
     for b in backends:
