@@ -94,7 +94,11 @@ fn raw_files_need_the_format_and_the_dtype() {
     // AC-LLMC-04: a header-less llm.c file is not detected; with --format llmc --dtype i32 it reads.
     let legacy = sample("llmc_legacy/tiny_shakespeare_val.bin");
     let o = bin().args(["batches", s(&legacy), "--seq-len", "4", "--dtype", "i32"]).output().unwrap();
-    assert!(String::from_utf8_lossy(&o.stderr).contains("--format"), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("--format"),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
     let got = batches(&legacy, &["--format", "llmc", "--dtype", "i32", "--seq-len", "14"]);
     assert_eq!(
         got,
