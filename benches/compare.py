@@ -6,6 +6,11 @@ are appended to benches/out/results.jsonl.
 
     python benches/compare.py [--runs N] [--sections main,u32,sweep,cold,startup,resume,verify]
                               [--backends auto,pread,io-uring,mmap] [--keep-data]
+
+`--sections interop` alone (benches/interop.sh) measures foreign datasets read in place (a
+Megatron .bin/.idx and a nanoGPT train.bin over the same 1 GiB of u16 tokens) against the
+native storage, megatron-core's IndexedDataset and nanoGPT's memmap gather, and rewrites only
+the INTEROP block of docs/BENCHMARKS.md.
 """
 import argparse
 import json
@@ -42,10 +47,14 @@ def sh(cmd, **kw):
 
 # ---------------------------------------------------------------- dataset
 
+MEGATRON_PREFIX = os.path.join(DATA, "megatron", "u16_text_document")
 
-def make_data():
+
+def make_data(dtypes=("u16", "u32")):
     os.makedirs(DATA, exist_ok=True)
     for dtype, tok in (("u16", "gpt2"), ("u32", "cl100k")):
+        if dtype not in dtypes:
+            continue
         src = os.path.join(DATA, f"austen-{dtype}")
         if not os.path.exists(os.path.join(src, "manifest.json")):
             sh([CLI, "ingest", "text", "--out", src, "--tokenizer", tok, "--dtype", dtype, "--eos",
@@ -82,6 +91,17 @@ def command(system, dtype, seq, workers, k, backend=None, method=None):
         cmd = [NATIVE, "lib" if system == "guideloom-lib" else "lib-generic", store, dtype, str(seq), str(BATCH), str(workers), str(k), str(SEED)]
         if backend and backend != "auto":
             env["GUIDELOOM_IO"] = backend.replace("-", "_")
+    elif system in ("guideloom-megatron", "guideloom-nanogpt"):
+        path = MEGATRON_PREFIX if system == "guideloom-megatron" else binf
+        cmd = [CLI, "bench", path, "--seq-len", str(seq), "--batch-size", str(BATCH), "--shuffle", "--seed", str(SEED),
+               "--workers", str(workers), "--backend", backend, "--json"]
+        if system == "guideloom-nanogpt":
+            cmd += ["--format", "nanogpt", "--dtype", "u16"]
+        if k:
+            cmd += ["--max-batches", str(k)]
+    elif system in ("megatron", "nanogpt"):
+        path = MEGATRON_PREFIX + ".bin" if system == "megatron" else binf
+        cmd = [PY, PEERS, system, path, dtype, str(seq), str(BATCH), "0", str(k), str(SEED)]
     elif system == "raw":
         cmd = [NATIVE, "raw", binf, dtype, str(seq), str(BATCH), str(max(workers, 1)), str(k), str(SEED), method]
     elif system == "burn":
@@ -100,7 +120,12 @@ def label(system, backend=None, method=None):
         return f"guideloom lib StreamWindows ({backend})"
     if system == "raw":
         return f"raw limit ({method})"
-    return {"torch": "torch DataLoader", "grain-dl": "Grain DataLoader", "grain-ds": "Grain MapDataset",
+    if system == "guideloom-megatron":
+        return f"guideloom CLI, Megatron .bin/.idx in place ({backend})"
+    if system == "guideloom-nanogpt":
+        return f"guideloom CLI, nanoGPT train.bin in place ({backend})"
+    return {"megatron": "megatron-core IndexedDataset (get per sequence)", "nanogpt": "nanoGPT get_batch (np.memmap gather)",
+            "torch": "torch DataLoader", "grain-dl": "Grain DataLoader", "grain-ds": "Grain MapDataset",
             "burn": "burn DataLoader"}[system]
 
 
@@ -252,6 +277,89 @@ def resume_section(runs, results):
         sh([CLI, "batches", store, "--seq-len", "2049", "--batch-size", str(BATCH), "--shuffle", "--workers", "2",
             "--max-batches", "1000", "--no-tokens", "--save-state", f])
         results.append(dict(section="resume-cli", state_bytes=os.path.getsize(f)))
+
+
+def make_megatron():
+    """A Megatron dataset over the bytes of u16.bin (hard-linked as its .bin), with an .idx of
+    MMIDIDX v1 written by numpy: sequences (= documents) of 64..8,192 tokens (seeded)."""
+    os.makedirs(os.path.dirname(MEGATRON_PREFIX), exist_ok=True)
+    binf = MEGATRON_PREFIX + ".bin"
+    if not os.path.exists(binf):
+        os.link(os.path.join(DATA, "u16.bin"), binf)
+    code = r"""
+import numpy as np, os, sys
+prefix = sys.argv[1]
+total = os.path.getsize(prefix + '.bin') // 2
+rng = np.random.default_rng(13)
+lengths = rng.integers(64, 8193, size=total // 64 + 2).astype(np.int64)
+cum = np.cumsum(lengths)
+n = int(np.searchsorted(cum, total)) + 1
+lengths = lengths[:n]
+lengths[-1] -= int(lengths.sum()) - total
+pointers = np.concatenate([[0], np.cumsum(lengths[:-1] * 2)]).astype(np.int64)
+docs = np.arange(n + 1, dtype=np.int64)
+with open(prefix + '.idx', 'wb') as f:
+    f.write(b'MMIDIDX\x00\x00')
+    f.write(np.array([1], '<u8').tobytes()); f.write(bytes([8]))
+    f.write(np.array([n, n + 1], '<u8').tobytes())
+    f.write(lengths.astype('<i4').tobytes()); f.write(pointers.astype('<i8').tobytes()); f.write(docs.astype('<i8').tobytes())
+print(n)
+"""
+    if not os.path.exists(MEGATRON_PREFIX + ".idx"):
+        print("writing the Megatron .idx", sh([PY, "-c", code, MEGATRON_PREFIX]).strip(), "sequences", flush=True)
+
+
+def interop_section(runs, results):
+    make_megatron()
+    seq, k_py = 2049, 500
+    cs = []
+    for w in (0, 2):
+        cs.append(dict(system="guideloom-cli", backend="auto", dtype="u16", seq=seq, workers=w, k=0))
+        for s in ("guideloom-megatron", "guideloom-nanogpt"):
+            cs.append(dict(system=s, backend="auto", dtype="u16", seq=seq, workers=w, k=0))
+    for s in ("megatron", "nanogpt"):
+        cs.append(dict(system=s, dtype="u16", seq=seq, workers=0, k=k_py))
+    measure("interop", cs, runs, results)
+
+
+def write_interop_report(results, args):
+    g = group(results, "interop")
+    if not g:
+        return
+    with open(MEGATRON_PREFIX + ".idx", "rb") as f:
+        nseq = int.from_bytes(f.read(26)[18:26], "little")
+    pyv = sh([PY, "-c", "import numpy, torch, importlib.metadata as m; print('numpy', numpy.__version__, '| torch', "
+              "torch.__version__, '| megatron-core', m.version('megatron-core'))"]).strip()
+    lines = ["<!-- BEGIN INTEROP generated by benches/compare.py --sections interop: do not edit by hand -->", "",
+             f"Generated {time.strftime('%Y-%m-%d %H:%M %Z')} by `benches/interop.sh --runs {args.runs}` on this machine "
+             f"({os.cpu_count()} vCPUs, kernel {platform.release()}); guideloom "
+             f"{sh(['git', '-C', ROOT, 'rev-parse', '--short', 'HEAD']).strip()}, Python {platform.python_version()}: {pyv}.", "",
+             f"1 GiB of u16 tokens (the same bytes in all three layouts: the native storage's 8 shards, a nanoGPT "
+             f"`train.bin`, and a Megatron `.bin` hard-linked to it with an `.idx` of {nseq:,} sequences of 64-8,192 tokens), "
+             "warm page cache, shuffled non-overlapping 2,049-token windows, batch 32. guideloom reads one epoch "
+             "(262,016 windows); the two Python peers read 500 batches in their own process. guideloom's native "
+             "batches are u16, its foreign ones i64 (widened in the batch buffer), the peers' i64 tensors.", "",
+             "| system | workers | k windows/s median (min–max) | M tokens/s | first batch ms | peak RSS MiB | vs native guideloom (same workers) | checksum | runs | other load |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    native = {w: med([x["steady_windows_per_s"] for x in rs]) for (lab, _, _, w), rs in g.items() if lab == "guideloom CLI (auto)"}
+    for (lab, dtype, seq, w), rs in sorted(g.items(), key=lambda kv: (kv[0][3], -med([x["steady_windows_per_s"] for x in kv[1]]))):
+        m = med([x["steady_windows_per_s"] for x in rs])
+        ck = {x["checksum"] for x in rs if x.get("k") == 0}
+        ck = ("= " + next(iter(ck))) if len(ck) == 1 else ("differs!" if ck else "(500 batches)")
+        ws = [x["steady_windows_per_s"] for x in rs]
+        lines.append(f"| {lab.replace('guideloom CLI (auto)', 'guideloom CLI, native storage (auto)')} | {w} | "
+                     f"{fmt_k(m)} ({fmt_k(min(ws))}–{fmt_k(max(ws))}) | "
+                     f"{m * seq / 1e6:,.0f} | {fmt_ms(med([x['first_batch_s'] for x in rs]))} | {rss(rs)} | "
+                     f"{m / native[w]:.2f}x | {ck} | {len(rs)} | {med([x['other_load'] for x in rs]):.2f} |" if w in native else "")
+    lines += ["", "Commands: " + "; ".join(sorted({f"`{r['cmd']}`" for rs in g.values() for r in rs[:1]})), "",
+              "<!-- END INTEROP -->"]
+    gen = "\n".join(lines)
+    doc = open(DOC).read()
+    if "<!-- BEGIN INTEROP" not in doc:
+        doc += "\n## Foreign datasets read in place (issue 13)\n\n<!-- BEGIN INTEROP -->\n<!-- END INTEROP -->\n"
+    doc = re.sub(r"<!-- BEGIN INTEROP.*?<!-- END INTEROP -->", lambda _: gen, doc, flags=re.S)
+    open(DOC, "w").write(doc)
+    print(f"wrote the INTEROP block of {os.path.relpath(DOC, ROOT)}")
 
 
 # ---------------------------------------------------------------- report
@@ -444,6 +552,18 @@ def main():
         results = json.load(open(res_path))
         write_report(results, args)
         plot(results)
+        return
+    if secs == ["interop"]:
+        make_data(("u16",))
+        results = []
+        open(os.path.join(OUT, "results.jsonl"), "w").close()
+        interop_section(args.runs, results)
+        json.dump(results, open(os.path.join(OUT, "interop.json"), "w"), indent=0)
+        write_interop_report(results, args)
+        if not args.keep_data:
+            for d in os.listdir(DATA):
+                if d not in ("austen-u16", "austen-u32"):
+                    sh(["rm", "-rf", os.path.join(DATA, d)])
         return
     make_data()
     # Backends this build accepts.

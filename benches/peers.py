@@ -6,7 +6,12 @@ processes, from /proc VmHWM).
 
     python peers.py SYSTEM BIN u16|u32 SEQ_LEN BATCH WORKERS MAX_BATCHES(0 = one epoch) SEED
 
-SYSTEM: torch | grain-dl (grain.DataLoader + IndexSampler) | grain-ds (MapDataset API).
+SYSTEM: torch | grain-dl (grain.DataLoader + IndexSampler) | grain-ds (MapDataset API) |
+megatron (megatron-core's IndexedDataset over BIN's prefix, read as GPTDataset reads a sample:
+one `get(sequence, offset, length)` per sequence the window touches, concatenated, as int64) |
+nanogpt (nanoGPT's train.py get_batch: a fresh np.memmap per batch, one slice per window,
+`torch.stack([torch.from_numpy(x.astype(np.int64))])`). The last two run in this process
+(WORKERS must be 0), windows in a shuffled order of numpy's default_rng(SEED).
 Window i is tokens [i*L, (i+1)*L) (non-overlapping), as for every other system.
 """
 import json
@@ -62,6 +67,12 @@ def main():
             i = int(i)
             return np.array(self.data[i * seq:(i + 1) * seq])
 
+    if system in ("megatron", "nanogpt"):
+        import torch
+
+        if system == "megatron":
+            from megatron.core.datasets.indexed_dataset import IndexedDataset
+        return in_process(system, path, np, torch, seq, batch, max_batches, seed)
     if system == "torch":  # imports are not part of the measured start-up
         import torch
         from torch.utils.data import DataLoader, Dataset, RandomSampler
@@ -122,6 +133,60 @@ def main():
                       "epoch_windows": n, "rss_kb": rss}), flush=True)
     sys.stdout.flush()
     # Worker teardown is not part of the measured run; the driver kills this process group.
+    os._exit(0)
+
+
+def in_process(system, path, np, torch, seq, batch, max_batches, seed):
+    """The megatron and nanogpt peers: one process, batches of `batch` shuffled windows."""
+    t0 = time.perf_counter()
+    if system == "megatron":
+        from megatron.core.datasets.indexed_dataset import IndexedDataset
+
+        ds = IndexedDataset(path[: -len(".bin")])
+        lengths = ds.sequence_lengths.astype(np.int64)
+        starts = np.concatenate([[0], np.cumsum(lengths)])
+        total = int(starts[-1])
+
+        def window(s):
+            # GPTDataset._query_document_sample_shuffle_indices: one get per sequence touched.
+            i = int(np.searchsorted(starts, s, side="right")) - 1
+            off, need, parts = s - int(starts[i]), seq, []
+            while need > 0:
+                take = min(int(lengths[i]) - off, need)
+                if take > 0:
+                    parts.append(ds.get(i, offset=off, length=take))
+                need -= take
+                i, off = i + 1, 0
+            return torch.from_numpy(np.concatenate(parts).astype(np.int64))
+
+        def get_batch(ix):
+            return torch.stack([window(int(s)) for s in ix])
+    else:
+        total = os.path.getsize(path) // 2
+
+        def get_batch(ix):
+            # nanoGPT train.py: recreate the memmap every batch to avoid a memory leak.
+            data = np.memmap(path, dtype=np.uint16, mode="r")
+            return torch.stack([torch.from_numpy((data[i:i + seq]).astype(np.int64)) for i in ix])
+
+    n = total // seq
+    order = np.random.default_rng(seed).permutation(n)
+    first = None
+    batches = windows = checksum = 0
+    for b0 in range(0, n, batch):
+        ix = order[b0:b0 + batch] * seq
+        a = get_batch(ix).numpy()
+        checksum += int(a.sum(dtype=np.uint64))
+        if first is None:
+            first = time.perf_counter() - t0
+        batches += 1
+        windows += a.shape[0]
+        if max_batches and batches >= max_batches:
+            break
+    seconds = time.perf_counter() - t0
+    print(json.dumps({"batches": batches, "windows": windows, "tokens": windows * seq, "seconds": seconds,
+                      "first_batch_s": first if first is not None else seconds, "checksum": str(checksum),
+                      "epoch_windows": n, "rss_kb": vm_hwm_kb(os.getpid())}), flush=True)
     os._exit(0)
 
 

@@ -3,4 +3,6 @@
 #[cfg(feature = "cli")]
 mod cli;
 #[cfg(feature = "cli")]
+mod foreign;
+#[cfg(feature = "cli")]
 mod regression;

@@ -36,6 +36,7 @@ mod document;
 mod dtype;
 mod element;
 mod error;
+mod int_tokens;
 mod meta;
 mod serde_doc;
 mod stream;
@@ -46,6 +47,7 @@ pub use document::{DocumentFormat, RawBytesFormat};
 pub use dtype::{Dtype, DtypeKind, Field, Primitive, TypeStr, MAX_BYTES_ITEMSIZE};
 pub use element::Element;
 pub use error::FormatError;
+pub use int_tokens::IntTokenFormat;
 pub use meta::{
     DocumentInfo, DocumentTokensFormat, DocumentTokensWindow, MetaSink, MetaWindow, StreamWithMetaFormat,
     TokenDocument,

@@ -6,7 +6,8 @@ use std::marker::PhantomData;
 use std::path::Path;
 use std::sync::Arc;
 
-use guideloom_formats::{Dtype, Element, Primitive, TokenElement, TokenFormat};
+use guideloom_formats::{Dtype, Element, IntTokenFormat, Primitive, TokenElement, TokenFormat};
+use guideloom_storage::foreign::ForeignDataset;
 use guideloom_storage::{Manifest, ReadOptions, StorageError, StreamReader, Window};
 
 use crate::storage_sources::open_error;
@@ -213,6 +214,63 @@ impl<E: Element> TokenWindows<E> {
         Self::from_storage(SharedTokens(storage), seq_len, stride)
     }
 
+    /// Windows over a reader of ids of any integer dtype ([`IntTokenFormat`]: a foreign
+    /// dataset's reader, or a native storage of signed ids), as batches of `E` ids. Stored ids
+    /// are widened in place (signed ones sign-extended); they must all fit `E`: unsigned ids
+    /// as for [`TokenWindows::open_any`], signed ids only into a signed `E` at least as wide.
+    ///
+    /// # Errors
+    /// [`LoaderError::TokenDtype`] when the ids do not all fit `E`;
+    /// [`LoaderError::InvalidConfig`] when `seq_len` or `stride` is 0;
+    /// [`LoaderError::WindowTooLong`] when the stream holds tokens but fewer than `seq_len`.
+    pub fn from_int_reader(
+        reader: StreamReader<IntTokenFormat>,
+        seq_len: u64,
+        stride: u64,
+    ) -> Result<Self, LoaderError> {
+        check_widens(reader.dir(), &reader.dtype().clone(), &E::dtype())?;
+        Self::from_storage(SharedTokens(Arc::new(reader)), seq_len, stride)
+    }
+
+    /// Windows over a foreign dataset (Megatron, nanoGPT, llm.c, MDS, litdata, OLMo, NumPy;
+    /// see [`guideloom_storage::foreign`]) read in place, as batches of `E` ids: the same fast
+    /// path as a native storage (one backend call per batch, straight into the
+    /// `[batch, seq_len]` buffer). The source's fingerprint is that of the dataset's
+    /// description (layout, files and sizes, index hash), so a state names the data it was
+    /// made on.
+    ///
+    /// ```
+    /// use guideloom_formats::Primitive;
+    /// use guideloom_loader::{Collate, DataSource, TokenWindows};
+    /// use guideloom_storage::foreign::{ForeignDataset, ForeignFormat, ForeignOptions};
+    /// use guideloom_storage::ReadOptions;
+    /// let dir = tempfile::tempdir()?;
+    /// let ids: Vec<u8> = (0u16..10).flat_map(|t| t.to_le_bytes()).collect();
+    /// std::fs::write(dir.path().join("train.bin"), ids)?; // a nanoGPT train.bin
+    /// let options = ForeignOptions::new().format(ForeignFormat::NanoGpt).dtype(Primitive::U16);
+    /// let data = ForeignDataset::open(dir.path().join("train.bin"), &options)?;
+    /// let windows = TokenWindows::<i64>::foreign(&data, 5, 4, ReadOptions::default())?;
+    /// assert_eq!(windows.len(), 2);
+    /// let batch = windows.collate().collate(vec![windows.get(1)?, windows.get(0)?])?;
+    /// assert_eq!(batch.data(), [4, 5, 6, 7, 8, 0, 1, 2, 3, 4]);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    ///
+    /// # Errors
+    /// [`LoaderError::Open`] when the reader cannot be made; otherwise as
+    /// [`TokenWindows::from_int_reader`].
+    pub fn foreign(
+        data: &ForeignDataset,
+        seq_len: u64,
+        stride: u64,
+        options: ReadOptions,
+    ) -> Result<Self, LoaderError> {
+        let format = IntTokenFormat::new(data.dtype())
+            .map_err(|source| open_error(data.path())(StorageError::Format { shard: 0, source }))?;
+        let reader = data.reader(format, options).map_err(open_error(data.path()))?;
+        Self::from_int_reader(reader, seq_len, stride)
+    }
+
     fn from_storage(storage: SharedTokens, seq_len: u64, stride: u64) -> Result<Self, LoaderError> {
         let windows = Windows::with_stride(storage, seq_len, stride)?;
         windows.check_fits()?;
@@ -296,7 +354,7 @@ impl<E: Element> Collate<WindowSpan> for TokenWindowCollate<E> {
         self.storage.0.read_into(&spans, &mut bytes[..n * stored]).map_err(|source| {
             LoaderError::Storage { index: records.first().map_or(0, |r| r.index), source }
         })?;
-        widen_in_place(bytes, n, stored, std::mem::size_of::<E>())?;
+        widen_in_place(bytes, n, stored, std::mem::size_of::<E>(), self.storage.0.signed())?;
         Ok(TokenBatch::from_parts(data, records.len(), seq_len as usize))
     }
 }
@@ -312,6 +370,10 @@ trait TokenStorage: Send + Sync + std::fmt::Debug {
     fn dtype(&self) -> Dtype;
     /// Bytes per stored id.
     fn itemsize(&self) -> usize;
+    /// Whether the stored ids are signed (sign-extended when widened).
+    fn signed(&self) -> bool {
+        false
+    }
     /// Reads windows as little-endian ids, back to back, into `out`.
     fn read_into(&self, windows: &[Window], out: &mut [u8]) -> Result<(), StorageError>;
 }
@@ -328,6 +390,27 @@ impl<S: TokenElement> TokenStorage for StreamReader<TokenFormat<S>> {
     }
     fn itemsize(&self) -> usize {
         std::mem::size_of::<S>()
+    }
+    fn read_into(&self, windows: &[Window], out: &mut [u8]) -> Result<(), StorageError> {
+        self.read_many_into(windows, out)
+    }
+}
+
+impl TokenStorage for StreamReader<IntTokenFormat> {
+    fn len(&self) -> u64 {
+        StreamReader::len(self)
+    }
+    fn fingerprint(&self) -> u64 {
+        StreamReader::fingerprint(self)
+    }
+    fn dtype(&self) -> Dtype {
+        StreamReader::dtype(self).clone()
+    }
+    fn itemsize(&self) -> usize {
+        self.format().primitive().size() as usize
+    }
+    fn signed(&self) -> bool {
+        self.format().signed()
     }
     fn read_into(&self, windows: &[Window], out: &mut [u8]) -> Result<(), StorageError> {
         self.read_many_into(windows, out)
@@ -385,7 +468,9 @@ fn open_dyn<S: TokenElement>(dir: &Path, options: ReadOptions) -> Result<Arc<dyn
     Ok(Arc::new(reader))
 }
 
-/// Checks that every id of the `stored` dtype (an unsigned integer) fits the integer dtype `out`.
+/// Checks that every id of the `stored` integer dtype fits the integer dtype `out`: unsigned
+/// ids into an unsigned type at least as wide or a signed one wider, signed ids into a
+/// signed type at least as wide.
 fn check_widens(dir: &Path, stored: &Dtype, out: &Dtype) -> Result<(), LoaderError> {
     let unsigned =
         |p: Primitive| matches!(p, Primitive::U8 | Primitive::U16 | Primitive::U32 | Primitive::U64);
@@ -396,6 +481,9 @@ fn check_widens(dir: &Path, stored: &Dtype, out: &Dtype) -> Result<(), LoaderErr
             } else {
                 o.size() > s.size()
             }
+        }
+        (Dtype::Primitive(s), Dtype::Primitive(o)) if s.is_integer() && o.is_integer() => {
+            !unsigned(*o) && o.size() >= s.size()
         }
         _ => false,
     };
@@ -413,20 +501,26 @@ fn check_widens(dir: &Path, stored: &Dtype, out: &Dtype) -> Result<(), LoaderErr
 /// Turns the first `n` little-endian ids of `from` bytes each at the front of `bytes` into `n`
 /// native-endian integers of `to` bytes each filling `bytes`, in place, last id first (an id's
 /// new bytes only cover ids already moved). `to >= from`; each id fits `to` bytes (checked at
-/// open), so the unsigned pattern is also the signed one.
-fn widen_in_place(bytes: &mut [u8], n: usize, from: usize, to: usize) -> Result<(), LoaderError> {
+/// open), so the unsigned pattern is also the signed one; `signed` ids are sign-extended.
+fn widen_in_place(
+    bytes: &mut [u8],
+    n: usize,
+    from: usize,
+    to: usize,
+    signed: bool,
+) -> Result<(), LoaderError> {
     match (from, to) {
         (1, 1) | (2, 2) | (4, 4) | (8, 8) if cfg!(target_endian = "little") => {}
         (1, 1) => {}
-        (2, 2) => widen::<2, 2>(bytes, n),
-        (4, 4) => widen::<4, 4>(bytes, n),
-        (8, 8) => widen::<8, 8>(bytes, n),
-        (1, 2) => widen::<1, 2>(bytes, n),
-        (1, 4) => widen::<1, 4>(bytes, n),
-        (1, 8) => widen::<1, 8>(bytes, n),
-        (2, 4) => widen::<2, 4>(bytes, n),
-        (2, 8) => widen::<2, 8>(bytes, n),
-        (4, 8) => widen::<4, 8>(bytes, n),
+        (2, 2) => widen::<2, 2>(bytes, n, false),
+        (4, 4) => widen::<4, 4>(bytes, n, false),
+        (8, 8) => widen::<8, 8>(bytes, n, false),
+        (1, 2) => widen::<1, 2>(bytes, n, signed),
+        (1, 4) => widen::<1, 4>(bytes, n, signed),
+        (1, 8) => widen::<1, 8>(bytes, n, signed),
+        (2, 4) => widen::<2, 4>(bytes, n, signed),
+        (2, 8) => widen::<2, 8>(bytes, n, signed),
+        (4, 8) => widen::<4, 8>(bytes, n, signed),
         _ => {
             return Err(LoaderError::Collate {
                 detail: format!("cannot widen {from}-byte ids to {to}-byte elements"),
@@ -436,11 +530,16 @@ fn widen_in_place(bytes: &mut [u8], n: usize, from: usize, to: usize) -> Result<
     Ok(())
 }
 
-fn widen<const FROM: usize, const TO: usize>(bytes: &mut [u8], n: usize) {
+fn widen<const FROM: usize, const TO: usize>(bytes: &mut [u8], n: usize, signed: bool) {
+    let shift = 64 - 8 * FROM as u32;
     for i in (0..n).rev() {
         let mut le = [0u8; 8];
         le[..FROM].copy_from_slice(&bytes[i * FROM..(i + 1) * FROM]);
-        let ne = u64::from_le_bytes(le).to_ne_bytes();
+        let mut v = u64::from_le_bytes(le);
+        if signed && shift > 0 {
+            v = (((v << shift) as i64) >> shift) as u64;
+        }
+        let ne = v.to_ne_bytes();
         let value = if cfg!(target_endian = "little") { &ne[..TO] } else { &ne[8 - TO..] };
         bytes[i * TO..(i + 1) * TO].copy_from_slice(value);
     }
@@ -458,15 +557,25 @@ mod tests {
         for (i, id) in ids.iter().enumerate() {
             bytes[2 * i..2 * i + 2].copy_from_slice(&id.to_le_bytes());
         }
-        widen_in_place(bytes, 4, 2, 8).unwrap();
+        widen_in_place(bytes, 4, 2, 8, false).unwrap();
         assert_eq!(out, [0, 1, 0x1234, 65_535]);
 
         let mut out = [0i32; 3];
         let bytes: &mut [u8] = bytemuck::cast_slice_mut(&mut out);
         bytes[..3].copy_from_slice(&[7, 0, 255]);
-        widen_in_place(bytes, 3, 1, 4).unwrap();
+        widen_in_place(bytes, 3, 1, 4, false).unwrap();
         assert_eq!(out, [7, 0, 255]);
-        assert!(matches!(widen_in_place(&mut [0u8; 4], 2, 2, 1), Err(LoaderError::Collate { .. })));
+        assert!(matches!(widen_in_place(&mut [0u8; 4], 2, 2, 1, false), Err(LoaderError::Collate { .. })));
+
+        // Signed ids are sign-extended.
+        let ids: [i32; 3] = [-1, 128_000, i32::MIN];
+        let mut out = [0i64; 3];
+        let bytes: &mut [u8] = bytemuck::cast_slice_mut(&mut out);
+        for (i, id) in ids.iter().enumerate() {
+            bytes[4 * i..4 * i + 4].copy_from_slice(&id.to_le_bytes());
+        }
+        widen_in_place(bytes, 3, 4, 8, true).unwrap();
+        assert_eq!(out, [-1, 128_000, i64::from(i32::MIN)]);
     }
 
     #[test]
@@ -483,6 +592,12 @@ mod tests {
         assert!(!ok(Primitive::U64, Primitive::I64));
         assert!(!ok(Primitive::U16, Primitive::F32));
         assert!(!ok(Primitive::F32, Primitive::U64));
+        assert!(ok(Primitive::I32, Primitive::I32));
+        assert!(ok(Primitive::I32, Primitive::I64));
+        assert!(ok(Primitive::I16, Primitive::I32));
+        assert!(!ok(Primitive::I32, Primitive::U32));
+        assert!(!ok(Primitive::I32, Primitive::U64));
+        assert!(!ok(Primitive::I64, Primitive::I32));
         let e = check_widens(dir, &Dtype::Primitive(Primitive::U32), &Dtype::Primitive(Primitive::U16))
             .unwrap_err();
         assert_eq!(

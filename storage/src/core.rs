@@ -424,6 +424,31 @@ impl<K: ReaderKind> Reader<K> {
         })
     }
 
+    /// A reader over an index opened by other means than a manifest (a foreign dataset of
+    /// `crate::foreign`): `manifest` is the description made for it, `files` the files its
+    /// plans name, `len` its record count.
+    pub(crate) fn from_index(
+        dir: Arc<dyn StorageDir>,
+        manifest: Manifest,
+        index: K::Index,
+        files: Vec<ShardFile>,
+        len: u64,
+        format: K::Format,
+        options: ReadOptions,
+    ) -> Self {
+        Reader {
+            local: dir.local_dir().is_some(),
+            len,
+            dir,
+            fingerprint: manifest.fingerprint(),
+            manifest,
+            files: FileSet::new(files, options.max_open_files),
+            options,
+            format,
+            index,
+        }
+    }
+
     /// Records in the storage: elements (stream kinds, all shards) or documents.
     pub fn len(&self) -> u64 {
         self.len

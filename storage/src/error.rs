@@ -202,6 +202,19 @@ pub enum StorageError {
         /// The name given.
         name: String,
     },
+    /// A dataset in another project's layout (Megatron, nanoGPT, llm.c, MosaicML MDS,
+    /// litdata, OLMo/Dolma, NumPy; see [`crate::foreign`]) is damaged, ambiguous or not
+    /// supported: `error` says what, with the numbers, about file `path`.
+    #[error("{} dataset {path}: {error}", crate::foreign::format_label(*format))]
+    Foreign {
+        /// The layout being read; `None` when it could not be told (auto-detection failed).
+        format: Option<crate::foreign::ForeignFormat>,
+        /// The file (or dataset path) the problem is in.
+        path: PathBuf,
+        /// What is wrong, with the field and the numbers ([`StorageError::foreign_error`]
+        /// borrows it).
+        error: Box<crate::foreign::ForeignError>,
+    },
     /// An I/O backend could not be set up or failed internally.
     #[error("I/O backend {backend}: {reason}")]
     Backend {
@@ -213,6 +226,14 @@ pub enum StorageError {
 }
 
 impl StorageError {
+    /// What is wrong with a foreign dataset, when this is [`StorageError::Foreign`].
+    pub fn foreign_error(&self) -> Option<&crate::foreign::ForeignError> {
+        match self {
+            StorageError::Foreign { error, .. } => Some(error),
+            _ => None,
+        }
+    }
+
     pub(crate) fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
         StorageError::Io { path: path.into(), source }
     }

@@ -74,6 +74,7 @@ mod core;
 mod dir;
 mod document;
 mod error;
+pub mod foreign;
 mod io;
 pub mod kind;
 mod lock;
@@ -86,6 +87,7 @@ pub use crate::core::{KeyOf, Kind, ReadPlan, Reader, ReaderIndex, ReaderKind, Wi
 pub use dir::{LocalDir, MemDir, StorageDir};
 pub use document::{DocumentReader, DocumentWriter};
 pub use error::{Result, StorageError};
+pub use foreign::{ForeignDataset, ForeignError, ForeignFormat, ForeignOptions};
 pub use io::{
     auto_backend_choice, choose_backend, io_uring_probe, AutoBackend, BackendChoice, BackendKind,
     DirectBackend, FileSet, MappedBytes, MmapBackend, PreadBackend, ReadBackend, ReadOptions, ReadRequest,

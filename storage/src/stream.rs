@@ -49,6 +49,20 @@ pub struct StreamIndex {
     ids: Vec<u64>,
     /// `starts[i]` = first element of shard `i`; `starts[len]` = total.
     starts: Vec<u64>,
+    /// Foreign datasets (`crate::foreign`): per segment ("shard" above), the file and the
+    /// byte its elements start at. `None` for native storages (shard `i` is file `step * i`
+    /// from byte 0).
+    extents: Option<Box<Extents>>,
+    /// Whether the stored elements are big-endian (a `>` NumPy array): `decode` and
+    /// `read_many_into` then swap them to little-endian.
+    swap: bool,
+}
+
+/// Where the segments of a foreign stream lie: parallel to [`StreamIndex`]'s `ids`.
+#[derive(Debug, Clone)]
+struct Extents {
+    file: Vec<usize>,
+    base: Vec<u64>,
 }
 
 impl StreamIndex {
@@ -72,13 +86,54 @@ impl StreamIndex {
         self.starts[i + 1] - self.starts[i]
     }
 
-    /// Plans `windows`; shard `i`'s elements are read from file `step * i`.
+    /// The index of a foreign dataset: `dtype` elements (stored big-endian when `swap`) in
+    /// `segments` of `(file, first byte, elements)`, in stream order; segment `i` is named
+    /// `ids[i]` in windows' segmentation and errors.
+    ///
+    /// # Errors
+    /// [`StorageError::BatchTooLarge`] when the element count or a segment's byte end
+    /// overflows `u64`.
+    pub(crate) fn foreign(
+        dtype: Dtype,
+        segments: &[(usize, u64, u64)],
+        ids: Vec<u64>,
+        swap: bool,
+    ) -> Result<Self> {
+        let itemsize = dtype.itemsize();
+        let overflow = || StorageError::BatchTooLarge { bytes: u64::MAX };
+        let mut starts = Vec::with_capacity(segments.len() + 1);
+        let (mut file, mut base) = (Vec::with_capacity(segments.len()), Vec::with_capacity(segments.len()));
+        let mut total = 0u64;
+        starts.push(0);
+        for &(f, b, n) in segments {
+            n.checked_mul(itemsize).and_then(|len| len.checked_add(b)).ok_or_else(overflow)?;
+            total = total.checked_add(n).ok_or_else(overflow)?;
+            starts.push(total);
+            file.push(f);
+            base.push(b);
+        }
+        debug_assert_eq!(ids.len(), segments.len());
+        let extents = Some(Box::new(Extents { file, base }));
+        Ok(StreamIndex { dtype, itemsize, ids, starts, extents, swap })
+    }
+
+    /// Whether stored elements are big-endian (swapped on decode and `read_many_into`).
+    pub(crate) fn swapped(&self) -> bool {
+        self.swap
+    }
+
+    /// Plans `windows`; shard `i`'s elements are read from file `step * i` (or from its
+    /// extent, for a foreign dataset).
     pub(crate) fn plan_windows(&self, windows: &[Window], step: usize) -> Result<ReadPlan> {
         let mut plan = ReadPlan::with_capacity(windows.len());
         for &w in windows {
             self.segments(w, |i, local, n| {
+                let (file, base) = match &self.extents {
+                    None => (step * i, 0),
+                    Some(x) => (x.file[i], x.base[i]),
+                };
                 let request =
-                    ReadRequest { file: step * i, offset: local * self.itemsize, len: n * self.itemsize };
+                    ReadRequest { file, offset: base + local * self.itemsize, len: n * self.itemsize };
                 plan.push_segment(request, n, self.ids[i]);
             })?;
             let bytes =
@@ -156,7 +211,7 @@ impl ReaderIndex for StreamIndex {
             starts.push(total);
         }
         let ids = m.shards().iter().map(|s| s.id).collect();
-        Ok((StreamIndex { dtype, itemsize, ids, starts }, files, total))
+        Ok((StreamIndex { dtype, itemsize, ids, starts, extents: None, swap: false }, files, total))
     }
 
     fn plan(&self, windows: &[Window]) -> Result<ReadPlan> {
@@ -169,6 +224,15 @@ impl<F: StreamFormat> ReaderKind for Stream<F> {
     type Output = F::Output;
 
     fn decode_at(format: &F, index: &StreamIndex, output: PlannedOutput<'_>) -> Result<F::Output> {
+        if index.swap {
+            // Big-endian elements (a foreign `>` array): decode a little-endian copy.
+            let mut le = output.bytes().to_vec();
+            swap_elements(&mut le, index.itemsize);
+            let ((lens, shards), shard) = (output.segments(), output.first_shard());
+            let window = RawWindow::new(&le, index.itemsize, lens, shards)
+                .map_err(|source| StorageError::Format { shard, source })?;
+            return format.unpack(&window).map_err(|source| StorageError::Format { shard, source });
+        }
         let (window, shard) = index.raw_window(output)?;
         format.unpack(&window).map_err(|source| StorageError::Format { shard, source })
     }
@@ -190,7 +254,11 @@ impl<F: StreamFormat> Reader<Stream<F>> {
         out.clear();
         // `plan` checked that its bytes fit `usize`.
         out.resize(plan.bytes() as usize, 0);
-        self.fetch_into(&plan, out)
+        self.fetch_into(&plan, out)?;
+        if self.index().swapped() {
+            swap_elements(out, self.index().itemsize());
+        }
+        Ok(())
     }
 
     /// Reads a batch of windows as raw little-endian bytes into `out`, back to back in
@@ -203,7 +271,11 @@ impl<F: StreamFormat> Reader<Stream<F>> {
     /// [`Reader::read_many`], without decoding.
     pub fn read_many_into(&self, windows: &[Window], out: &mut [u8]) -> Result<()> {
         let plan = self.plan(windows)?;
-        self.fetch_into(&plan, out)
+        self.fetch_into(&plan, out)?;
+        if self.index().swapped() {
+            swap_elements(out, self.index().itemsize());
+        }
+        Ok(())
     }
 }
 
@@ -227,5 +299,12 @@ impl<F: StreamFormat> Writer<Stream<F>> {
         let count = s.count().checked_add(n).ok_or(StorageError::ShardOverflow { shard })?;
         s.append(&[buf], count)?;
         Ok(n)
+    }
+}
+
+/// Reverses the bytes of every `itemsize`-byte element of `bytes` (big- to little-endian).
+fn swap_elements(bytes: &mut [u8], itemsize: u64) {
+    if let Ok(size @ 2..) = usize::try_from(itemsize) {
+        bytes.chunks_exact_mut(size).for_each(<[u8]>::reverse);
     }
 }

@@ -5,6 +5,7 @@ mod common;
 mod crash;
 mod document;
 mod errors;
+mod foreign;
 mod hostile;
 mod meta;
 mod plan;

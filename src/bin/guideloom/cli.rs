@@ -5,8 +5,9 @@
 use std::path::PathBuf;
 
 use clap::{Parser, Subcommand, ValueEnum};
+use guideloom::formats::Primitive;
 use guideloom::ingest::{DtypeChoice, Split, Tokenizer};
-use guideloom::storage::BackendKind;
+use guideloom::storage::{BackendKind, ForeignFormat};
 
 /// `guideloom`.
 #[derive(Parser, Debug)]
@@ -37,6 +38,9 @@ pub(crate) enum Command {
     /// Object-array-mapped (OAMap) datasets: nested JSON to named arrays and back.
     #[command(subcommand)]
     Oam(OamCommand),
+    /// Convert a dataset in another project's layout (Megatron, nanoGPT, llm.c, MDS, litdata,
+    /// OLMo, npy) to a native storage, without re-tokenizing.
+    Import(ImportArgs),
 }
 
 /// `guideloom oam ...`.
@@ -74,8 +78,11 @@ pub(crate) enum OamCommand {
 /// The storage, windows, sampling and worker options `batches` and `bench` share.
 #[derive(clap::Args, Debug, Clone)]
 pub(crate) struct WindowArgs {
-    /// Storage directory (a u16/u32 token stream, or stream-with-meta).
+    /// Storage directory (a u16/u32 token stream, or stream-with-meta), or a dataset in
+    /// another project's layout read in place (see --format).
     pub(crate) dir: PathBuf,
+    #[command(flatten)]
+    pub(crate) foreign: ForeignArgs,
     /// Window length L in tokens.
     #[arg(long)]
     pub(crate) seq_len: u64,
@@ -292,8 +299,10 @@ pub(crate) struct IngestJsonlArgs {
 /// `guideloom inspect`.
 #[derive(clap::Args, Debug)]
 pub(crate) struct InspectArgs {
-    /// Storage directory.
+    /// Storage directory, or a dataset in another project's layout (see --format).
     pub(crate) dir: PathBuf,
+    #[command(flatten)]
+    pub(crate) foreign: ForeignArgs,
     /// Recompute every shard's checksum; exit non-zero naming the first bad shard.
     #[arg(long)]
     pub(crate) verify: bool,
@@ -305,4 +314,71 @@ pub(crate) struct InspectArgs {
 /// A backend name, parsed by the storage crate (the one parser of backend names).
 fn parse_backend(name: &str) -> Result<BackendKind, guideloom::storage::StorageError> {
     name.parse()
+}
+
+/// How to read a dataset in another project's layout, in place (`inspect`, `batches`, `bench`,
+/// `import`).
+#[derive(clap::Args, Debug, Clone, Default)]
+pub(crate) struct ForeignArgs {
+    /// The dataset's layout: megatron (PATH is the prefix of PREFIX.bin/.idx), nanogpt (a
+    /// train.bin, or a glob), llmc (llm.c / modded-nanogpt shards: a file or a glob), mds or
+    /// litdata (the directory of index.json), olmo (Dolma token files: a file, glob or
+    /// directory), npy (a .npy, glob or directory). Default: detected where a magic number or
+    /// an index file makes it unambiguous; raw layouts (nanogpt, olmo) need it.
+    #[arg(long, value_parser = parse_foreign_format)]
+    pub(crate) format: Option<ForeignFormat>,
+    /// Element dtype of raw token files (nanogpt, olmo, header-less llm.c) and of an MDS
+    /// `bytes` column (default i64 there): u8, i8, u16, i16, u32, i32, u64, i64. Never guessed.
+    #[arg(long, value_parser = parse_token_dtype)]
+    pub(crate) dtype: Option<Primitive>,
+    /// MDS: the token column (default: `tokens`); litdata: the token leaf's index.
+    #[arg(long)]
+    pub(crate) column: Option<String>,
+    /// Megatron: rebuild sequence pointers from the lengths (indexes merged with numpy 2
+    /// before Megatron's 2025-09 fix) instead of refusing them.
+    #[arg(long)]
+    pub(crate) repair_pointers: bool,
+    /// Megatron: the index carries the multimodal modes array.
+    #[arg(long)]
+    pub(crate) multimodal: bool,
+}
+
+/// `guideloom import`.
+#[derive(clap::Args, Debug)]
+pub(crate) struct ImportArgs {
+    /// The dataset to convert (see --format).
+    pub(crate) path: PathBuf,
+    #[command(flatten)]
+    pub(crate) foreign: ForeignArgs,
+    /// Output storage directory (must not hold a storage).
+    #[arg(long)]
+    pub(crate) out: PathBuf,
+    /// Element type of the storage: auto = u16 for ids stored in 1 or 2 bytes, else u32.
+    #[arg(long, value_enum, default_value = "auto")]
+    pub(crate) out_dtype: DtypeArg,
+    /// Write a stream-with-meta storage whose runs are the dataset's documents (where it
+    /// records them), instead of a plain token stream.
+    #[arg(long)]
+    pub(crate) doc_meta: bool,
+}
+
+/// A layout name, parsed by the storage crate.
+fn parse_foreign_format(name: &str) -> Result<ForeignFormat, guideloom::storage::StorageError> {
+    name.parse()
+}
+
+/// A token dtype name (`u16`, `i32`, ...).
+fn parse_token_dtype(name: &str) -> Result<Primitive, String> {
+    let p = match name.trim().to_ascii_lowercase().as_str() {
+        "u8" | "uint8" => Primitive::U8,
+        "i8" | "int8" => Primitive::I8,
+        "u16" | "uint16" => Primitive::U16,
+        "i16" | "int16" => Primitive::I16,
+        "u32" | "uint32" => Primitive::U32,
+        "i32" | "int32" => Primitive::I32,
+        "u64" | "uint64" => Primitive::U64,
+        "i64" | "int64" => Primitive::I64,
+        other => return Err(format!("{other:?} is not one of u8, i8, u16, i16, u32, i32, u64, i64")),
+    };
+    Ok(p)
 }

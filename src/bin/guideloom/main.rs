@@ -49,6 +49,7 @@ fn run(command: Command) -> CliResult {
         Command::Bench(a) => cmd::bench::run(a),
         Command::Demo(a) => cmd::demo::run(a),
         Command::Oam(c) => cmd::oam::run(c),
+        Command::Import(a) => cmd::import::run(a),
     }
 }
 

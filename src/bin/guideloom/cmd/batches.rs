@@ -7,10 +7,14 @@ use std::path::{Path, PathBuf};
 
 use guideloom::formats::{DocumentTokensFormat, TokenElement, TokenFormat};
 use guideloom::loader::{Batch, DataSource, MetaWindows, State, StreamWindows};
+use guideloom::storage::foreign::ForeignDataset;
+use guideloom::storage::ReadOptions;
 use guideloom::storage::{StreamReader, StreamWithMetaReader};
 
 use crate::cli::BatchesArgs;
-use crate::cmd::windows::{open_token_storage, write_list, LoaderArgs, TokenStorageFn, WindowRecord};
+use crate::cmd::windows::{
+    open_token_storage, write_list, ForeignIds, LoaderArgs, TokenStorageFn, WindowRecord,
+};
 use crate::CliResult;
 
 /// `guideloom batches` with its parsed options.
@@ -50,6 +54,11 @@ impl TokenStorageFn for &Batches {
     fn meta<E: TokenElement>(self, reader: StreamWithMetaReader<DocumentTokensFormat<E>>) -> CliResult {
         let w = &self.args.window;
         self.print(MetaWindows::with_stride(reader, w.seq_len, self.args.stride())?)
+    }
+    fn foreign(self, data: &ForeignDataset, options: ReadOptions) -> CliResult {
+        let w = &self.args.window;
+        let reader = data.reader(ForeignIds::of(data)?, options)?;
+        self.print(StreamWindows::with_stride(reader, w.seq_len, self.args.stride())?)
     }
 }
 

@@ -2,8 +2,10 @@
 
 use std::time::{Duration, Instant};
 
-use guideloom::formats::{DocumentTokensFormat, TokenElement, TokenFormat};
+use guideloom::formats::{DocumentTokensFormat, IntTokenFormat, TokenElement, TokenFormat};
 use guideloom::loader::{DataSource, LoaderError, MetaWindows, TokenWindows};
+use guideloom::storage::foreign::ForeignDataset;
+use guideloom::storage::ReadOptions;
 use guideloom::storage::{StreamReader, StreamWithMetaReader};
 use serde_json::{json, Value};
 
@@ -105,9 +107,29 @@ impl TokenStorageFn for &Bench {
         let windows = MetaWindows::with_stride(reader, self.args.window.seq_len, self.args.stride())?;
         self.measure_records(windows, std::mem::size_of::<E>() as u64)
     }
+
+    fn foreign(self, data: &ForeignDataset, options: ReadOptions) -> CliResult<Throughput> {
+        self.foreign_windows(data.reader(IntTokenFormat::new(data.dtype())?, options)?)
+    }
 }
 
 impl Bench {
+    /// A dataset in another project's layout: the same token-window fast path, as `i64` ids.
+    fn foreign_windows(&self, reader: StreamReader<IntTokenFormat>) -> CliResult<Throughput> {
+        let token_bytes = reader.format().primitive().size();
+        let windows =
+            TokenWindows::<i64>::from_int_reader(reader, self.args.window.seq_len, self.args.stride())?;
+        let collate = windows.collate();
+        let loader = self.args.builder(windows).collate(collate).build()?;
+        let batches = loader.iter().map(|b| {
+            b.map(|b| {
+                let sum = b.data.data().iter().fold(0u64, |a, &t| a.wrapping_add(t as u64));
+                (b.data.shape()[0] as u64, b.data.data().len() as u64, sum)
+            })
+        });
+        self.measure(batches, token_bytes)
+    }
+
     /// Measures a loader over `source` with the default collation (a `Vec` of records).
     fn measure_records<S>(&self, source: S, token_bytes: u64) -> CliResult<Throughput>
     where

@@ -2,6 +2,7 @@
 
 use std::path::Path;
 
+use guideloom::storage::foreign::{ForeignDataset, ForeignFormat};
 use guideloom::storage::{self, Manifest, ShardEntry, StorageKind};
 use serde_json::{json, Value};
 
@@ -11,6 +12,9 @@ use crate::CliResult;
 /// Runs `guideloom inspect`: prints the summary (text, or one JSON object with `--json`);
 /// with `--verify` recomputes every checksum and fails naming the first bad shard.
 pub(crate) fn run(a: InspectArgs) -> CliResult {
+    if let Some(data) = crate::cmd::foreign::open(&a.dir, &a.foreign)? {
+        return inspect_foreign(&a, &data);
+    }
     check_dir(&a.dir)?;
     let m = Manifest::load(&a.dir)?;
     let mut s = summary(&a.dir, &m)?;
@@ -121,6 +125,55 @@ fn print_text(dir: &Path, m: &Manifest, s: &Value) -> CliResult {
     }
     if !m.metadata().is_empty() {
         outln!("metadata  {}", Value::Object(m.metadata().clone()));
+    }
+    Ok(())
+}
+
+/// `inspect` of a dataset in another project's layout: format, dtype, elements, documents,
+/// files (and the layout's details); `--verify` checks the hashes of formats that record
+/// them (MDS).
+fn inspect_foreign(a: &InspectArgs, data: &ForeignDataset) -> CliResult {
+    let verified = if a.verify {
+        if data.format() != ForeignFormat::Mds {
+            return Err(format!(
+                "nothing to verify: {} datasets record no checksums ({})",
+                data.format(),
+                a.dir.display()
+            )
+            .into());
+        }
+        let options = crate::cmd::foreign::options(&a.foreign).format(ForeignFormat::Mds).verify_hashes(true);
+        ForeignDataset::open(&a.dir, &options)?;
+        Some(true)
+    } else {
+        None
+    };
+    let mut s = data.describe();
+    let reader = data.reader(
+        guideloom::formats::IntTokenFormat::new(data.dtype())?,
+        guideloom::storage::ReadOptions::default(),
+    )?;
+    s["fingerprint"] = json!(format!("{:016x}", reader.fingerprint()));
+    if let Some(v) = verified {
+        s["verified"] = json!(v);
+    }
+    if a.json {
+        outln!("{s}");
+    } else {
+        outln!("dataset   {}", data.path().display());
+        outln!("format    {} (read in place)", data.format());
+        outln!("dtype     {}{}", data.dtype().descr(), if data.big_endian() { " (big-endian)" } else { "" });
+        outln!("elements  {}", data.elements());
+        if let Some(d) = data.document_count() {
+            outln!("documents {d}");
+        }
+        outln!("files     {}", data.files().len());
+        for f in data.files() {
+            outln!("  {:<40} {:>14} elements {:>14} bytes", f.path.display(), f.elements, f.bytes);
+        }
+    }
+    if verified.is_some() {
+        eprintln!("verified {} files: all hashes match", data.files().len());
     }
     Ok(())
 }

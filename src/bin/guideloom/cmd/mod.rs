@@ -4,6 +4,8 @@ pub(crate) mod backend;
 pub(crate) mod batches;
 pub(crate) mod bench;
 pub(crate) mod demo;
+pub(crate) mod foreign;
+pub(crate) mod import;
 pub(crate) mod ingest;
 pub(crate) mod inspect;
 pub(crate) mod oam;

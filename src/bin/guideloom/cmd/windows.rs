@@ -5,9 +5,11 @@ use std::fmt::Write as _;
 use std::path::Path;
 
 use guideloom::formats::{
-    DocumentTokensFormat, DocumentTokensWindow, Dtype, Primitive, TokenElement, TokenFormat,
+    DocumentTokensFormat, DocumentTokensWindow, Dtype, FormatError, IntTokenFormat, Primitive, RawWindow,
+    StreamFormat, TokenElement, TokenFormat,
 };
 use guideloom::loader::{DataSource, LoaderBuilder};
+use guideloom::storage::foreign::ForeignDataset;
 use guideloom::storage::{Manifest, ReadOptions, StorageKind, StreamReader, StreamWithMetaReader};
 
 use crate::cli::WindowArgs;
@@ -74,6 +76,8 @@ pub(crate) trait TokenStorageFn {
         self,
         reader: StreamWithMetaReader<DocumentTokensFormat<E>>,
     ) -> CliResult<Self::Output>;
+    /// A dataset in another project's layout, read in place with `options`.
+    fn foreign(self, data: &ForeignDataset, options: ReadOptions) -> CliResult<Self::Output>;
 }
 
 /// Opens the storage in `w.dir` typed by its kind and dtype (a u16 or u32 token stream, or
@@ -84,6 +88,10 @@ pub(crate) trait TokenStorageFn {
 /// The storage cannot be opened, holds another kind or dtype, or holds tokens but fewer than
 /// one window of `--seq-len` (an empty storage is not an error: it yields no batch).
 pub(crate) fn open_token_storage<F: TokenStorageFn>(w: &WindowArgs, f: F) -> CliResult<F::Output> {
+    if let Some(data) = crate::cmd::foreign::open(&w.dir, &w.foreign)? {
+        holds_a_window(&w.dir, data.elements(), w.seq_len)?;
+        return f.foreign(&data, read_options(w.backend)?);
+    }
     let m = Manifest::load(&w.dir)?;
     let opts = read_options(w.backend)?;
     match (m.kind(), m.dtype()) {
@@ -175,6 +183,53 @@ impl<E: TokenElement> WindowRecord for Vec<E> {
     }
     fn token_sum(&self) -> u64 {
         self.iter().map(|&t| Into::<u64>::into(t)).sum()
+    }
+}
+
+/// The ids of one window of a foreign dataset, as `i64` ([`ForeignIds`] decodes them).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct IdRow(pub(crate) Vec<i64>);
+
+/// [`IntTokenFormat`] with its windows wrapped as [`IdRow`]s (what `batches` prints).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ForeignIds(pub(crate) IntTokenFormat);
+
+impl ForeignIds {
+    /// The ids of `data`'s dtype.
+    pub(crate) fn of(data: &ForeignDataset) -> CliResult<Self> {
+        Ok(ForeignIds(IntTokenFormat::new(data.dtype())?))
+    }
+}
+
+impl StreamFormat for ForeignIds {
+    type Input = [i64];
+    type Output = IdRow;
+    fn name(&self) -> &str {
+        self.0.name()
+    }
+    fn dtype(&self) -> Dtype {
+        self.0.dtype()
+    }
+    fn pack(&self, record: &[i64], out: &mut Vec<u8>) -> Result<u64, FormatError> {
+        self.0.pack(record, out)
+    }
+    fn unpack(&self, window: &RawWindow<'_>) -> Result<IdRow, FormatError> {
+        self.0.unpack(window).map(IdRow)
+    }
+}
+
+impl WindowRecord for IdRow {
+    fn write_tokens(&self, out: &mut String) {
+        write_list(out, self.0.iter());
+    }
+    fn write_documents(&self, _out: &mut String) -> bool {
+        false
+    }
+    fn token_count(&self) -> u64 {
+        self.0.len() as u64
+    }
+    fn token_sum(&self) -> u64 {
+        self.0.iter().fold(0u64, |a, &t| a.wrapping_add(t as u64))
     }
 }
 

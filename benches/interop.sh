@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Issue 13's benchmark: windows/s reading 1 GiB of u16 tokens as a Megatron .bin/.idx and as a
+# nanoGPT train.bin in place, against guideloom's native storage of the same tokens, against
+# megatron-core's own IndexedDataset (CPU) and nanoGPT's np.memmap gather. Rewrites the INTEROP
+# block of docs/BENCHMARKS.md.
+#
+# Creates (or reuses) the venv benches/.venv with numpy, torch and megatron-core from PyPI;
+# builds the guideloom CLI and benches/native in release; builds the data sets under
+# benches/out/data and deletes them at the end (unless --keep-data).
+#
+#   benches/interop.sh [--runs N] [--keep-data]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$(pwd)
+mkdir -p benches/out
+if [ ! -x benches/.venv/bin/python ]; then
+  python3 -m venv benches/.venv
+fi
+benches/.venv/bin/pip install -q --disable-pip-version-check numpy torch megatron-core
+cargo build --release --bin guideloom
+export CARGO_TARGET_DIR="$root/benches/out/target"
+cargo build --release --manifest-path benches/native/Cargo.toml
+exec benches/.venv/bin/python benches/compare.py --sections interop "$@"

@@ -1,0 +1,320 @@
+//! Megatron-Core indexed datasets: `<prefix>.idx` (`MMIDIDX` v1) + `<prefix>.bin`.
+//!
+//! Layout (NVIDIA/Megatron-LM `megatron/core/datasets/indexed_dataset.py`, `_IndexWriter`):
+//! the `.idx` is the 9-byte magic `MMIDIDX\0\0`, u64 version 1, u8 dtype code, u64 sequence
+//! count `N`, u64 document count `D` (documents + 1), then `i32[N]` sequence lengths (tokens),
+//! `i64[N]` sequence pointers (byte offsets into the `.bin`), `i64[D]` document indices
+//! (the sequence each document starts at; first 0, last `N`) and, for multimodal datasets
+//! only, `i8[N]` modes. No array is aligned; everything is little-endian. The `.bin` is the
+//! sequences back to back, no header.
+
+use std::path::{Path, PathBuf};
+
+use guideloom_formats::Primitive;
+
+use crate::{Result, StorageError, Window};
+
+use super::files::{escaped, i32_at, i64_at, u64_at, Fs};
+use super::{ForeignDetails, ForeignError, ForeignFile, ForeignFormat, ForeignOptions, Parts};
+
+/// The `.idx` magic.
+pub(crate) const MAGIC: &[u8] = b"MMIDIDX\0\0";
+/// The legacy lazy/cached index magic (refused).
+const LEGACY_MAGIC: &[u8] = b"TNTIDX\0\0";
+/// Header bytes before the arrays.
+const HEADER: u64 = 34;
+
+/// The `.idx` of the dataset named by `path` (a prefix, or its `.bin`/`.idx`).
+pub(crate) fn idx_path(path: &Path) -> PathBuf {
+    with_ext(&prefix(path), "idx")
+}
+
+/// The prefix `path` names (a trailing `.bin`/`.idx` removed).
+fn prefix(path: &Path) -> PathBuf {
+    match path.extension().and_then(|e| e.to_str()) {
+        Some("bin" | "idx") => path.with_extension(""),
+        _ => path.to_path_buf(),
+    }
+}
+
+fn with_ext(prefix: &Path, ext: &str) -> PathBuf {
+    let mut s = prefix.as_os_str().to_os_string();
+    s.push(".");
+    s.push(ext);
+    PathBuf::from(s)
+}
+
+/// A Megatron index as validated on open: the sequences (one `add_item` each), their byte
+/// pointers, the document indices and, for multimodal datasets, the modes.
+///
+/// Sequence `i` is tokens `[sequence_starts[i], sequence_starts[i + 1])` of the stream;
+/// document `j` is sequences `[document_indices[j], document_indices[j + 1])` (possibly
+/// none: an empty document).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MegatronIndex {
+    dtype_code: u8,
+    lengths: Vec<u32>,
+    pointers: Vec<u64>,
+    starts: Vec<u64>,
+    document_indices: Vec<u64>,
+    modes: Option<Vec<i8>>,
+    repaired: u64,
+}
+
+impl MegatronIndex {
+    /// The dtype code of the header (1 u8, 2 i8, 3 i16, 4 i32, 5 i64, 8 u16).
+    pub fn dtype_code(&self) -> u8 {
+        self.dtype_code
+    }
+
+    /// Sequences in the index (`N`).
+    pub fn sequence_count(&self) -> u64 {
+        self.lengths.len() as u64
+    }
+
+    /// Tokens per sequence.
+    pub fn sequence_lengths(&self) -> &[u32] {
+        &self.lengths
+    }
+
+    /// Byte offset of each sequence in the `.bin` (validated against the lengths, or rebuilt
+    /// from them with `repair_pointers`).
+    pub fn sequence_pointers(&self) -> &[u64] {
+        &self.pointers
+    }
+
+    /// The sequence each document starts at; `documents + 1` entries, the last `N`.
+    pub fn document_indices(&self) -> &[u64] {
+        &self.document_indices
+    }
+
+    /// The multimodal modes (one per sequence), when opened with `multimodal`.
+    pub fn modes(&self) -> Option<&[i8]> {
+        self.modes.as_deref()
+    }
+
+    /// How many pointers `repair_pointers` rebuilt (0 when none differed or repair was off).
+    pub fn repaired_pointers(&self) -> u64 {
+        self.repaired
+    }
+
+    /// Sequence `i` as a window of the stream; `None` past the end.
+    pub fn sequence(&self, i: u64) -> Option<Window> {
+        let i = usize::try_from(i).ok()?;
+        let (s, e) = (*self.starts.get(i)?, *self.starts.get(i.checked_add(1)?)?);
+        Some(Window::new(s, e - s))
+    }
+
+    /// Every sequence as a window of the stream.
+    pub fn sequence_windows(&self) -> Vec<Window> {
+        self.starts.windows(2).map(|p| Window::new(p[0], p[1] - p[0])).collect()
+    }
+
+    /// Megatron's `IndexedDataset.get(idx, offset, length)`: `length` tokens of sequence
+    /// `sequence` from token `offset` of it, as a window of the stream (`length` `None`: to
+    /// the sequence's end).
+    ///
+    /// # Errors
+    /// [`StorageError::OutOfRange`] when the sequence does not exist or the range passes its
+    /// end.
+    pub fn sequence_range(&self, sequence: u64, offset: u64, length: Option<u64>) -> Result<Window> {
+        let total = self.sequence_count();
+        let seq = self.sequence(sequence).ok_or(StorageError::OutOfRange {
+            what: "sequence",
+            start: sequence,
+            len: 1,
+            total,
+        })?;
+        let len = length.unwrap_or(seq.len.saturating_sub(offset));
+        match offset.checked_add(len) {
+            Some(end) if end <= seq.len => Ok(Window::new(seq.offset + offset, len)),
+            _ => Err(StorageError::OutOfRange {
+                what: "range of a sequence",
+                start: offset,
+                len,
+                total: seq.len,
+            }),
+        }
+    }
+}
+
+/// Opens the Megatron dataset named by `path` (a prefix, or its `.bin`/`.idx`).
+pub(crate) fn open(path: &Path, options: &ForeignOptions) -> Result<Parts> {
+    let prefix = prefix(path);
+    let root = match prefix.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    let stem = prefix.file_name().and_then(|n| n.to_str()).ok_or_else(|| StorageError::Foreign {
+        format: Some(ForeignFormat::Megatron),
+        path: path.to_path_buf(),
+        error: Box::new(ForeignError::NoFiles { pattern: path.display().to_string() }),
+    })?;
+    let (idx_name, bin_name) = (format!("{stem}.idx"), format!("{stem}.bin"));
+    let fs = Fs::new(ForeignFormat::Megatron, root.clone());
+    let idx_len = fs.len(&idx_name)?;
+    let err = |e: ForeignError| fs.err(&idx_name, e);
+
+    // 1. Magic (the legacy one first: its file may be of any size).
+    let head = fs.read(&idx_name, 0, idx_len.min(HEADER))?;
+    if head.starts_with(LEGACY_MAGIC) {
+        return Err(err(ForeignError::UnsupportedLegacyFormat { magic: "TNTIDX".into() }));
+    }
+    if idx_len < HEADER {
+        if !MAGIC.starts_with(&head[..head.len().min(MAGIC.len())]) {
+            return Err(err(ForeignError::BadMagic { found: escaped(&head[..head.len().min(MAGIC.len())]) }));
+        }
+        return Err(err(ForeignError::TruncatedIndex { need: HEADER, have: idx_len }));
+    }
+    if &head[..MAGIC.len()] != MAGIC {
+        return Err(err(ForeignError::BadMagic { found: escaped(&head[..MAGIC.len()]) }));
+    }
+    // 2. Version and dtype.
+    let version = u64_at(&head, 9);
+    if version != 1 {
+        return Err(err(ForeignError::UnsupportedVersion { field: "version", found: version as i64 }));
+    }
+    let code = head[17];
+    let dtype = match code {
+        1 => Primitive::U8,
+        2 => Primitive::I8,
+        3 => Primitive::I16,
+        4 => Primitive::I32,
+        5 => Primitive::I64,
+        8 => Primitive::U16,
+        6 | 7 => {
+            return Err(err(ForeignError::UnsupportedTokenDType {
+                dtype: format!("float (code {code}: float64 or float32 depending on the writer's version)"),
+            }))
+        }
+        c => return Err(err(ForeignError::UnknownDTypeCode { code: u64::from(c) })),
+    };
+    if let Some(want) = options.dtype.filter(|&d| d != dtype) {
+        return Err(err(ForeignError::MixedDTypes {
+            expected: dtype.descr().into(),
+            found: want.descr().into(),
+        }));
+    }
+    let itemsize = dtype.size();
+    // 3. Exact size, computed without overflow.
+    let n = u64_at(&head, 18);
+    let d = u64_at(&head, 26);
+    let base = n
+        .checked_mul(12)
+        .and_then(|a| d.checked_mul(8).and_then(|b| a.checked_add(b)))
+        .and_then(|a| a.checked_add(HEADER));
+    let Some(base) = base else {
+        return Err(err(ForeignError::TruncatedIndex { need: u64::MAX, have: idx_len }));
+    };
+    let mut mode_bytes = 0u64;
+    if options.multimodal {
+        let with_modes = base.saturating_add(n);
+        let int32_modes = n.checked_mul(4).and_then(|m| base.checked_add(m));
+        if options.legacy_int32_modes && int32_modes == Some(idx_len) && idx_len != with_modes {
+            mode_bytes = 4;
+        } else if idx_len < with_modes {
+            return Err(err(ForeignError::TruncatedIndex { need: with_modes, have: idx_len }));
+        } else if idx_len > with_modes {
+            return Err(err(ForeignError::TrailingBytes { count: idx_len - with_modes }));
+        } else {
+            mode_bytes = 1;
+        }
+    } else if idx_len < base {
+        return Err(err(ForeignError::TruncatedIndex { need: base, have: idx_len }));
+    } else if idx_len > base {
+        return Err(err(ForeignError::TrailingBytes { count: idx_len - base }));
+    }
+    // Sizes now match the file, so every count below fits memory as the file does.
+    let idx = fs.read(&idx_name, 0, idx_len)?;
+    let (nn, dd) = (n as usize, d as usize);
+    let lengths_at = HEADER as usize;
+    let pointers_at = lengths_at + 4 * nn;
+    let docs_at = pointers_at + 8 * nn;
+    let modes_at = docs_at + 8 * dd;
+
+    // 4. Document indices.
+    if dd == 0 {
+        return Err(err(ForeignError::DocumentIndexEnd { last: -1, sequences: n }));
+    }
+    let first = i64_at(&idx, docs_at);
+    if first != 0 {
+        return Err(err(ForeignError::DocumentIndexStart { found: first }));
+    }
+    let mut document_indices = Vec::with_capacity(dd);
+    let mut prev = 0i64;
+    for j in 0..dd {
+        let v = i64_at(&idx, docs_at + 8 * j);
+        if v < prev {
+            return Err(err(ForeignError::DocumentIndexNotMonotonic { entry: j as u64 }));
+        }
+        prev = v;
+        document_indices.push(v as u64);
+    }
+    if prev as u64 != n {
+        return Err(err(ForeignError::DocumentIndexEnd { last: prev, sequences: n }));
+    }
+    // 5.-6. Lengths and pointers, in 64 bits.
+    let mut lengths = Vec::with_capacity(nn);
+    let mut pointers = Vec::with_capacity(nn);
+    let mut starts = Vec::with_capacity(nn + 1);
+    let mut repaired = 0u64;
+    let mut end = 0u64; // bytes
+    let mut tokens = 0u64;
+    starts.push(0);
+    for i in 0..nn {
+        let len = i32_at(&idx, lengths_at + 4 * i);
+        if len < 0 {
+            return Err(err(ForeignError::NegativeLength { sequence: i as u64 }));
+        }
+        let ptr = i64_at(&idx, pointers_at + 8 * i);
+        if ptr != end as i64 || ptr < 0 {
+            if !options.repair_pointers {
+                if ptr < 0 {
+                    return Err(err(ForeignError::NegativePointer { sequence: i as u64 }));
+                }
+                return Err(err(ForeignError::PointerMismatch {
+                    sequence: i as u64,
+                    found: ptr,
+                    expected: end,
+                }));
+            }
+            repaired += 1;
+        }
+        lengths.push(len as u32);
+        pointers.push(end);
+        // At most 2^63 sequences of at most 2^31 tokens of 8 bytes: checked anyway.
+        let bytes = (len as u64).checked_mul(itemsize).and_then(|b| end.checked_add(b));
+        end = bytes.ok_or_else(|| err(ForeignError::DataFileSize { have: 0, want: u64::MAX }))?;
+        tokens += len as u64;
+        starts.push(tokens);
+    }
+    let modes = match mode_bytes {
+        1 => Some(idx[modes_at..modes_at + nn].iter().map(|&b| b as i8).collect()),
+        4 => Some((0..nn).map(|i| i32_at(&idx, modes_at + 4 * i) as i8).collect()),
+        _ => None,
+    };
+    // 7. The data file.
+    let bin_len = fs.len(&bin_name)?;
+    if bin_len != end {
+        return Err(fs.err(&bin_name, ForeignError::DataFileSize { have: bin_len, want: end }));
+    }
+    let documents = document_indices.iter().map(|&s| starts[s as usize]).collect();
+    let mut parts = Parts::new(root, dtype);
+    parts.files = vec![
+        ForeignFile { path: bin_name.into(), bytes: bin_len, elements: tokens },
+        ForeignFile { path: idx_name.into(), bytes: idx_len, elements: 0 },
+    ];
+    parts.segments = vec![(0, 0, tokens)];
+    parts.documents = Some(documents);
+    parts.index_hash = xxhash_rust::xxh3::xxh3_64(&idx);
+    parts.details = ForeignDetails::Megatron(MegatronIndex {
+        dtype_code: code,
+        lengths,
+        pointers,
+        starts,
+        document_indices,
+        modes,
+        repaired,
+    });
+    Ok(parts)
+}
