@@ -161,6 +161,19 @@ pub enum LoaderError {
         /// The state's value.
         found: String,
     },
+    /// An elastic restore with another global batch: the state's epoch consumed `consumed`
+    /// positions of its order, which is not a multiple of the loader's global batch, so no
+    /// step of the new topology starts there (ask for
+    /// [`ResumeOptions::round_down`](crate::ResumeOptions) to replay the rest of the step).
+    #[error(
+        "cannot resume with the global batch {global_batch}: the state's epoch consumed {consumed} positions, not a multiple of it"
+    )]
+    ElasticResume {
+        /// Positions of the epoch's order consumed when the state was taken.
+        consumed: u64,
+        /// The loader's global batch (`batch_size * world_size`).
+        global_batch: u64,
+    },
     /// A state points past the end of the loader's batches.
     #[error("state resumes at batch {next_batch}, but the loader has only {total} batches")]
     StatePastEnd {

@@ -53,6 +53,7 @@ mod loader;
 #[cfg(feature = "oamap")]
 mod oamap;
 mod permutation;
+mod pool;
 mod rng;
 mod sampler;
 mod source;
@@ -69,14 +70,16 @@ pub use rand;
 pub use aliases::{DocumentLoader, TokenLoader, WindowLoader};
 pub use batch::{Batch, Collate, StackTokens, TokenBatch, VecCollate};
 pub use error::{BoxError, LoaderError};
-pub use loader::{Loader, LoaderBuilder, LoaderIter, DEFAULT_WORKERS, MAX_WORKERS, SHUTDOWN_GRACE};
+pub use loader::{
+    Loader, LoaderBuilder, LoaderIter, ResumeOptions, DEFAULT_WORKERS, MAX_WORKERS, SHUTDOWN_GRACE,
+};
 #[cfg(feature = "oamap")]
 pub use oamap::{GatherColumns, OamapRecord, OamapRecords};
 pub use permutation::Permutation;
 pub use rng::{MapContext, RecordRng};
 pub use sampler::{BatchPlan, Sampler, SamplerConfig, Step};
 pub use source::{Cancellation, DataSource, RangeSource, VecSource};
-pub use state::{SourceId, State, WindowParams, STATE_VERSION};
+pub use state::{SourceId, State, StateConfig, Topology, WindowParams, STATE_VERSION};
 pub use storage_sources::{Documents, MetaWindows, StreamWindows, WindowReader, Windows};
 pub use token_windows::{TokenWindowCollate, TokenWindows, WindowSpan};
 
