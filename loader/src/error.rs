@@ -42,6 +42,27 @@ pub enum LoaderError {
         /// What the source reported.
         source: BoxError,
     },
+    /// A sequential source failed to open or read record `record` of shard `shard` (the
+    /// cause is the error's `source()`).
+    #[error("shard {shard}, record {record}")]
+    Shard {
+        /// The shard.
+        shard: u64,
+        /// The record's index in the shard (the position being opened or read).
+        record: u64,
+        /// What the source reported.
+        source: BoxError,
+    },
+    /// A shard of a sequential source ended before its length hint.
+    #[error("shard {shard} ended after {found} records; its length hint is {expected}")]
+    ShardLength {
+        /// The shard.
+        shard: u64,
+        /// Its length hint.
+        expected: u64,
+        /// Records it held.
+        found: u64,
+    },
     /// A storage read failed for record `index` (a window or a document); the storage's
     /// error is the `source()`.
     #[error("record {index}: storage read failed")]
@@ -194,6 +215,12 @@ impl LoaderError {
     /// A [`LoaderError::Source`] for record `index` from any error or message.
     pub fn source(index: u64, error: impl Into<BoxError>) -> Self {
         LoaderError::Source { index, source: error.into() }
+    }
+
+    /// A [`LoaderError::Shard`] for record `record` of shard `shard` from any error or
+    /// message.
+    pub fn shard(shard: u64, record: u64, error: impl Into<BoxError>) -> Self {
+        LoaderError::Shard { shard, record, source: error.into() }
     }
 
     /// The record index this error is about, looking through [`LoaderError::InBatch`].

@@ -56,6 +56,7 @@ mod permutation;
 mod pool;
 mod rng;
 mod sampler;
+mod sequential;
 mod source;
 mod state;
 mod storage_sources;
@@ -78,6 +79,11 @@ pub use oamap::{GatherColumns, OamapRecord, OamapRecords};
 pub use permutation::Permutation;
 pub use rng::{MapContext, RecordRng};
 pub use sampler::{BatchPlan, Sampler, SamplerConfig, Step};
+pub use sequential::{
+    shard_order, Dropped, RecordId, SequentialBatch, SequentialBuilder, SequentialEnd, SequentialIter,
+    SequentialLoader, SequentialSource, SequentialState, ShardCursor, ShardInfo, ShardPos, ShardReader,
+    StopHook, StopQuery, VecShardReader, VecShards, SEQUENTIAL_STATE_VERSION,
+};
 pub use source::{Cancellation, DataSource, RangeSource, VecSource};
 pub use state::{SourceId, State, StateConfig, Topology, WindowParams, STATE_VERSION};
 pub use storage_sources::{Documents, MetaWindows, StreamWindows, WindowReader, Windows};

@@ -308,6 +308,7 @@ impl<S: DataSource, U, C: Collate<U>> Shared<S, U, C> {
                 batch: number,
                 padding: plan.padding[i],
                 rng: None,
+                record: None,
             };
             match catch_unwind(AssertUnwindSafe(|| (self.map)(item, &mut ctx))) {
                 Ok(Ok(u)) => mapped.push(u),

@@ -8,4 +8,5 @@ mod elastic;
 mod oamap_stars;
 mod props;
 mod regression;
+mod sequential;
 mod token_windows;
