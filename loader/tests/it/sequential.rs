@@ -554,3 +554,88 @@ proptest! {
         prop_assert_eq!(got, expected);
     }
 }
+
+/// Token records for the packing properties: token t of record k of shard s is
+/// `s * 1_000_000 + k * 1_000 + t`.
+fn token_shards(lengths: &[Vec<u64>]) -> Vec<Vec<Vec<u64>>> {
+    lengths
+        .iter()
+        .enumerate()
+        .map(|(s, docs)| {
+            docs.iter()
+                .enumerate()
+                .map(|(k, &n)| (0..n).map(|t| s as u64 * 1_000_000 + k as u64 * 1_000 + t).collect())
+                .collect()
+        })
+        .collect()
+}
+
+fn packed(
+    docs: &[Vec<Vec<u64>>],
+    rank: u64,
+    world: u64,
+    cycle: u64,
+    window: u64,
+    seq_len: u64,
+    workers: usize,
+) -> SequentialLoader<VecShards<Vec<u64>>> {
+    SequentialLoader::builder(VecShards::new(docs.to_vec()).without_lengths())
+        .shard(rank, world)
+        .cycle(cycle)
+        .window_shuffle(window)
+        .shuffle(3)
+        .pack(seq_len)
+        .batch_size(2)
+        .workers(workers)
+        .prefetch(2)
+        .build()
+        .expect("valid")
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(48))]
+
+    /// Packing: resume after any k batches is exact; world W1 for k steps then W2 delivers
+    /// every token once, or reports it in a dropped tail.
+    #[test]
+    fn packed_resume_and_elastic_keep_every_token(
+        lengths in proptest::collection::vec(proptest::collection::vec(0u64..7, 0..5), 1..5),
+        w1 in 1u64..4, w2 in 1u64..4, cycle in 1u64..3, window in 1u64..3, seq_len in 1u64..6, k_pick: usize,
+    ) {
+        let docs = token_shards(&lengths);
+        let total: Vec<u64> = docs.iter().flatten().flatten().copied().collect();
+        let runs: Vec<_> = (0..w1).map(|r| all(packed(&docs, r, w1, cycle, window, seq_len, 0).iter())).collect();
+        let k = k_pick % (runs.iter().map(Vec::len).min().unwrap_or(0) + 1);
+        let mut got: Vec<u64> = Vec::new();
+        let mut states = Vec::new();
+        for rank in 0..w1 {
+            let mut it = packed(&docs, rank, w1, cycle, window, seq_len, 0).iter();
+            for _ in 0..k {
+                got.extend(it.next().expect("batch").expect("ok").data.concat());
+            }
+            for d in it.take_dropped() {
+                let Dropped::Tokens { record, .. } = d else { panic!("unexpected {d:?}") };
+                got.extend(&docs[record.shard as usize][record.record as usize][record.offset as usize..]);
+            }
+            let state = it.state();
+            let rest = all(packed(&docs, rank, w1, cycle, window, seq_len, 2).iter_from(&state).expect("fits"));
+            prop_assert_eq!(&rest[..], &runs[rank as usize][k..]);
+            states.push(state);
+        }
+        for rank in 0..w2 {
+            let mut it = packed(&docs, rank, w2, cycle, window, seq_len, 1).iter_from_ranks(&states).expect("elastic");
+            for b in &mut it {
+                got.extend(b.expect("ok").data.concat());
+            }
+            for d in it.take_dropped() {
+                let Dropped::Tokens { record, .. } = d else { panic!("unexpected {d:?}") };
+                let doc = &docs[record.shard as usize][record.record as usize];
+                got.extend(&doc[record.offset as usize..]);
+            }
+        }
+        got.sort_unstable();
+        let mut expected = total;
+        expected.sort_unstable();
+        prop_assert_eq!(got, expected);
+    }
+}
