@@ -4,3 +4,5 @@
 mod cli;
 #[cfg(feature = "cli")]
 mod regression;
+#[cfg(feature = "ingest")]
+mod sequential;
