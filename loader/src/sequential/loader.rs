@@ -97,6 +97,7 @@ impl SequentialEnd {
 
 /// Records of an epoch a rank did not deliver, reported by [`SequentialIter::take_dropped`].
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[non_exhaustive]
 pub enum Dropped {
     /// Records `start..end` of `shard` ([`SequentialEnd::Drop`]).
     Records {

@@ -7,4 +7,5 @@ pub(crate) mod demo;
 pub(crate) mod ingest;
 pub(crate) mod inspect;
 pub(crate) mod oam;
+pub(crate) mod sequential;
 pub(crate) mod windows;
