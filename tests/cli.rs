@@ -332,29 +332,28 @@ fn save_state_and_resume_reproduce_the_rest_with_another_worker_count() {
             batches(&dir, &[&base[..], &["--workers", "4", "--resume", state.to_str().unwrap()]].concat());
         assert_eq!(tail, full[k..].to_vec(), "resume after {k}");
     }
-    // A state restored onto another configuration is refused, naming the field.
-    let o = bin()
-        .args([
-            "batches",
-            dir.to_str().unwrap(),
-            "--seq-len",
-            "8",
-            "--batch-size",
-            "4",
-            "--shuffle",
-            "--seed",
-            "3",
-        ])
-        .args(["--epochs", "3", "--resume"])
-        .arg(&state)
-        .output()
-        .unwrap();
-    assert!(!o.status.success());
-    assert!(
-        String::from_utf8_lossy(&o.stderr).contains("batch_size"),
-        "{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
+    // A state restored onto another configuration is refused, naming the field. (Another
+    // batch size is another global batch, accepted where the consumed windows divide it
+    // (issue 17): this state, at the end of the run, resumes to no batch.)
+    let refused = |extra: &[&str]| {
+        let o = bin()
+            .args(["batches", dir.to_str().unwrap(), "--seq-len", "8", "--shuffle", "--epochs", "3"])
+            .args(extra)
+            .arg("--resume")
+            .arg(&state)
+            .output()
+            .unwrap();
+        (
+            o.status.success(),
+            String::from_utf8_lossy(&o.stdout).into_owned(),
+            String::from_utf8_lossy(&o.stderr).into_owned(),
+        )
+    };
+    let (ok, stdout, stderr) = refused(&["--batch-size", "2", "--seed", "4"]);
+    assert!(!ok);
+    assert!(stderr.contains("seed"), "{stderr}");
+    assert_eq!(refused(&["--batch-size", "4", "--seed", "3"]), (true, String::new(), String::new()));
+    assert!(stdout.is_empty());
 }
 
 #[test]
