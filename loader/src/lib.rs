@@ -16,7 +16,14 @@
 //!   [`Permutation`] per epoch, shuffled globally, then sharded over ranks.
 //! - [`Loader`]: the builder and the iterator ([`LoaderIter`]); output is identical for every
 //!   worker count and prefetch depth.
-//! - [`State`]: an O(1), serde-serializable checkpoint; resume needs no replay.
+//! - [`State`]: an O(1), serde-serializable checkpoint, the same on every rank; resume needs
+//!   no replay, and restores onto another world size with the same global batch (elastic
+//!   resume, [`LoaderBuilder::global_batch`], [`ResumeOptions`]).
+//! - [`SequentialLoader`]: data that can only be read in order ([`SequentialSource`]: shards
+//!   read by [`ShardReader`]s that restart from a [`ShardPos`]): shards dealt to ranks per
+//!   epoch, an interleave of `cycle` open shards, window shuffle, token packing, `map` on the
+//!   workers, a [`SequentialState`] of small integers and elastic resume by re-dealing the
+//!   unfinished shards.
 //! - [`TokenLoader`], [`WindowLoader`], [`DocumentLoader`]: names for the common loader
 //!   types, to return a loader from a function.
 //! - [`rand`]: the `rand` crate this loader is built with (0.9), re-exported so that

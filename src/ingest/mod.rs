@@ -6,6 +6,11 @@
 //! and written as a token stream: the stream equals the documents' tokens concatenated in
 //! input order, whatever the number of shards (each shard holds a contiguous run of
 //! documents).
+//!
+//! The same files can be read without building a storage: [`JsonlShards`] and [`TextShards`]
+//! are sequential sources (each file a shard, each document a record of token ids tokenized
+//! as it is read) for the loader's `SequentialLoader`; [`ingest_sequential`] writes any such
+//! source to a storage.
 
 use std::fs;
 use std::io::BufRead;

@@ -514,8 +514,10 @@ impl<S: SequentialSource, U, C> Shared<S, U, C> {
         let b = self.cfg.batch_size;
         let per_rank = lists.iter().map(records);
         match self.cfg.end {
-            SequentialEnd::Drop => Some(done + per_rank.map(|r| r / b).min().unwrap_or(0)),
-            SequentialEnd::Pad => Some(done + per_rank.map(|r| r.div_ceil(b)).max().unwrap_or(0)),
+            SequentialEnd::Drop => Some(done.saturating_add(per_rank.map(|r| r / b).min().unwrap_or(0))),
+            SequentialEnd::Pad => {
+                Some(done.saturating_add(per_rank.map(|r| r.div_ceil(b)).max().unwrap_or(0)))
+            }
             _ => None,
         }
     }
@@ -687,8 +689,9 @@ impl<S: SequentialSource> Producer<S> {
             }
             match self.fill(shared)? {
                 Some(raw) => {
-                    self.step += 1;
-                    self.batch += 1;
+                    // Saturating: the counters may come from a state file.
+                    self.step = self.step.saturating_add(1);
+                    self.batch = self.batch.saturating_add(1);
                     if self.steps == Some(self.step) {
                         self.finish_epoch(shared);
                     }

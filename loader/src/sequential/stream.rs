@@ -127,7 +127,7 @@ impl<R: ShardReader> Slot<R> {
                         return Err(LoaderError::ShardLength {
                             shard,
                             expected,
-                            found: live.start.record + live.buf.len() as u64,
+                            found: live.start.record.saturating_add(live.buf.len() as u64),
                         })
                     }
                     None => break,
@@ -136,7 +136,7 @@ impl<R: ShardReader> Slot<R> {
         }
         let got = live.buf.len() as u64;
         let at = live.reader.pos();
-        if at.record != live.start.record + got {
+        if at.record != live.start.record.saturating_add(got) {
             return Err(LoaderError::shard(
                 shard,
                 live.start.record,
@@ -198,7 +198,7 @@ impl<R: ShardReader> Slot<R> {
         let pre = ShardCursor { shard, pos: live.start, cursor: c, skip: self.at.skip };
         let skip = std::mem::take(&mut self.at.skip);
         live.cursor += 1;
-        let id = RecordId { shard, record: live.start.record + i, offset: 0 };
+        let id = RecordId { shard, record: live.start.record.saturating_add(i), offset: 0 };
         Ok(Some(Pulled { item, id, skip, slot: 0, pre }))
     }
 

@@ -441,6 +441,57 @@ fn packing_cuts_windows_across_records_and_resumes_inside_one() {
     assert_eq!(all(loader(2).iter_from(&s).expect("fits"))[..], batches[1..]);
 }
 
+/// A state that does not fit the loader is a typed error naming the field, never a panic.
+#[test]
+fn states_that_do_not_fit_are_refused_naming_the_field() {
+    let o = Opts { batch: 2, end: SequentialEnd::Drop, ..Opts::s1() };
+    let mut it = o.loader(0).iter();
+    it.next().expect("batch").expect("ok");
+    let good = it.state();
+    let field =
+        |s: &SequentialState| match o.loader(0).iter_from(s).map(|it| it.collect::<Result<Vec<_>, _>>()) {
+            Err(LoaderError::StateMismatch { field, .. }) => field.to_string(),
+            Ok(Err(LoaderError::InBatch { source, .. })) => match *source {
+                LoaderError::IndexOutOfRange { .. } => "index".into(),
+                LoaderError::StateMismatch { field, .. } => field.to_string(),
+                other => format!("{other:?}"),
+            },
+            other => format!("{other:?}"),
+        };
+    let with = |f: &dyn Fn(&mut SequentialState)| {
+        let mut s = good.clone();
+        f(&mut s);
+        field(&s)
+    };
+    assert_eq!(with(&|s| s.config ^= 1), "config");
+    assert_eq!(with(&|s| s.source ^= 1), "source");
+    assert_eq!(with(&|s| s.rank = 1), "rank");
+    assert_eq!(with(&|s| s.world_size = 3), "world_size");
+    assert_eq!(with(&|s| s.next = 9), "next");
+    assert_eq!(with(&|s| s.turn = 2), "turn");
+    assert_eq!(with(&|s| s.steps = Some(9)), "steps");
+    assert_eq!(with(&|s| s.open.push(s.open[0])), "open");
+    assert_eq!(with(&|s| s.open[0].shard = 99), "index");
+    assert_eq!(with(&|s| s.open[0].cursor = 5), "open");
+    let e = o.loader(0).iter_from(&SequentialState { version: 9, ..good.clone() }).map(|_| ()).unwrap_err();
+    assert!(matches!(e, LoaderError::StateVersion { expected: 1, found: 9 }), "{e:?}");
+    // Elastic: one state per rank, of one epoch, each shard held once.
+    let mut other = o.loader(1).iter();
+    other.next().expect("batch").expect("ok");
+    let pair = vec![good.clone(), other.state()];
+    let elastic = |states: &[SequentialState]| match o.loader_world(0, 3).iter_from_ranks(states) {
+        Err(LoaderError::StateMismatch { field, .. }) => field.to_string(),
+        other => format!("{:?}", other.map(|_| ())),
+    };
+    assert_eq!(elastic(&pair[..1]), "world_size");
+    assert_eq!(elastic(&[pair[0].clone(), pair[0].clone()]), "world_size");
+    assert_eq!(elastic(&[pair[0].clone(), SequentialState { epoch: 1, ..pair[1].clone() }]), "epoch");
+    let mut twice = pair.clone();
+    twice[1].open[0].shard = 0;
+    assert_eq!(elastic(&twice), "open");
+    assert_eq!(elastic(&pair), "Ok(())");
+}
+
 // ------------------------------------------------------------------ properties
 
 fn opts_strategy() -> impl Strategy<Value = Opts> {
