@@ -499,7 +499,8 @@ where
     /// `source.seq_len`, `source.stride`, `source.elements`; then `source.records`,
     /// `source.fingerprint`, `seed`, `shuffle`, `epochs`, `drop_remainder`,
     /// `transforms_fingerprint`; for a version-1 state `batch_size`, `drop_remainder`, `rank`,
-    /// `world_size` instead of the last two), [`LoaderError::ElasticResume`] when the global
+    /// `world_size` instead of the last two; `global_batch` for a state claiming 0),
+    /// [`LoaderError::ElasticResume`] when the global
     /// batch changed and the state's epoch consumed positions that are not a multiple of the
     /// new one, and [`LoaderError::StatePastEnd`] when `next_batch` exceeds the total.
     pub fn iter_from(&self, state: &State) -> Result<LoaderIter<S, U, C>, LoaderError> {
@@ -547,6 +548,13 @@ where
     fn rescale(&self, state: &State, options: ResumeOptions) -> Result<(u64, Option<Replay>), LoaderError> {
         let g_new = self.global_batch();
         let g_old = state.global_batch;
+        if g_old == 0 {
+            return Err(LoaderError::StateMismatch {
+                field: "global_batch",
+                expected: format!("at least 1 (this loader's is {g_new})"),
+                found: "0".into(),
+            });
+        }
         if g_old == g_new {
             return Ok((state.next_batch, None));
         }

@@ -289,6 +289,8 @@ fn issue17_another_global_batch_is_rescaled_refused_or_rounded_down() {
     let l16 = loader(100, 16, 0, 4, false, None, 1, 0);
     let b = l16.iter_from(&state).expect("48 is 3 x 16").next().expect("step").expect("ok");
     assert_eq!((b.number, data(&b)), (3, vec![48, 49, 50, 51]));
+    let zero = State { global_batch: 0, ..state };
+    assert!(matches!(l16.iter_from(&zero), Err(LoaderError::StateMismatch { field: "global_batch", .. })));
     let l36 = loader(100, 36, 0, 3, false, None, 1, 0);
     assert!(matches!(
         l36.iter_from(&state),
