@@ -8,13 +8,16 @@
 //! - [`oamap`]: the object-array mapping, nested records as named numpy arrays
 //!   (`guideloom-oamap`);
 //!
-//! and holds `ingest`, the library behind `guideloom ingest`.
+//! and holds `ingest`, the library behind `guideloom ingest` (and the JSON Lines and text
+//! sequential sources, `ingest::JsonlShards` and `ingest::TextShards`, read in order by the
+//! loader's `SequentialLoader` with on-the-fly tokenization).
 //!
 //! # Features
 //!
 //! - `cli` (default): the `guideloom` binary (clap); enables `ingest`.
 //! - `ingest` (enabled by `cli`): the `ingest` module (tokenization with `tiktoken-rs` and
-//!   `rayon`, progress with `indicatif`).
+//!   `rayon`, progress with `indicatif`, file fingerprints of the sequential sources with
+//!   `xxhash-rust`).
 //!
 //! A training program that only reads storages depends on guideloom with
 //! `default-features = false` and compiles none of these.

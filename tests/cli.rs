@@ -332,29 +332,28 @@ fn save_state_and_resume_reproduce_the_rest_with_another_worker_count() {
             batches(&dir, &[&base[..], &["--workers", "4", "--resume", state.to_str().unwrap()]].concat());
         assert_eq!(tail, full[k..].to_vec(), "resume after {k}");
     }
-    // A state restored onto another configuration is refused, naming the field.
-    let o = bin()
-        .args([
-            "batches",
-            dir.to_str().unwrap(),
-            "--seq-len",
-            "8",
-            "--batch-size",
-            "4",
-            "--shuffle",
-            "--seed",
-            "3",
-        ])
-        .args(["--epochs", "3", "--resume"])
-        .arg(&state)
-        .output()
-        .unwrap();
-    assert!(!o.status.success());
-    assert!(
-        String::from_utf8_lossy(&o.stderr).contains("batch_size"),
-        "{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
+    // A state restored onto another configuration is refused, naming the field. (Another
+    // batch size is another global batch, accepted where the consumed windows divide it
+    // (issue 17): this state, at the end of the run, resumes to no batch.)
+    let refused = |extra: &[&str]| {
+        let o = bin()
+            .args(["batches", dir.to_str().unwrap(), "--seq-len", "8", "--shuffle", "--epochs", "3"])
+            .args(extra)
+            .arg("--resume")
+            .arg(&state)
+            .output()
+            .unwrap();
+        (
+            o.status.success(),
+            String::from_utf8_lossy(&o.stdout).into_owned(),
+            String::from_utf8_lossy(&o.stderr).into_owned(),
+        )
+    };
+    let (ok, stdout, stderr) = refused(&["--batch-size", "2", "--seed", "4"]);
+    assert!(!ok);
+    assert!(stderr.contains("seed"), "{stderr}");
+    assert_eq!(refused(&["--batch-size", "4", "--seed", "3"]), (true, String::new(), String::new()));
+    assert!(stdout.is_empty());
 }
 
 #[test]
@@ -617,4 +616,269 @@ fn bench_honours_stride_and_seed() {
         assert_eq!(v["windows"], 1, "seed {seed}");
         assert_eq!(v["checksum"], window_sum(&stream, *w, 16, 10).to_string(), "seed {seed}: window {w}");
     }
+}
+
+// ------------------------------------------------------------------ issue 17: elastic, sequential
+
+/// The windows (record numbers) of every printed batch of `lines`.
+fn windows_of(lines: &[String]) -> Vec<Vec<u64>> {
+    lines
+        .iter()
+        .map(|l| {
+            let v: serde_json::Value = serde_json::from_str(l).unwrap();
+            v["windows"].as_array().unwrap().iter().map(|w| w.as_u64().unwrap()).collect()
+        })
+        .collect()
+}
+
+/// Issue 17 (CLI): a state saved by `batches` on 8 ranks (global batch 24) resumes on 6 ranks:
+/// the states of ranks 0 and 7 are byte-identical, and the 6 new ranks continue at window 48
+/// (75 windows of 2 tokens; with --drop-remainder 3 steps per epoch).
+#[test]
+fn issue17_batches_resume_a_state_of_eight_ranks_on_six() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (dir, _) = known_storage(tmp.path());
+    let common = ["--seq-len", "2", "--global-batch", "24", "--drop-remainder", "--no-tokens"];
+    let mut states = Vec::new();
+    for rank in ["0", "7"] {
+        let state = tmp.path().join(format!("state{rank}.json"));
+        let args =
+            [&common[..], &["--world-size", "8", "--rank", rank, "--max-batches", "2", "--save-state"]]
+                .concat();
+        let mut args: Vec<&str> = args;
+        args.push(state.to_str().unwrap());
+        let lines = batches(&dir, &args);
+        assert_eq!(windows_of(&lines)[0], if rank == "0" { [0, 1, 2] } else { [21, 22, 23] });
+        states.push(std::fs::read_to_string(&state).unwrap());
+    }
+    assert_eq!(states[0], states[1]);
+    assert!(states[0].contains(r#""next_batch":2,"global_batch":24"#), "{}", states[0]);
+    let state = tmp.path().join("state0.json");
+    for (rank, first) in [("0", 48u64), ("5", 68)] {
+        let lines = batches(
+            &dir,
+            &[&common[..], &["--world-size", "6", "--rank", rank, "--resume", state.to_str().unwrap()]]
+                .concat(),
+        );
+        let w = windows_of(&lines);
+        assert_eq!(w, [(first..first + 4).collect::<Vec<_>>()], "rank {rank}: step 2 only");
+        let v: serde_json::Value = serde_json::from_str(&lines[0]).unwrap();
+        assert_eq!(v["batch"], 2);
+    }
+    // --batch-size 4 on 6 ranks is the same global batch.
+    let lines = batches(
+        &dir,
+        &["--seq-len", "2", "--batch-size", "4", "--world-size", "6", "--rank", "1", "--drop-remainder"],
+    );
+    assert_eq!(windows_of(&lines)[0], [4, 5, 6, 7]);
+}
+
+/// Issue 17 (CLI): a world size that does not divide the global batch is refused naming both;
+/// another global batch is refused unless --round-down, which replays flagged windows.
+#[test]
+fn issue17_batches_refuse_a_world_size_and_round_down_on_request() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (dir, _) = known_storage(tmp.path());
+    let d = dir.to_str().unwrap();
+    let o = bin()
+        .args(["batches", d, "--seq-len", "2", "--global-batch", "24", "--world-size", "5"])
+        .output()
+        .unwrap();
+    assert!(!o.status.success());
+    assert_eq!(
+        String::from_utf8_lossy(&o.stderr).trim(),
+        "error: invalid configuration: world_size: the world size 5 does not divide the global batch 24"
+    );
+    let state = tmp.path().join("s.json");
+    let s = state.to_str().unwrap();
+    batches(&dir, &["--seq-len", "2", "--global-batch", "24", "--max-batches", "2", "--save-state", s]);
+    let args = ["batches", d, "--seq-len", "2", "--global-batch", "36", "--world-size", "3", "--resume", s];
+    let o = bin().args(args).output().unwrap();
+    assert!(!o.status.success());
+    assert_eq!(
+        String::from_utf8_lossy(&o.stderr).trim(),
+        "error: cannot resume with the global batch 36: the state's epoch consumed 48 positions, not a multiple of it"
+    );
+    let lines = batches(&dir, &[&args[2..], &["--round-down", "--no-tokens", "--max-batches", "1"]].concat());
+    let v: serde_json::Value = serde_json::from_str(&lines[0]).unwrap();
+    assert_eq!(v["batch"], 1);
+    assert_eq!(windows_of(&lines)[0], (36..48).collect::<Vec<_>>());
+    assert_eq!(v["repeat"], serde_json::json!(vec![true; 12]));
+}
+
+/// Issue 17 (CLI): `bench --resume` of a state of another world size measures the rest of the
+/// epoch on this rank.
+#[test]
+fn issue17_bench_resumes_a_state_on_another_world_size() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (dir, stream) = known_storage(tmp.path());
+    let state = tmp.path().join("s.json");
+    batches(
+        &dir,
+        &[
+            "--seq-len",
+            "2",
+            "--batch-size",
+            "6",
+            "--max-batches",
+            "2",
+            "--save-state",
+            state.to_str().unwrap(),
+        ],
+    );
+    let o = run_ok(&[
+        "bench",
+        dir.to_str().unwrap(),
+        "--seq-len",
+        "2",
+        "--batch-size",
+        "2",
+        "--world-size",
+        "3",
+        "--rank",
+        "1",
+        "--resume",
+        state.to_str().unwrap(),
+        "--json",
+    ]);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    // 75 windows, global batch 6: steps 2..12 (13 steps); rank 1 takes windows 6t+2, 6t+3; the
+    // last step (72..77) has 72-74 real, rank 1 gets 74 and the padding window 0.
+    assert_eq!(v["batches"], 11);
+    let rank1: Vec<u64> =
+        (2..13).flat_map(|t| [6 * t + 2, 6 * t + 3]).map(|w| if w < 75 { w } else { w - 75 }).collect();
+    let sum: u64 = rank1.iter().map(|&w| window_sum(&stream, w, 2, 2)).sum();
+    assert_eq!(v["checksum"], sum.to_string());
+}
+
+/// Persuasion's first 60 paragraphs as two JSON Lines files of field `text`.
+fn persuasion_jsonl(dir: &Path) -> Vec<PathBuf> {
+    let text = std::fs::read_to_string(austen("persuasion.txt")).unwrap();
+    let blocks = guideloom::ingest::split_text(&text, guideloom::ingest::Split::BlankLine);
+    (0..2)
+        .map(|f| {
+            let lines: String = blocks[30 * f..30 * (f + 1)]
+                .iter()
+                .map(|(_, b)| format!("{}\n", serde_json::json!({ "text": b })))
+                .collect();
+            let p = dir.join(format!("p{f}.jsonl"));
+            std::fs::write(&p, lines).unwrap();
+            p
+        })
+        .collect()
+}
+
+fn tokens_of(lines: &[String]) -> Vec<Vec<u64>> {
+    lines
+        .iter()
+        .flat_map(|l| {
+            let v: serde_json::Value = serde_json::from_str(l).unwrap();
+            v["tokens"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|w| w.as_array().unwrap().iter().map(|t| t.as_u64().unwrap()).collect::<Vec<_>>())
+                .collect::<Vec<_>>()
+        })
+        .collect()
+}
+
+/// Issue 17 (CLI, item 11): `batches --sequential --jsonl ... --text-field` tokenizes on the
+/// fly and prints the windows `ingest jsonl` + `batches` print for the same files.
+#[test]
+fn issue17_sequential_batches_equal_ingest_then_batches() {
+    let tmp = tempfile::tempdir().unwrap();
+    let files = persuasion_jsonl(tmp.path());
+    let out = tmp.path().join("indexed");
+    let mut ingest = vec!["ingest", "jsonl", "--out", out.to_str().unwrap(), "--text-field", "text"];
+    ingest.extend(files.iter().map(|f| f.to_str().unwrap()));
+    run_ok(&ingest);
+    let indexed = batches(&out, &["--seq-len", "32", "--batch-size", "4"]);
+    let mut args =
+        vec!["batches", "--sequential", "--text-field", "text", "--seq-len", "32", "--batch-size", "4"];
+    args.push("--jsonl");
+    args.extend(files.iter().map(|f| f.to_str().unwrap()));
+    let o = run_ok(&[&args[..], &["--workers", "3"]].concat());
+    let sequential: Vec<String> = String::from_utf8(o.stdout).unwrap().lines().map(str::to_string).collect();
+    assert_eq!(sequential.len(), indexed.len());
+    assert_eq!(tokens_of(&sequential), tokens_of(&indexed));
+    let v: serde_json::Value = serde_json::from_str(&sequential[0]).unwrap();
+    assert_eq!(v["windows"][0], serde_json::json!([0, 0, 0]), "file 0, document 0, token 0");
+    // The tail (fewer than 32 tokens) is reported on stderr.
+    let err = String::from_utf8(o.stderr).unwrap();
+    assert!(err.starts_with("dropped {\"epoch\":0,\"shard\":1,"), "{err}");
+}
+
+/// Issue 17 (CLI): sequential text files on 2 ranks for one batch, then on 3 ranks
+/// (--resume-ranks): every token is printed once or reported as the dropped tail.
+#[test]
+fn issue17_sequential_batches_resume_two_ranks_on_three() {
+    let tmp = tempfile::tempdir().unwrap();
+    let texts: Vec<PathBuf> = ["persuasion.txt", "emma.txt", "mansfieldpark.txt"]
+        .iter()
+        .enumerate()
+        .map(|(i, name)| {
+            let text = std::fs::read_to_string(austen(name)).unwrap();
+            let cut: String = text.lines().take(40 + 10 * i).map(|l| format!("{l}\n")).collect();
+            let p = tmp.path().join(name);
+            std::fs::write(&p, cut).unwrap();
+            p
+        })
+        .collect();
+    let base = |world: &str, rank: &str| -> Vec<String> {
+        let mut a: Vec<String> =
+            ["batches", "--sequential", "--split", "blank-line", "--tokenizer", "gpt2", "--seq-len", "16"]
+                .iter()
+                .map(|s| s.to_string())
+                .collect();
+        a.extend(
+            ["--cycle", "2", "--batch-size", "3", "--world-size", world, "--rank", rank].map(String::from),
+        );
+        a.push("--text".into());
+        a.extend(texts.iter().map(|p| p.to_str().unwrap().to_string()));
+        a
+    };
+    let mut tokens: Vec<u64> = Vec::new();
+    let mut states = Vec::new();
+    for rank in 0..2 {
+        let state = tmp.path().join(format!("r{rank}.json"));
+        let mut a = base("2", &rank.to_string());
+        a.extend(["--max-batches", "1", "--save-state", state.to_str().unwrap()].map(String::from));
+        let o = run_ok(&a.iter().map(String::as_str).collect::<Vec<_>>());
+        let lines: Vec<String> = String::from_utf8(o.stdout).unwrap().lines().map(str::to_string).collect();
+        tokens.extend(tokens_of(&lines).concat());
+        states.push(state);
+    }
+    // The documents of each file, tokenized as `ingest text --split blank-line` does.
+    let bpe = tiktoken_rs::r50k_base().unwrap();
+    let docs: Vec<Vec<Vec<u64>>> = texts
+        .iter()
+        .map(|p| {
+            let text = std::fs::read_to_string(p).unwrap();
+            guideloom::ingest::split_text(&text, guideloom::ingest::Split::BlankLine)
+                .iter()
+                .map(|(_, block)| bpe.encode_ordinary(block).into_iter().map(u64::from).collect())
+                .collect()
+        })
+        .collect();
+    let mut tails = 0;
+    for rank in 0..3 {
+        let mut a = base("3", &rank.to_string());
+        a.push("--resume-ranks".into());
+        a.extend(states.iter().map(|s| s.to_str().unwrap().to_string()));
+        let o = run_ok(&a.iter().map(String::as_str).collect::<Vec<_>>());
+        let lines: Vec<String> = String::from_utf8(o.stdout).unwrap().lines().map(str::to_string).collect();
+        tokens.extend(tokens_of(&lines).concat());
+        for line in String::from_utf8(o.stderr).unwrap().lines() {
+            let d: serde_json::Value = serde_json::from_str(line.strip_prefix("dropped ").unwrap()).unwrap();
+            let at = |k: &str| d[k].as_u64().unwrap() as usize;
+            tokens.extend(&docs[at("shard")][at("record")][at("from_token")..]);
+            tails += 1;
+        }
+    }
+    assert!((1..=3).contains(&tails), "{tails} tails");
+    let mut all: Vec<u64> = docs.concat().concat();
+    all.sort_unstable();
+    tokens.sort_unstable();
+    assert_eq!(tokens, all, "every token printed once or reported as a tail");
 }

@@ -6,3 +6,5 @@ mod cli;
 mod foreign;
 #[cfg(feature = "cli")]
 mod regression;
+#[cfg(feature = "ingest")]
+mod sequential;

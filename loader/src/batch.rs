@@ -5,7 +5,7 @@ use crate::LoaderError;
 /// One batch of one rank, as the consumer receives it.
 ///
 /// `data` is the collated value ([`VecCollate`] by default: the records in batch order);
-/// `indices`, `positions` and `padding` are parallel, one entry per record.
+/// `indices`, `positions`, `padding` and `repeat` are parallel, one entry per record.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Batch<T> {
@@ -18,6 +18,10 @@ pub struct Batch<T> {
     /// `true` for records repeated to complete the final global batch of an epoch
     /// (only with `drop_remainder` off and `world_size > 1`).
     pub padding: Vec<bool>,
+    /// `true` for positions delivered before an elastic restore that rounded down
+    /// ([`ResumeOptions::round_down`](crate::ResumeOptions)) and replayed; all `false`
+    /// otherwise.
+    pub repeat: Vec<bool>,
     /// The epoch.
     pub epoch: u64,
     /// Absolute batch number of this rank, counted from the first batch of epoch 0.

@@ -42,6 +42,27 @@ pub enum LoaderError {
         /// What the source reported.
         source: BoxError,
     },
+    /// A sequential source failed to open or read record `record` of shard `shard` (the
+    /// cause is the error's `source()`).
+    #[error("shard {shard}, record {record}")]
+    Shard {
+        /// The shard.
+        shard: u64,
+        /// The record's index in the shard (the position being opened or read).
+        record: u64,
+        /// What the source reported.
+        source: BoxError,
+    },
+    /// A shard of a sequential source ended before its length hint.
+    #[error("shard {shard} ended after {found} records; its length hint is {expected}")]
+    ShardLength {
+        /// The shard.
+        shard: u64,
+        /// Its length hint.
+        expected: u64,
+        /// Records it held.
+        found: u64,
+    },
     /// A storage read failed for record `index` (a window or a document); the storage's
     /// error is the `source()`.
     #[error("record {index}: storage read failed")]
@@ -161,6 +182,19 @@ pub enum LoaderError {
         /// The state's value.
         found: String,
     },
+    /// An elastic restore with another global batch: the state's epoch consumed `consumed`
+    /// positions of its order, which is not a multiple of the loader's global batch, so no
+    /// step of the new topology starts there (ask for
+    /// [`ResumeOptions::round_down`](crate::ResumeOptions) to replay the rest of the step).
+    #[error(
+        "cannot resume with the global batch {global_batch}: the state's epoch consumed {consumed} positions, not a multiple of it"
+    )]
+    ElasticResume {
+        /// Positions of the epoch's order consumed when the state was taken.
+        consumed: u64,
+        /// The loader's global batch (`batch_size * world_size`).
+        global_batch: u64,
+    },
     /// A state points past the end of the loader's batches.
     #[error("state resumes at batch {next_batch}, but the loader has only {total} batches")]
     StatePastEnd {
@@ -181,6 +215,12 @@ impl LoaderError {
     /// A [`LoaderError::Source`] for record `index` from any error or message.
     pub fn source(index: u64, error: impl Into<BoxError>) -> Self {
         LoaderError::Source { index, source: error.into() }
+    }
+
+    /// A [`LoaderError::Shard`] for record `record` of shard `shard` from any error or
+    /// message.
+    pub fn shard(shard: u64, record: u64, error: impl Into<BoxError>) -> Self {
+        LoaderError::Shard { shard, record, source: error.into() }
     }
 
     /// The record index this error is about, looking through [`LoaderError::InBatch`].

@@ -16,7 +16,14 @@
 //!   [`Permutation`] per epoch, shuffled globally, then sharded over ranks.
 //! - [`Loader`]: the builder and the iterator ([`LoaderIter`]); output is identical for every
 //!   worker count and prefetch depth.
-//! - [`State`]: an O(1), serde-serializable checkpoint; resume needs no replay.
+//! - [`State`]: an O(1), serde-serializable checkpoint, the same on every rank; resume needs
+//!   no replay, and restores onto another world size with the same global batch (elastic
+//!   resume, [`LoaderBuilder::global_batch`], [`ResumeOptions`]).
+//! - [`SequentialLoader`]: data that can only be read in order ([`SequentialSource`]: shards
+//!   read by [`ShardReader`]s that restart from a [`ShardPos`]): shards dealt to ranks per
+//!   epoch, an interleave of `cycle` open shards, window shuffle, token packing, `map` on the
+//!   workers, a [`SequentialState`] of small integers and elastic resume by re-dealing the
+//!   unfinished shards.
 //! - [`TokenLoader`], [`WindowLoader`], [`DocumentLoader`]: names for the common loader
 //!   types, to return a loader from a function.
 //! - [`rand`]: the `rand` crate this loader is built with (0.9), re-exported so that
@@ -53,8 +60,10 @@ mod loader;
 #[cfg(feature = "oamap")]
 mod oamap;
 mod permutation;
+mod pool;
 mod rng;
 mod sampler;
+mod sequential;
 mod source;
 mod spans;
 mod state;
@@ -70,15 +79,22 @@ pub use rand;
 pub use aliases::{DocumentLoader, TokenLoader, WindowLoader};
 pub use batch::{Batch, Collate, StackTokens, TokenBatch, VecCollate};
 pub use error::{BoxError, LoaderError};
-pub use loader::{Loader, LoaderBuilder, LoaderIter, DEFAULT_WORKERS, MAX_WORKERS, SHUTDOWN_GRACE};
+pub use loader::{
+    Loader, LoaderBuilder, LoaderIter, ResumeOptions, DEFAULT_WORKERS, MAX_WORKERS, SHUTDOWN_GRACE,
+};
 #[cfg(feature = "oamap")]
 pub use oamap::{GatherColumns, OamapRecord, OamapRecords};
 pub use permutation::Permutation;
 pub use rng::{MapContext, RecordRng};
 pub use sampler::{BatchPlan, Sampler, SamplerConfig, Step};
+pub use sequential::{
+    shard_order, Dropped, RecordId, SequentialBatch, SequentialBuilder, SequentialEnd, SequentialIter,
+    SequentialLoader, SequentialSource, SequentialState, ShardCursor, ShardInfo, ShardPos, ShardReader,
+    StopHook, StopQuery, VecShardReader, VecShards, SEQUENTIAL_STATE_VERSION,
+};
 pub use source::{Cancellation, DataSource, RangeSource, VecSource};
 pub use spans::Spans;
-pub use state::{SourceId, State, WindowParams, STATE_VERSION};
+pub use state::{SourceId, State, StateConfig, Topology, WindowParams, STATE_VERSION};
 pub use storage_sources::{Documents, MetaWindows, StreamWindows, WindowReader, Windows};
 pub use token_windows::{TokenWindowCollate, TokenWindows, WindowSpan};
 

@@ -1,14 +1,12 @@
 //! The loader: builder, iterator, worker pool, reorder buffer.
 
 use std::any::Any;
-use std::collections::BTreeMap;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
-use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use crossbeam_channel::{Receiver, Sender};
-
+use crate::pool::{panic_message, Pool};
+use crate::state::{StateConfig, Topology};
 use crate::{
     Batch, BoxError, Cancellation, Collate, DataSource, LoaderError, MapContext, Sampler, SamplerConfig,
     SourceId, State, VecCollate, STATE_VERSION,
@@ -32,6 +30,11 @@ pub struct LoaderBuilder<S: DataSource, U = <S as DataSource>::Item, C = VecColl
     map: MapFn<S::Item, U>,
     collate: C,
     config: SamplerConfig,
+    /// The global batch asked for with [`LoaderBuilder::global_batch`].
+    global_batch: Option<u64>,
+    /// Whether [`LoaderBuilder::batch_size`] was called.
+    batch_size_set: bool,
+    transforms: u64,
     workers: usize,
     prefetch: Option<usize>,
 }
@@ -42,6 +45,8 @@ impl<S: DataSource, U, C: std::fmt::Debug> std::fmt::Debug for LoaderBuilder<S, 
             .field("records", &self.source.len())
             .field("collate", &self.collate)
             .field("config", &self.config)
+            .field("global_batch", &self.global_batch)
+            .field("transforms_fingerprint", &self.transforms)
             .field("workers", &self.workers)
             .field("prefetch", &self.prefetch)
             .finish_non_exhaustive()
@@ -88,6 +93,40 @@ where
     /// Records per batch per rank (default 32).
     pub fn batch_size(mut self, batch_size: u64) -> Self {
         self.config.batch_size = batch_size;
+        self.batch_size_set = true;
+        self
+    }
+
+    /// Records per global step over all ranks, `G`: the batch size per rank becomes
+    /// `G / world_size` (the elastic way to configure a loader: keep `G` and change the world
+    /// size). Default: unset (the batch size per rank is [`LoaderBuilder::batch_size`]).
+    ///
+    /// [`LoaderBuilder::build`] refuses a world size that does not divide `G`
+    /// ([`LoaderError::InvalidConfig`] naming both), and a batch size set explicitly that is
+    /// not `G / world_size`.
+    ///
+    /// ```
+    /// use guideloom_loader::{Loader, LoaderError, RangeSource};
+    /// let six = Loader::builder(RangeSource::new(0, 100, 1)?).global_batch(24).shard(0, 6).build()?;
+    /// assert_eq!((six.sampler().config().batch_size, six.global_batch()), (4, 24));
+    /// let five = Loader::builder(RangeSource::new(0, 100, 1)?).global_batch(24).shard(0, 5).build();
+    /// assert_eq!(
+    ///     five.unwrap_err().to_string(),
+    ///     "invalid configuration: world_size: the world size 5 does not divide the global batch 24"
+    /// );
+    /// # Ok::<(), LoaderError>(())
+    /// ```
+    pub fn global_batch(mut self, global_batch: u64) -> Self {
+        self.global_batch = Some(global_batch);
+        self
+    }
+
+    /// Declares a fingerprint of the `map` transforms (default 0: none declared), recorded in
+    /// the [`State`] so that resuming with other transforms (another augmentation, another
+    /// tokenizer) is refused, naming `transforms_fingerprint`. The loader cannot hash a
+    /// closure: compute it from what shapes your transforms (their names and parameters).
+    pub fn transforms_fingerprint(mut self, fingerprint: u64) -> Self {
+        self.transforms = fingerprint;
         self
     }
 
@@ -134,6 +173,9 @@ where
             map: Arc::new(move |item, ctx| f(prev(item, ctx)?, ctx).map_err(Into::into)),
             collate: self.collate,
             config: self.config,
+            global_batch: self.global_batch,
+            batch_size_set: self.batch_size_set,
+            transforms: self.transforms,
             workers: self.workers,
             prefetch: self.prefetch,
         }
@@ -146,6 +188,9 @@ where
             map: self.map,
             collate,
             config: self.config,
+            global_batch: self.global_batch,
+            batch_size_set: self.batch_size_set,
+            transforms: self.transforms,
             workers: self.workers,
             prefetch: self.prefetch,
         }
@@ -155,17 +200,39 @@ where
     ///
     /// # Errors
     /// [`LoaderError::InvalidConfig`] for a zero batch size, world size, epoch count or
-    /// prefetch (with workers), more than [`MAX_WORKERS`] workers, or `rank >= world_size`.
+    /// prefetch (with workers), more than [`MAX_WORKERS`] workers, `rank >= world_size`, or a
+    /// [`LoaderBuilder::global_batch`] that the world size does not divide (or that disagrees
+    /// with an explicit batch size).
     ///
     /// An empty source, or a `drop_remainder` that leaves no batch, builds a loader with
     /// `len() == 0` whose iterators yield nothing (and start no thread). A
     /// [`StreamWindows`](crate::StreamWindows) source over a stream shorter than one window is
     /// such an empty source ([`Windows::check_fits`](crate::Windows::check_fits) says why);
     /// [`TokenWindows`](crate::TokenWindows) refuses that stream when it is opened.
-    pub fn build(self) -> Result<Loader<S, U, C>, LoaderError>
+    pub fn build(mut self) -> Result<Loader<S, U, C>, LoaderError>
     where
         C: Collate<U>,
     {
+        if let Some(g) = self.global_batch {
+            let w = self.config.world_size;
+            let bad = |field, detail| Err(LoaderError::InvalidConfig { field, detail });
+            if g == 0 {
+                return bad("global_batch", "must be at least 1".into());
+            }
+            if w == 0 || !g.is_multiple_of(w) {
+                return bad("world_size", format!("the world size {w} does not divide the global batch {g}"));
+            }
+            if self.batch_size_set && self.config.batch_size != g / w {
+                return bad(
+                    "batch_size",
+                    format!(
+                        "batch size {} per rank times world size {w} is not the global batch {g}",
+                        self.config.batch_size
+                    ),
+                );
+            }
+            self.config.batch_size = g / w;
+        }
         let sampler = Sampler::new(self.source.len(), self.config)?;
         if self.workers > MAX_WORKERS {
             return Err(LoaderError::InvalidConfig {
@@ -192,6 +259,7 @@ where
                 collate: self.collate,
                 sampler,
                 source_id,
+                transforms: self.transforms,
             }),
             workers: self.workers,
             prefetch,
@@ -205,16 +273,7 @@ struct Shared<S: DataSource, U, C> {
     collate: C,
     sampler: Sampler,
     source_id: SourceId,
-}
-
-fn panic_message(payload: &(dyn Any + Send)) -> String {
-    if let Some(s) = payload.downcast_ref::<&str>() {
-        (*s).to_string()
-    } else if let Some(s) = payload.downcast_ref::<String>() {
-        s.clone()
-    } else {
-        "non-string panic payload".to_string()
-    }
+    transforms: u64,
 }
 
 impl<S: DataSource, U, C: Collate<U>> Shared<S, U, C> {
@@ -249,6 +308,7 @@ impl<S: DataSource, U, C: Collate<U>> Shared<S, U, C> {
                 batch: number,
                 padding: plan.padding[i],
                 rng: None,
+                record: None,
             };
             match catch_unwind(AssertUnwindSafe(|| (self.map)(item, &mut ctx))) {
                 Ok(Ok(u)) => mapped.push(u),
@@ -265,6 +325,7 @@ impl<S: DataSource, U, C: Collate<U>> Shared<S, U, C> {
         };
         Ok(Batch {
             data,
+            repeat: vec![false; plan.indices.len()],
             indices: plan.indices,
             positions: plan.positions,
             padding: plan.padding,
@@ -342,6 +403,9 @@ where
             map: Arc::new(|item, _ctx| Ok(item)),
             collate: VecCollate,
             config: SamplerConfig::default(),
+            global_batch: None,
+            batch_size_set: false,
+            transforms: 0,
             workers: DEFAULT_WORKERS,
             prefetch: None,
         }
@@ -355,6 +419,12 @@ where
     C: Collate<U> + 'static,
     C::Output: 'static,
 {
+    /// Records per global step over all ranks: `batch_size * world_size`.
+    pub fn global_batch(&self) -> u64 {
+        let c = self.shared.sampler.config();
+        c.batch_size * c.world_size
+    }
+
     /// Batches per epoch of this rank; every epoch and every rank has this many.
     pub fn len(&self) -> u64 {
         self.shared.sampler.batches_per_epoch()
@@ -390,9 +460,17 @@ where
         State {
             version: STATE_VERSION,
             next_batch,
-            config: *self.shared.sampler.config(),
+            global_batch: self.global_batch(),
+            config: StateConfig::from(self.shared.sampler.config()),
             source: self.shared.source_id,
+            transforms_fingerprint: self.shared.transforms,
+            topology: None,
         }
+    }
+
+    fn topology(&self) -> Topology {
+        let c = self.shared.sampler.config();
+        Topology { rank: c.rank, world_size: c.world_size, batch_size: c.batch_size }
     }
 
     /// Produces batch `number` alone, on the calling thread (for debugging "what did batch N
@@ -410,24 +488,103 @@ where
         self.iter_at(0)
     }
 
-    /// Iterates from the batch after the last one the consumer received when `state` was
-    /// taken.
+    /// Iterates from the step after the last one the consumer received when `state` was
+    /// taken, on this loader's topology (which may differ from the one that wrote the state:
+    /// see [`State`], "Elastic resume"). Equal to [`Loader::iter_from_with`] with the default
+    /// [`ResumeOptions`] (a global batch that does not fit is refused).
     ///
     /// # Errors
     /// [`LoaderError::StateVersion`] for an unknown version, [`LoaderError::StateMismatch`]
     /// naming the first field that differs from this loader (for window sources
     /// `source.seq_len`, `source.stride`, `source.elements`; then `source.records`,
-    /// `source.fingerprint`, `seed`, `shuffle`, `epochs`, `batch_size`, `drop_remainder`,
-    /// `rank`, `world_size`), and
-    /// [`LoaderError::StatePastEnd`] when `next_batch` exceeds the total.
+    /// `source.fingerprint`, `seed`, `shuffle`, `epochs`, `drop_remainder`,
+    /// `transforms_fingerprint`; for a version-1 state `batch_size`, `drop_remainder`, `rank`,
+    /// `world_size` instead of the last two; `global_batch` for a state claiming 0),
+    /// [`LoaderError::ElasticResume`] when the global
+    /// batch changed and the state's epoch consumed positions that are not a multiple of the
+    /// new one, and [`LoaderError::StatePastEnd`] when `next_batch` exceeds the total.
     pub fn iter_from(&self, state: &State) -> Result<LoaderIter<S, U, C>, LoaderError> {
-        state.check_against(&self.initial_state())?;
+        self.iter_from_with(state, ResumeOptions::default())
+    }
+
+    /// [`Loader::iter_from`] with options: [`ResumeOptions::round_down`] accepts a global
+    /// batch that does not divide the consumed positions by resuming at the start of the
+    /// incomplete step, replaying (and flagging in [`Batch::repeat`]) at most `G - 1`
+    /// positions.
+    ///
+    /// ```
+    /// use guideloom_loader::{Loader, LoaderError, RangeSource, ResumeOptions};
+    /// let one = |g: u64| Loader::builder(RangeSource::new(0, 20, 1).unwrap()).global_batch(g).build().unwrap();
+    /// let mut it = one(6).iter();
+    /// it.next().unwrap()?; // positions 0..6 consumed
+    /// let state = it.state();
+    /// assert!(matches!(one(4).iter_from(&state), Err(LoaderError::ElasticResume { consumed: 6, global_batch: 4 })));
+    /// let b = one(4).iter_from_with(&state, ResumeOptions::round_down())?.next().unwrap()?;
+    /// assert_eq!(b.data, [4, 5, 6, 7]);
+    /// assert_eq!(b.repeat, [true, true, false, false]);
+    /// # Ok::<(), LoaderError>(())
+    /// ```
+    ///
+    /// # Errors
+    /// As [`Loader::iter_from`], without [`LoaderError::ElasticResume`] when rounding down.
+    pub fn iter_from_with(
+        &self,
+        state: &State,
+        options: ResumeOptions,
+    ) -> Result<LoaderIter<S, U, C>, LoaderError> {
+        state.check_against(&self.initial_state(), self.topology())?;
+        let (next, replay) = self.rescale(state, options)?;
         if let Some(total) = self.total_batches() {
-            if state.next_batch > total {
-                return Err(LoaderError::StatePastEnd { next_batch: state.next_batch, total });
+            if next > total {
+                return Err(LoaderError::StatePastEnd { next_batch: next, total });
             }
         }
-        Ok(self.iter_at(state.next_batch))
+        let mut it = self.iter_at(next);
+        it.replay = replay;
+        Ok(it)
+    }
+
+    /// The step of this loader's topology where `state` resumes, and the positions it replays.
+    fn rescale(&self, state: &State, options: ResumeOptions) -> Result<(u64, Option<Replay>), LoaderError> {
+        let g_new = self.global_batch();
+        let g_old = state.global_batch;
+        if g_old == 0 {
+            return Err(LoaderError::StateMismatch {
+                field: "global_batch",
+                expected: format!("at least 1 (this loader's is {g_new})"),
+                found: "0".into(),
+            });
+        }
+        if g_old == g_new {
+            return Ok((state.next_batch, None));
+        }
+        let n = self.shared.sampler.num_records();
+        let drop = self.shared.sampler.config().drop_remainder;
+        let per_epoch = |g: u64| {
+            if g == 0 {
+                0
+            } else if drop {
+                n / g
+            } else {
+                n.div_ceil(g)
+            }
+        };
+        let (old_epoch_len, new_epoch_len) = (per_epoch(g_old), per_epoch(g_new));
+        if old_epoch_len == 0 {
+            // The state's loader had no step at all: nothing was consumed.
+            return Ok((0, None));
+        }
+        let epoch = state.next_batch / old_epoch_len;
+        let consumed = (state.next_batch % old_epoch_len).saturating_mul(g_old);
+        let steps = consumed / g_new;
+        let start = epoch.saturating_mul(new_epoch_len).saturating_add(steps);
+        if consumed.is_multiple_of(g_new) {
+            Ok((start, None))
+        } else if options.round_down {
+            Ok((start, Some(Replay { epoch, until: consumed })))
+        } else {
+            Err(LoaderError::ElasticResume { consumed, global_batch: g_new })
+        }
     }
 
     fn iter_at(&self, next: u64) -> LoaderIter<S, U, C> {
@@ -441,77 +598,40 @@ where
             end: self.total_batches(),
             done: false,
             pool: None,
+            dispatched: next,
+            replay: None,
         }
     }
 }
 
-type BatchResult<O> = Result<Batch<O>, LoaderError>;
+/// How [`Loader::iter_from_with`] treats a state whose global batch differs from the
+/// loader's. Default: refuse what does not fit ([`LoaderError::ElasticResume`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ResumeOptions {
+    /// Resume at the start of the new step that holds the first unconsumed position, replaying
+    /// the consumed positions before it (fewer than the new global batch) flagged in
+    /// [`Batch::repeat`] (default `false`: refuse).
+    pub round_down: bool,
+}
+
+impl ResumeOptions {
+    /// The options with [`ResumeOptions::round_down`] on.
+    pub fn round_down() -> Self {
+        ResumeOptions { round_down: true }
+    }
+}
+
+/// Positions `< until` of epoch `epoch` were delivered before the restore and are replayed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Replay {
+    epoch: u64,
+    until: u64,
+}
 
 /// How long dropping an iterator waits for its workers to leave before detaching the ones
 /// still inside a source call that ignores the [`Cancellation`].
 pub const SHUTDOWN_GRACE: Duration = Duration::from_millis(500);
-
-struct Pool<O> {
-    jobs: Option<Sender<u64>>,
-    results: Receiver<(u64, BatchResult<O>)>,
-    handles: Vec<JoinHandle<()>>,
-    /// Receives a worker's number when it leaves its loop (sent by [`ExitNotice`]).
-    exited: Receiver<usize>,
-    cancel: Cancellation,
-    dispatched: u64,
-    reorder: BTreeMap<u64, BatchResult<O>>,
-}
-
-/// Sends its worker's number on drop, that is when the worker leaves its loop, even by
-/// unwinding.
-struct ExitNotice(usize, Sender<usize>);
-
-impl Drop for ExitNotice {
-    fn drop(&mut self) {
-        let _ = self.1.send(self.0);
-    }
-}
-
-impl<O> Pool<O> {
-    /// Fires the cancellation, closes the job queue, and joins every worker that leaves within
-    /// [`SHUTDOWN_GRACE`]. Workers finish the batch in hand (sources that block observe the
-    /// cancellation) and exit; a worker stuck in a source call that ignores the cancellation
-    /// is detached instead (it exits when that call returns: its job queue is closed and its
-    /// result has no receiver), so shutting down never hangs.
-    fn shutdown(&mut self) {
-        self.cancel.cancel();
-        self.jobs = None;
-        self.reorder.clear();
-        let deadline = Instant::now() + SHUTDOWN_GRACE;
-        let mut left = vec![false; self.handles.len()];
-        let mut waiting = self.handles.len();
-        while waiting > 0 {
-            match self.exited.recv_deadline(deadline) {
-                Ok(i) => {
-                    if let Some(l) = left.get_mut(i).filter(|l| !**l) {
-                        *l = true;
-                        waiting -= 1;
-                    }
-                }
-                Err(_) => break,
-            }
-        }
-        for (h, left) in self.handles.drain(..).zip(left) {
-            if left || h.is_finished() {
-                // A worker catches every panic of user code; a join error would be a loader
-                // bug, and there is nobody left to report it to.
-                let _ = h.join();
-            }
-            // Otherwise dropping the handle detaches the stuck worker.
-        }
-    }
-}
-
-impl<O> Drop for Pool<O> {
-    fn drop(&mut self) {
-        self.shutdown();
-    }
-}
 
 /// The iterator over a loader's batches, in batch order: `Ok(batch)` per batch, or one
 /// `Err` at the place of a failed batch, after which it ends.
@@ -527,7 +647,11 @@ pub struct LoaderIter<S: DataSource, U, C: Collate<U>> {
     next: u64,
     end: Option<u64>,
     done: bool,
-    pool: Option<Pool<C::Output>>,
+    pool: Option<Pool<(), Batch<C::Output>>>,
+    /// Batch numbers below this were sent to the pool.
+    dispatched: u64,
+    /// Positions replayed after a rounded-down elastic restore.
+    replay: Option<Replay>,
 }
 
 impl<S: DataSource, U, C: Collate<U>> std::fmt::Debug for LoaderIter<S, U, C> {
@@ -536,7 +660,7 @@ impl<S: DataSource, U, C: Collate<U>> std::fmt::Debug for LoaderIter<S, U, C> {
             .field("next", &self.next)
             .field("end", &self.end)
             .field("done", &self.done)
-            .field("threads", &self.pool.as_ref().map_or(0, |p| p.handles.len()))
+            .field("threads", &self.pool.as_ref().map_or(0, Pool::threads))
             .finish_non_exhaustive()
     }
 }
@@ -568,45 +692,9 @@ where
     }
 
     fn start_pool(&mut self) -> Result<(), LoaderError> {
-        let (job_tx, job_rx) = crossbeam_channel::unbounded::<u64>();
-        let (res_tx, res_rx) = crossbeam_channel::unbounded();
-        let (exit_tx, exit_rx) = crossbeam_channel::unbounded();
-        let mut pool = Pool {
-            jobs: Some(job_tx),
-            results: res_rx,
-            exited: exit_rx,
-            handles: Vec::with_capacity(self.loader.workers),
-            cancel: Cancellation::new(),
-            dispatched: self.next,
-            reorder: BTreeMap::new(),
-        };
-        for i in 0..self.loader.workers {
-            let shared = Arc::clone(&self.loader.shared);
-            let (jobs, results, cancel) = (job_rx.clone(), res_tx.clone(), pool.cancel.clone());
-            let notice = ExitNotice(i, exit_tx.clone());
-            let spawned = std::thread::Builder::new().name(format!("guideloom-w{i}")).spawn(move || {
-                let _notice = notice;
-                while let Ok(number) = jobs.recv() {
-                    if cancel.is_cancelled() {
-                        break;
-                    }
-                    // `produce` already turns panics of user code into errors; this catches a
-                    // loader bug so the consumer still gets an `Err` instead of waiting forever.
-                    let r = catch_unwind(AssertUnwindSafe(|| shared.produce(number, &cancel)))
-                        .unwrap_or_else(|p| {
-                            Err(LoaderError::Panic { index: None, message: panic_message(&*p) })
-                        });
-                    if results.send((number, r)).is_err() {
-                        break;
-                    }
-                }
-            });
-            match spawned {
-                Ok(h) => pool.handles.push(h),
-                Err(e) => return Err(LoaderError::Spawn(e)), // `pool` drops: joins those started
-            }
-        }
-        self.pool = Some(pool);
+        let shared = Arc::clone(&self.loader.shared);
+        let work = Arc::new(move |number, (), cancel: &Cancellation| shared.produce(number, cancel));
+        self.pool = Some(Pool::start(self.loader.workers, work)?);
         Ok(())
     }
 
@@ -616,6 +704,15 @@ where
             p.shutdown();
         }
         Some(Err(e))
+    }
+
+    /// Flags the replayed positions of `batch`.
+    fn mark_repeats(&self, batch: &mut Batch<C::Output>) {
+        if let Some(r) = self.replay.filter(|r| r.epoch == batch.epoch) {
+            for (flag, &p) in batch.repeat.iter_mut().zip(&batch.positions) {
+                *flag = p < r.until;
+            }
+        }
     }
 }
 
@@ -636,8 +733,9 @@ where
         if self.loader.workers == 0 {
             let r = self.loader.shared.produce(self.next, &Cancellation::new());
             return match r {
-                Ok(b) => {
+                Ok(mut b) => {
                     self.next += 1;
+                    self.mark_repeats(&mut b);
                     Some(Ok(b))
                 }
                 Err(e) => self.fail(e),
@@ -651,37 +749,20 @@ where
         let (prefetch, end) = (self.loader.prefetch as u64, self.end);
         let next = self.next;
         let Some(pool) = self.pool.as_mut() else { panic!("worker pool missing after start") };
-        let top_up = |pool: &mut Pool<C::Output>, next: u64| {
+        let top_up = |pool: &mut Pool<(), Batch<C::Output>>, dispatched: &mut u64, next: u64| {
             let limit = next.saturating_add(prefetch);
             let limit = end.map_or(limit, |e| limit.min(e));
-            while pool.dispatched < limit {
-                match &pool.jobs {
-                    Some(tx) if tx.send(pool.dispatched).is_ok() => pool.dispatched += 1,
-                    _ => break,
-                }
+            while *dispatched < limit && pool.send(*dispatched, ()) {
+                *dispatched += 1;
             }
         };
-        top_up(pool, next);
-        let result = loop {
-            if let Some(r) = pool.reorder.remove(&next) {
-                break r;
-            }
-            match pool.results.recv() {
-                Ok((n, r)) => {
-                    pool.reorder.insert(n, r);
-                }
-                Err(_) => {
-                    break Err(LoaderError::Panic {
-                        index: None,
-                        message: format!("every worker exited while batch {next} was pending"),
-                    })
-                }
-            }
-        };
+        top_up(pool, &mut self.dispatched, next);
+        let result = pool.take(next);
         match result {
-            Ok(b) => {
+            Ok(mut b) => {
                 self.next += 1;
-                top_up(pool, self.next);
+                top_up(pool, &mut self.dispatched, self.next);
+                self.mark_repeats(&mut b);
                 Some(Ok(b))
             }
             Err(e) => self.fail(e),

@@ -6,6 +6,11 @@
 //! and written as a token stream: the stream equals the documents' tokens concatenated in
 //! input order, whatever the number of shards (each shard holds a contiguous run of
 //! documents).
+//!
+//! The same files can be read without building a storage: [`JsonlShards`] and [`TextShards`]
+//! are sequential sources (each file a shard, each document a record of token ids tokenized
+//! as it is read) for the loader's `SequentialLoader`; [`ingest_sequential`] writes any such
+//! source to a storage.
 
 use std::fs;
 use std::io::BufRead;
@@ -18,8 +23,11 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use rayon::prelude::*;
 use serde_json::{json, Value};
 
+mod sequential;
 mod spill;
 mod write;
+
+pub use sequential::{ingest_sequential, JsonlReader, JsonlShards, TextReader, TextShards, READ_AHEAD_BYTES};
 
 use spill::{CorpusStats, Spill};
 use write::{check_output, write_corpus, ShardPlanner};
@@ -59,6 +67,21 @@ pub enum IngestError {
         /// What is wrong.
         reason: String,
     },
+    /// A JSON Lines record read by a [`JsonlShards`] reader is malformed or lacks the field
+    /// (named by its byte offset: a reader started mid-file does not know line numbers).
+    #[error("{path} byte {offset}: {reason}")]
+    BadJsonlRecord {
+        /// The input file.
+        path: PathBuf,
+        /// Byte offset of the line's start.
+        offset: u64,
+        /// What is wrong.
+        reason: String,
+    },
+    /// Reading a sequential source failed ([`ingest_sequential`]); the loader's error is the
+    /// `source()`.
+    #[error("reading the sequential source failed")]
+    Sequential(#[source] guideloom_loader::LoaderError),
     /// A token id does not fit the requested element type.
     #[error("token id {id} in document {document} ({source_name}) does not fit the element type {dtype}")]
     TokenTooLarge {
@@ -706,32 +729,45 @@ fn jsonl_document(
     field: &JsonlField,
     vocab: &Option<Vocabulary>,
 ) -> Result<Document, IngestError> {
-    let bad = |reason: String| IngestError::BadJsonl { path: path.to_path_buf(), line, reason };
-    let v: Value = serde_json::from_str(text).map_err(|e| bad(e.to_string()))?;
-    let tokens = match field {
+    let tokens = jsonl_tokens(text, field, vocab.as_ref()).map_err(|reason| IngestError::BadJsonl {
+        path: path.to_path_buf(),
+        line,
+        reason,
+    })?;
+    Ok(Document { source: format!("{}:{line}", path.display()), tokens })
+}
+
+/// The token ids of one non-empty JSON Lines line: its `field` as a list of ids, or its text
+/// tokenized with `vocab`; `Err` says why the line is bad.
+pub(crate) fn jsonl_tokens(
+    text: &str,
+    field: &JsonlField,
+    vocab: Option<&Vocabulary>,
+) -> Result<Vec<u32>, String> {
+    let v: Value = serde_json::from_str(text).map_err(|e| e.to_string())?;
+    match field {
         JsonlField::Tokens(name) => {
             let list = v
                 .get(name)
                 .and_then(Value::as_array)
-                .ok_or_else(|| bad(format!("field {name:?} is missing or not a list of token ids")))?;
+                .ok_or_else(|| format!("field {name:?} is missing or not a list of token ids"))?;
             list.iter()
                 .enumerate()
                 .map(|(j, id)| {
                     id.as_u64().and_then(|x| u32::try_from(x).ok()).ok_or_else(|| {
-                        bad(format!("token {j} of field {name:?} is {id}, not an integer in [0, 2^32)"))
+                        format!("token {j} of field {name:?} is {id}, not an integer in [0, 2^32)")
                     })
                 })
-                .collect::<Result<Vec<u32>, _>>()?
+                .collect()
         }
         JsonlField::Text(name, _) => {
             let text = v
                 .get(name)
                 .and_then(Value::as_str)
-                .ok_or_else(|| bad(format!("field {name:?} is missing or not a string")))?;
-            vocab.as_ref().map(|b| b.encode_ordinary(text)).unwrap_or_default()
+                .ok_or_else(|| format!("field {name:?} is missing or not a string"))?;
+            Ok(vocab.map(|b| b.encode_ordinary(text)).unwrap_or_default())
         }
-    };
-    Ok(Document { source: format!("{}:{line}", path.display()), tokens })
+    }
 }
 
 /// Index of the first document of each shard: contiguous runs balanced by token count (the

@@ -214,19 +214,36 @@ fn chained_resume_counts_absolute_batches() {
 
     let json = s2.to_json();
     assert!(json.len() < 1024, "{} bytes", json.len());
+    let fp = resume_loader(0).source().fingerprint().to_string();
     assert_eq!(
         json,
-        r#"{"version":1,"next_batch":40,"config":{"seed":2024,"shuffle":true,"epochs":3,"batch_size":8,"drop_remainder":false,"rank":0,"world_size":1},"source":{"records":1000,"fingerprint":FP}}"#
-            .replace("FP", &resume_loader(0).source().fingerprint().to_string())
+        r#"{"version":2,"next_batch":40,"global_batch":8,"config":{"seed":2024,"shuffle":true,"epochs":3,"drop_remainder":false},"source":{"records":1000,"fingerprint":FP},"transforms_fingerprint":0}"#
+            .replace("FP", &fp)
     );
     assert_eq!(resume_loader(0).iter_from(&s2).expect("fits").state().to_json(), json);
+    // The version-1 layout of the same checkpoint still loads, resumes to the same batches on
+    // its own topology, and is written back as version 1.
+    let v1 = r#"{"version":1,"next_batch":40,"config":{"seed":2024,"shuffle":true,"epochs":3,"batch_size":8,"drop_remainder":false,"rank":0,"world_size":1},"source":{"records":1000,"fingerprint":FP}}"#
+        .replace("FP", &fp);
+    let old = State::from_json(&v1).expect("a version-1 state parses");
+    assert_eq!((old.version, old.next_batch, old.global_batch), (1, 40, 8));
+    assert_eq!(old.to_json(), v1);
+    assert_eq!(collect(resume_loader(3).iter_from(&old).expect("fits")), full[40..]);
 }
 
 /// Restoring into another configuration or source names the field; a state past the end and an
-/// unknown version are refused.
+/// unknown version are refused. (A version-2 state does not pin the batch size, only the
+/// global batch; a version-1 state still pins its topology.)
 #[test]
 fn mismatched_state_is_refused_with_the_field() {
-    let state = resume_loader(0).iter().state();
+    let v2 = resume_loader(0).iter().state();
+    let state = State::from_json(&v2.to_json().replace(
+        r#""global_batch":8,"config":{"seed":2024,"shuffle":true,"epochs":3,"drop_remainder":false}"#,
+        r#""config":{"seed":2024,"shuffle":true,"epochs":3,"batch_size":8,"drop_remainder":false,"rank":0,"world_size":1}"#,
+    ))
+    .expect("the version-1 layout");
+    assert_eq!(state.version, 2, "the layout, not the number, says version 1");
+    let state = State { version: 1, ..state };
     let field = |loader: Loader<RangeSource>, state: &State| match loader.iter_from(state) {
         Err(LoaderError::StateMismatch { field, expected, found }) => (field, expected, found),
         other => panic!("unexpected {:?}", other.map(|it| it.state())),
@@ -257,12 +274,15 @@ fn mismatched_state_is_refused_with_the_field() {
         resume_loader(0).iter_from(&s),
         Err(LoaderError::StatePastEnd { next_batch: 376, total: 375 })
     ));
-    let mut s = state;
-    s.version = 2;
+    let mut s = v2;
+    s.version = 3;
     assert!(matches!(
         resume_loader(0).iter_from(&s),
-        Err(LoaderError::StateVersion { expected: 1, found: 2 })
+        Err(LoaderError::StateVersion { expected: 2, found: 3 })
     ));
+    let mut s = v2;
+    s.transforms_fingerprint = 9;
+    assert_eq!(field(resume_loader(0), &s), ("transforms_fingerprint", "0".into(), "9".into()));
 }
 
 // ---------------------------------------------------------------- 4. sharding

@@ -3,9 +3,11 @@
 //! beside them.
 
 mod acceptance;
+mod elastic;
 mod foreign;
 #[cfg(feature = "oamap")]
 mod oamap_stars;
 mod props;
 mod regression;
+mod sequential;
 mod token_windows;

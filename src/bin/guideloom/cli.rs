@@ -113,6 +113,7 @@ pub(crate) struct WindowArgs {
 
 /// `guideloom batches`.
 #[derive(clap::Args, Debug)]
+#[command(mut_arg("dir", optional_with_sequential))]
 pub(crate) struct BatchesArgs {
     #[command(flatten)]
     pub(crate) window: WindowArgs,
@@ -140,10 +141,15 @@ pub(crate) struct BatchesArgs {
     /// Omit window contents.
     #[arg(long)]
     pub(crate) no_tokens: bool,
+    #[command(flatten)]
+    pub(crate) elastic: ElasticArgs,
+    #[command(flatten)]
+    pub(crate) sequential: SequentialArgs,
 }
 
 /// `guideloom bench`.
 #[derive(clap::Args, Debug)]
+#[command(mut_arg("dir", optional_with_sequential))]
 pub(crate) struct BenchArgs {
     #[command(flatten)]
     pub(crate) window: WindowArgs,
@@ -156,6 +162,93 @@ pub(crate) struct BenchArgs {
     /// Print one JSON object.
     #[arg(long)]
     pub(crate) json: bool,
+    /// This process's data-parallel rank.
+    #[arg(long, default_value_t = 0)]
+    pub(crate) rank: u64,
+    /// Number of data-parallel ranks.
+    #[arg(long, default_value_t = 1)]
+    pub(crate) world_size: u64,
+    /// Start from a state written by `batches --save-state` (of any rank and world size with
+    /// the same global batch).
+    #[arg(long)]
+    pub(crate) resume: Option<PathBuf>,
+    #[command(flatten)]
+    pub(crate) elastic: ElasticArgs,
+    #[command(flatten)]
+    pub(crate) sequential: SequentialArgs,
+}
+
+/// Elastic resume of a storage (`batches`, `bench`): a state restores onto another rank and
+/// world size.
+#[derive(clap::Args, Debug, Clone, Default)]
+pub(crate) struct ElasticArgs {
+    /// Windows per global step over all ranks, G: the batch size per rank becomes
+    /// G / --world-size (which must divide it). A state saved under any world size with the
+    /// same G resumes exactly on this one.
+    #[arg(long, conflicts_with = "batch_size")]
+    pub(crate) global_batch: Option<u64>,
+    /// On --resume with another global batch, restart at the step that holds the first
+    /// unconsumed window, replaying the ones before it (flagged "repeat"), instead of refusing.
+    #[arg(long, requires = "resume")]
+    pub(crate) round_down: bool,
+}
+
+/// Files read in order, tokenized on the fly (`batches --sequential`, `bench --sequential`).
+#[derive(clap::Args, Debug, Clone)]
+pub(crate) struct SequentialArgs {
+    /// Read --jsonl or --text files in order instead of a storage: each file is a shard, its
+    /// documents are tokenized as they are read and packed into windows of --seq-len tokens
+    /// (--shuffle permutes the file order per epoch).
+    #[arg(long, requires = "sequential_input")]
+    pub(crate) sequential: bool,
+    /// JSON Lines files, one document per non-empty line (with --tokens-field or --text-field).
+    #[arg(long, num_args = 1.., requires = "sequential", group = "sequential_input")]
+    pub(crate) jsonl: Vec<PathBuf>,
+    /// Plain UTF-8 text files (documents per --split, tokenized with --tokenizer).
+    #[arg(long, num_args = 1.., requires = "sequential", group = "sequential_input", conflicts_with = "jsonl")]
+    pub(crate) text: Vec<PathBuf>,
+    /// --jsonl: the field holding a list of token ids.
+    #[arg(long, requires = "jsonl", conflicts_with = "text_field")]
+    pub(crate) tokens_field: Option<String>,
+    /// --jsonl: the field holding text to tokenize with --tokenizer.
+    #[arg(long, requires = "jsonl")]
+    pub(crate) text_field: Option<String>,
+    /// BPE vocabulary of --text and --text-field (embedded; no download).
+    #[arg(long, value_enum, default_value = "cl100k")]
+    pub(crate) tokenizer: TokenizerArg,
+    /// --text: documents are files, blank-line-separated blocks, or lines.
+    #[arg(long, value_enum, default_value = "file")]
+    pub(crate) split: SplitArg,
+    /// --text: append the tokenizer's end-of-text id after each document.
+    #[arg(long, requires = "text")]
+    pub(crate) eos: bool,
+    /// Files each rank reads at once, one document from each in turn.
+    #[arg(long, default_value_t = 1, requires = "sequential")]
+    pub(crate) cycle: u64,
+    /// Shuffle each file's documents inside windows of this many documents (keyed by --seed;
+    /// 1 = off).
+    #[arg(long, default_value_t = 1, requires = "sequential")]
+    pub(crate) window_shuffle: u64,
+    /// Count each file's documents first and deal the files to ranks by length (longest
+    /// first) instead of round-robin.
+    #[arg(long, requires = "sequential")]
+    pub(crate) count_lengths: bool,
+    /// Elastic resume: the states of all ranks of an earlier run (each written by
+    /// --save-state), restored onto this --rank of --world-size.
+    #[arg(long, num_args = 1.., requires = "sequential", conflicts_with = "resume")]
+    pub(crate) resume_ranks: Vec<PathBuf>,
+}
+
+impl SequentialArgs {
+    /// Whether the command reads files in order.
+    pub(crate) fn on(&self) -> bool {
+        self.sequential
+    }
+}
+
+/// The storage directory of `batches` and `bench` is not needed with `--sequential`.
+fn optional_with_sequential(a: clap::Arg) -> clap::Arg {
+    a.required(false).required_unless_present("sequential").default_value("-").hide_default_value(true)
 }
 
 /// `guideloom demo`.

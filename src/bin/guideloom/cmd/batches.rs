@@ -6,7 +6,7 @@ use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
 use guideloom::formats::{DocumentTokensFormat, TokenElement, TokenFormat};
-use guideloom::loader::{Batch, DataSource, MetaWindows, State, StreamWindows};
+use guideloom::loader::{Batch, DataSource, MetaWindows, ResumeOptions, State, StreamWindows};
 use guideloom::storage::foreign::ForeignDataset;
 use guideloom::storage::ReadOptions;
 use guideloom::storage::{StreamReader, StreamWithMetaReader};
@@ -24,11 +24,16 @@ struct Batches {
     save_state: Option<PathBuf>,
     resume: Option<PathBuf>,
     no_tokens: bool,
+    /// `--round-down`: a state of another global batch resumes at the start of its step.
+    round_down: bool,
 }
 
 /// Runs `guideloom batches`: prints the batches on stdout; with `--save-state` writes the
 /// state after the last batch that reached stdout.
 pub(crate) fn run(a: BatchesArgs) -> CliResult {
+    if a.sequential.on() {
+        return crate::cmd::sequential::batches(&a);
+    }
     let b = Batches {
         args: LoaderArgs {
             window: a.window,
@@ -36,11 +41,13 @@ pub(crate) fn run(a: BatchesArgs) -> CliResult {
             rank: a.rank,
             world_size: a.world_size,
             drop_remainder: a.drop_remainder,
+            global_batch: a.elastic.global_batch,
         },
         max_batches: a.max_batches,
         save_state: a.save_state,
         resume: a.resume,
         no_tokens: a.no_tokens,
+        round_down: a.elastic.round_down,
     };
     open_token_storage(&b.args.window, &b)
 }
@@ -81,8 +88,9 @@ impl Batches {
                 self.args.world_size
             );
         }
+        let options = if self.round_down { ResumeOptions::round_down() } else { ResumeOptions::default() };
         let mut it = match &self.resume {
-            Some(p) => loader.iter_from(&read_state(p)?)?,
+            Some(p) => loader.iter_from_with(&read_state(p)?, options)?,
             None => loader.iter(),
         };
         let mut out = std::io::BufWriter::new(std::io::stdout().lock());
@@ -134,6 +142,10 @@ impl Batches {
         if batch.padding.iter().any(|&p| p) {
             line.push_str(",\"padding\":");
             write_list(line, batch.padding.iter());
+        }
+        if batch.repeat.iter().any(|&r| r) {
+            line.push_str(",\"repeat\":");
+            write_list(line, batch.repeat.iter());
         }
         let mut docs = String::new();
         let has_docs = batch.data.iter().enumerate().all(|(i, r)| {

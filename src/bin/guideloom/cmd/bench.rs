@@ -3,7 +3,9 @@
 use std::time::{Duration, Instant};
 
 use guideloom::formats::{DocumentTokensFormat, IntTokenFormat, TokenElement, TokenFormat};
-use guideloom::loader::{DataSource, LoaderError, MetaWindows, TokenWindows};
+use guideloom::loader::{
+    Collate, DataSource, Loader, LoaderError, LoaderIter, MetaWindows, ResumeOptions, State, TokenWindows,
+};
 use guideloom::storage::foreign::ForeignDataset;
 use guideloom::storage::ReadOptions;
 use guideloom::storage::{StreamReader, StreamWithMetaReader};
@@ -22,6 +24,10 @@ struct Bench {
     /// When the measurement starts: before the storage is opened, so the time to the first
     /// batch includes opening it and starting the workers.
     start: Instant,
+    /// `--resume`: the state to start from.
+    resume: Option<State>,
+    /// `--round-down`.
+    round_down: bool,
 }
 
 /// Throughput figures of one bench run.
@@ -51,18 +57,34 @@ pub(crate) fn run(a: BenchArgs) -> CliResult {
     if a.max_batches == Some(0) {
         return Err("--max-batches must be at least 1".into());
     }
+    let resume = match &a.resume {
+        Some(p) if !a.sequential.on() => {
+            let text = std::fs::read_to_string(p)
+                .map_err(|e| format!("cannot read state file {}: {e}", p.display()))?;
+            Some(State::from_json(&text).map_err(|e| format!("state file {}: {e}", p.display()))?)
+        }
+        _ => None,
+    };
+    // Timed runs repeat epochs until the time is up.
+    let epochs = if a.max_batches.is_none() && a.seconds.is_some() { None } else { Some(1) };
+    if a.sequential.on() {
+        return bench_sequential(&a, epochs);
+    }
     let b = Bench {
         args: LoaderArgs {
             window: a.window,
             // Timed runs repeat epochs until the time is up.
-            epochs: if a.max_batches.is_none() && a.seconds.is_some() { None } else { Some(1) },
-            rank: 0,
-            world_size: 1,
+            epochs,
+            rank: a.rank,
+            world_size: a.world_size,
             drop_remainder: false,
+            global_batch: a.elastic.global_batch,
         },
         seconds: a.seconds,
         max_batches: a.max_batches,
         start: Instant::now(),
+        resume,
+        round_down: a.elastic.round_down,
     };
     let t = open_token_storage(&b.args.window, &b)?;
     if t.batches == 0 {
@@ -91,7 +113,7 @@ impl TokenStorageFn for &Bench {
         let windows = TokenWindows::new(reader, self.args.window.seq_len, self.args.stride())?;
         let collate = windows.collate();
         let loader = self.args.builder(windows).collate(collate).build()?;
-        let batches = loader.iter().map(|b| {
+        let batches = self.iter(&loader)?.map(|b| {
             b.map(|b| {
                 let sum = b.data.data().iter().map(|&t| Into::<u64>::into(t)).sum::<u64>();
                 (b.data.shape()[0] as u64, b.data.data().len() as u64, sum)
@@ -121,13 +143,29 @@ impl Bench {
             TokenWindows::<i64>::from_int_reader(reader, self.args.window.seq_len, self.args.stride())?;
         let collate = windows.collate();
         let loader = self.args.builder(windows).collate(collate).build()?;
-        let batches = loader.iter().map(|b| {
+        let batches = self.iter(&loader)?.map(|b| {
             b.map(|b| {
                 let sum = b.data.data().iter().fold(0u64, |a, &t| a.wrapping_add(t as u64));
                 (b.data.shape()[0] as u64, b.data.data().len() as u64, sum)
             })
         });
         self.measure(batches, token_bytes)
+    }
+
+    /// The loader's iterator: from the start, or from `--resume` (onto this rank and world
+    /// size: elastic).
+    fn iter<S, U, C>(&self, loader: &Loader<S, U, C>) -> Result<LoaderIter<S, U, C>, LoaderError>
+    where
+        S: DataSource + 'static,
+        U: 'static,
+        C: Collate<U> + 'static,
+        C::Output: 'static,
+    {
+        let options = if self.round_down { ResumeOptions::round_down() } else { ResumeOptions::default() };
+        match &self.resume {
+            Some(state) => loader.iter_from_with(state, options),
+            None => Ok(loader.iter()),
+        }
     }
 
     /// Measures a loader over `source` with the default collation (a `Vec` of records).
@@ -137,7 +175,7 @@ impl Bench {
         S::Item: WindowRecord,
     {
         let loader = self.args.builder(source).build()?;
-        let batches = loader.iter().map(|b| {
+        let batches = self.iter(&loader)?.map(|b| {
             b.map(|b| {
                 let sum = b.data.iter().map(WindowRecord::token_sum).sum::<u64>();
                 (b.data.len() as u64, b.data.iter().map(WindowRecord::token_count).sum::<u64>(), sum)
@@ -228,4 +266,52 @@ impl Throughput {
             self.first_batch_seconds * 1e3,
         )
     }
+}
+
+/// `guideloom bench --sequential`: the throughput of reading `--jsonl` or `--text` files in
+/// order, tokenizing and packing them (one epoch, `--seconds` or `--max-batches`).
+fn bench_sequential(a: &BenchArgs, epochs: Option<u64>) -> CliResult {
+    let s = crate::cmd::sequential::Sequential {
+        window: &a.window,
+        seq: &a.sequential,
+        epochs,
+        rank: a.rank,
+        world_size: a.world_size,
+    };
+    s.refuse_storage_options(&a.elastic, false)?;
+    let b = Bench {
+        args: LoaderArgs {
+            window: a.window.clone(),
+            epochs,
+            rank: a.rank,
+            world_size: a.world_size,
+            drop_remainder: false,
+            global_batch: None,
+        },
+        seconds: a.seconds,
+        max_batches: a.max_batches,
+        start: Instant::now(),
+        resume: None,
+        round_down: false,
+    };
+    let loader = s.loader()?;
+    let it = s.start(&loader, a.resume.as_deref())?;
+    let t = b.measure(crate::cmd::sequential::counted(it), 4)?;
+    if t.batches == 0 {
+        let files = crate::cmd::sequential::inputs(&a.sequential);
+        return Err(
+            format!("no batch to measure: {files:?} hold no window of {} tokens", a.window.seq_len).into()
+        );
+    }
+    let mut fields = b.report_fields("sequential");
+    if let Value::Object(o) = &mut fields {
+        o.insert("sequential".into(), json!(true));
+        o.insert("cycle".into(), json!(a.sequential.cycle));
+    }
+    if a.json {
+        outln!("{}", t.to_json(fields));
+    } else {
+        outln!("{}", t.to_text("sequential", a.window.workers));
+    }
+    Ok(())
 }

@@ -9,6 +9,7 @@ pub(crate) mod import;
 pub(crate) mod ingest;
 pub(crate) mod inspect;
 pub(crate) mod oam;
+pub(crate) mod sequential;
 pub(crate) mod windows;
 
 /// An error with what the command was doing, and the library's error as its `source()`, so

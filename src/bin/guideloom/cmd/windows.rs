@@ -29,6 +29,9 @@ pub(crate) struct LoaderArgs {
     pub(crate) world_size: u64,
     /// Drop the incomplete final (global) batch of each epoch.
     pub(crate) drop_remainder: bool,
+    /// Windows per global step over all ranks (`--global-batch`): the batch size per rank
+    /// becomes `G / world_size` instead of `--batch-size`.
+    pub(crate) global_batch: Option<u64>,
 }
 
 impl LoaderArgs {
@@ -46,7 +49,6 @@ impl LoaderArgs {
         let w = &self.window;
         let mut b = guideloom::loader::Loader::builder(source)
             .seed(w.seed)
-            .batch_size(w.batch_size)
             .drop_remainder(self.drop_remainder)
             .shard(self.rank, self.world_size)
             .workers(w.workers);
@@ -60,7 +62,10 @@ impl LoaderArgs {
         if let Some(p) = w.prefetch {
             b = b.prefetch(p);
         }
-        b
+        match self.global_batch {
+            Some(g) => b.global_batch(g),
+            None => b.batch_size(w.batch_size),
+        }
     }
 }
 
