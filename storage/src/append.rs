@@ -49,6 +49,9 @@ pub(crate) struct AppendFile {
     file: Option<Box<dyn WriteFile>>,
     /// Bytes already written to the file (past the committed length when dirty).
     flushed: u64,
+    /// `flushed` at the last sync (or the committed length at open): bytes up to here are
+    /// durable.
+    synced: u64,
     pending: Vec<u8>,
     crc: u32,
 }
@@ -57,7 +60,12 @@ impl AppendFile {
     /// Opens (or creates, when `committed.bytes == 0`) file `name` of `dir` for appending
     /// after its committed bytes; anything past them (an interrupted earlier session) is
     /// truncated.
-    pub(crate) fn open(dir: &Arc<dyn WriteDir>, name: String, shard: u64, committed: FileEntry) -> Result<Self> {
+    pub(crate) fn open(
+        dir: &Arc<dyn WriteDir>,
+        name: String,
+        shard: u64,
+        committed: FileEntry,
+    ) -> Result<Self> {
         let path = dir.path().join(&name);
         let mut file = dir.open_write(&name, committed.bytes == 0).map_err(|e| match e {
             StorageError::Io { source, .. } if source.kind() == std::io::ErrorKind::NotFound => {
@@ -77,6 +85,7 @@ impl AppendFile {
             name,
             file: Some(file),
             flushed: committed.bytes,
+            synced: committed.bytes,
             pending: Vec::new(),
             crc: committed.checksum,
         })
@@ -107,11 +116,6 @@ impl AppendFile {
         Ok(self.file.insert(file))
     }
 
-    /// Whether the file is parked (closed, everything written durable).
-    pub(crate) fn is_parked(&self) -> bool {
-        self.file.is_none()
-    }
-
     /// Flushes, syncs and closes the file; the next write reopens it.
     pub(crate) fn park(&mut self) -> Result<()> {
         self.sync()?;
@@ -136,12 +140,14 @@ impl AppendFile {
         Ok(())
     }
 
-    /// Flushes and syncs ([`WriteFile::sync`]); returns the entry to commit. A parked file
-    /// with nothing new is already durable.
+    /// Flushes and syncs ([`WriteFile::sync`]); returns the entry to commit. A file with
+    /// nothing written since its last sync (a parked one included) is already durable and is
+    /// not synced again.
     pub(crate) fn sync(&mut self) -> Result<FileEntry> {
-        if !(self.is_parked() && self.pending.is_empty()) {
+        if !self.pending.is_empty() || self.flushed != self.synced {
             self.flush()?;
             self.file()?.sync()?;
+            self.synced = self.flushed;
         }
         Ok(FileEntry { bytes: self.flushed, checksum: self.crc })
     }

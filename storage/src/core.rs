@@ -733,7 +733,12 @@ impl WriterCore {
                         (Some(s), 0) => FileEntry { bytes: s.bytes, checksum: s.checksum },
                         (Some(s), _) => s.files.get(*ext).copied().unwrap_or(empty),
                     };
-                    files.push(AppendFile::open(&self.dir, crate::manifest::shard_file_name(id, ext), id, committed)?);
+                    files.push(AppendFile::open(
+                        &self.dir,
+                        crate::manifest::shard_file_name(id, ext),
+                        id,
+                        committed,
+                    )?);
                 }
                 let count = entry.map_or(0, |s| s.count(self.kind));
                 Ok(e.insert(OpenShard { files, count }))

@@ -388,4 +388,3 @@ impl Manifest {
 pub(crate) fn shard_file_name(id: u64, ext: &str) -> String {
     format!("shard-{id:05}.{ext}")
 }
-

@@ -13,12 +13,13 @@
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
+use std::sync::{mpsc, Arc};
 use std::time::Duration;
 
 use guideloom_formats::{DocumentTokensFormat, RawBytesFormat, TokenDocument, TokenFormat};
 use guideloom_storage::{
-    verify, DocumentWriter, ReadOptions, StorageError, StreamWithMetaWriter, StreamWriter, Window,
+    verify, DocumentWriter, LocalDir, ReadOptions, StorageError, StreamWithMetaWriter, StreamWriter, Window,
+    WriteDir,
 };
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -35,7 +36,7 @@ fn shard_of(k: u64) -> u64 {
 }
 
 /// A writer of any kind appending record `k` of the deterministic sequence.
-enum AnyWriter {
+pub(crate) enum AnyWriter {
     Stream(StreamWriter<TokenFormat<u16>>),
     Document(DocumentWriter<RawBytesFormat>),
     Meta(StreamWithMetaWriter<DocumentTokensFormat<u16>>),
@@ -43,17 +44,27 @@ enum AnyWriter {
 
 impl AnyWriter {
     fn open(kind: Kind, dir: &Path) -> Result<Self, StorageError> {
+        Self::open_in(kind, Arc::new(LocalDir::new(dir)))
+    }
+
+    /// A writer of `kind` writing through `dir`.
+    pub(crate) fn open_in(kind: Kind, dir: Arc<dyn WriteDir>) -> Result<Self, StorageError> {
         Ok(match kind {
-            Kind::Stream => AnyWriter::Stream(StreamWriter::open(dir, TokenFormat::<u16>::new())?),
-            Kind::Document => AnyWriter::Document(DocumentWriter::open(dir, RawBytesFormat)?),
+            Kind::Stream => AnyWriter::Stream(StreamWriter::open_in(dir, TokenFormat::<u16>::new())?),
+            Kind::Document => AnyWriter::Document(DocumentWriter::open_in(dir, RawBytesFormat)?),
             Kind::Meta => {
-                AnyWriter::Meta(StreamWithMetaWriter::open(dir, DocumentTokensFormat::<u16>::new())?)
+                AnyWriter::Meta(StreamWithMetaWriter::open_in(dir, DocumentTokensFormat::<u16>::new())?)
             }
         })
     }
 
-    fn append(&mut self, k: u64) -> Result<(), StorageError> {
-        let shard = shard_of(k);
+    /// Appends record `k` to its shard of the sequence ([`shard_of`]).
+    pub(crate) fn append(&mut self, k: u64) -> Result<(), StorageError> {
+        self.append_to(shard_of(k), k)
+    }
+
+    /// Appends record `k` of the sequence to shard `shard`.
+    pub(crate) fn append_to(&mut self, shard: u64, k: u64) -> Result<(), StorageError> {
         match self {
             AnyWriter::Stream(w) => {
                 let tokens: Vec<u32> = (0..k % 5 + 1).map(|j| ((k * 31 + j) % 65_536) as u32).collect();
@@ -75,11 +86,20 @@ impl AnyWriter {
         Ok(())
     }
 
-    fn commit(&mut self) -> Result<(), StorageError> {
+    pub(crate) fn commit(&mut self) -> Result<(), StorageError> {
         match self {
             AnyWriter::Stream(w) => w.commit(),
             AnyWriter::Document(w) => w.commit(),
             AnyWriter::Meta(w) => w.commit(),
+        }
+    }
+
+    /// Sets a key of the user metadata (committed with the next commit).
+    pub(crate) fn set_metadata(&mut self, key: &str, value: serde_json::Value) {
+        match self {
+            AnyWriter::Stream(w) => w.set_metadata(key, value),
+            AnyWriter::Document(w) => w.set_metadata(key, value),
+            AnyWriter::Meta(w) => w.set_metadata(key, value),
         }
     }
 }

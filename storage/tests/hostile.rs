@@ -33,8 +33,8 @@ use guideloom_formats::{
     DocumentTokensFormat, DocumentTokensWindow, RawBytesFormat, TokenDocument, TokenFormat,
 };
 use guideloom_storage::{
-    verify, DocumentReader, DocumentWriter, ReadOptions, StorageError, StreamReader, StreamWithMetaReader,
-    StreamWithMetaWriter, StreamWriter, Window,
+    verify, DocumentReader, DocumentWriter, LocalDir, ReadOptions, StorageDir, StorageError, StreamReader,
+    StreamWithMetaReader, StreamWithMetaWriter, StreamWriter, Window,
 };
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -141,20 +141,29 @@ fn windows(n: u64) -> Vec<Window> {
 
 /// Opens the storage in `dir` and reads all of it.
 pub(crate) fn read_all(kind: Kind, dir: &Path, opts: ReadOptions) -> Result<Data, StorageError> {
+    read_all_in(kind, Arc::new(LocalDir::new(dir)), opts)
+}
+
+/// Opens the storage in any [`StorageDir`] and reads all of it.
+pub(crate) fn read_all_in(
+    kind: Kind,
+    dir: Arc<dyn StorageDir>,
+    opts: ReadOptions,
+) -> Result<Data, StorageError> {
     Ok(match kind {
         Kind::Stream => {
-            let r = StreamReader::open_with(dir, TokenFormat::<u16>::new(), opts)?;
+            let r = StreamReader::open_in(dir, TokenFormat::<u16>::new(), opts)?;
             let n = r.len();
             Data::Stream(r.read(Window::new(0, n))?, r.read_many(&windows(n))?)
         }
         Kind::Document => {
-            let r = DocumentReader::open_with(dir, RawBytesFormat, opts)?;
+            let r = DocumentReader::open_in(dir, RawBytesFormat, opts)?;
             let all: Vec<u64> = (0..r.len()).collect();
             let rev: Vec<u64> = all.iter().rev().copied().collect();
             Data::Docs(r.get_many(&all)?, r.get_many(&rev)?)
         }
         Kind::Meta => {
-            let r = StreamWithMetaReader::open_with(dir, DocumentTokensFormat::<u16>::new(), opts)?;
+            let r = StreamWithMetaReader::open_in(dir, DocumentTokensFormat::<u16>::new(), opts)?;
             let n = r.len();
             Data::Meta(r.read(Window::new(0, n))?, r.read_many(&windows(n))?)
         }

@@ -8,6 +8,7 @@ mod errors;
 mod hostile;
 mod meta;
 mod plan;
+mod power_loss;
 mod props;
 mod regression;
 mod stream;
