@@ -116,9 +116,14 @@ impl AppendFile {
         Ok(self.file.insert(file))
     }
 
-    /// Flushes, syncs and closes the file; the next write reopens it.
+    /// Flushes, syncs and closes the file (syncing before the close, so a write-back error
+    /// is reported here, not lost with the descriptor); the next write reopens it.
     pub(crate) fn park(&mut self) -> Result<()> {
-        self.sync()?;
+        self.flush()?;
+        if let Some(f) = &mut self.file {
+            f.sync()?;
+        }
+        self.synced = self.flushed;
         self.file = None;
         Ok(())
     }
