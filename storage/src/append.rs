@@ -116,11 +116,12 @@ impl AppendFile {
         Ok(self.file.insert(file))
     }
 
-    /// Flushes, syncs and closes the file (syncing before the close, so a write-back error
-    /// is reported here, not lost with the descriptor); the next write reopens it.
+    /// Flushes, syncs (when anything was written since the last sync) and closes the file;
+    /// the next write reopens it. Syncing before the close reports a write-back error here
+    /// instead of losing it with the descriptor.
     pub(crate) fn park(&mut self) -> Result<()> {
         self.flush()?;
-        if let Some(f) = &mut self.file {
+        if let (Some(f), true) = (&mut self.file, self.flushed != self.synced) {
             f.sync()?;
         }
         self.synced = self.flushed;

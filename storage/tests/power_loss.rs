@@ -421,12 +421,14 @@ fn power_loss_at_every_operation_keeps_exactly_the_last_completed_commit() {
     let steps = sequence();
     let commits = steps.iter().filter(|s| matches!(s, Step::Commit)).count();
     assert_eq!(commits, 5);
-    let mut checked = 0u64;
+    let (mut checked, mut expected_checks) = (0u64, 0u64);
     for kind in KINDS {
+        // Kills that landed between a commit's rename and its directory sync.
+        let mut in_rename_window = 0;
         let full = PowerCutDir::new(None);
         assert_eq!(run(kind, &steps, &full), commits);
         let total = full.ops();
-        eprintln!("{kind:?}: {total} operations");
+        expected_checks += 2 * (total + 1);
         // Every commit writes at least: a sync per dirty shard file, the temp manifest
         // (create or truncate, write, sync), the rename and the directory sync.
         assert!(total > 40 * kind_files(kind), "{kind:?}: only {total} operations");
@@ -455,6 +457,7 @@ fn power_loss_at_every_operation_keeps_exactly_the_last_completed_commit() {
                     want == returned || want == returned + 1,
                     "{kind:?} cut {cut}: {renamed} renames, {returned} commits"
                 );
+                in_rename_window += usize::from(want == returned + 1);
                 let what = || {
                     format!(
                         "{kind:?}, {how:?} before operation {cut} of {total} ({}), {returned} commits returned",
@@ -494,10 +497,12 @@ fn power_loss_at_every_operation_keeps_exactly_the_last_completed_commit() {
                 checked += 1;
             }
         }
+        // Exactly one cut per commit lands after its rename (before its directory sync),
+        // and only a process kill keeps that commit.
+        assert_eq!(in_rename_window, commits, "{kind:?}");
+        eprintln!("power loss: {kind:?}: {total} operations, each a cut point for both crashes");
     }
-    // Every operation of every kind's run was a cut point, twice.
-    assert!(checked > 3 * 2 * 40, "only {checked} crash points");
-    eprintln!("power loss: {checked} crash points over 3 kinds");
+    assert_eq!(checked, expected_checks);
 }
 
 /// Files per shard of `kind` (stream 1, document 2, stream-with-meta 3).
