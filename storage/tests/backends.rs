@@ -201,9 +201,15 @@ fn file_truncated_after_open_is_a_short_read_for_every_backend() {
 #[cfg(all(target_os = "linux", feature = "io-uring"))]
 #[test]
 fn io_uring_completes_short_reads_and_reports_eof() {
-    let Ok(backend) = guideloom_storage::UringBackend::new() else {
-        eprintln!("note: io_uring unavailable, test skipped");
-        return;
+    let backend = match guideloom_storage::UringBackend::new() {
+        Ok(b) => b,
+        Err(e) => {
+            return guideloom_testkit::skip_backend(
+                "io_uring",
+                "the io_uring short-read test",
+                &e.to_string(),
+            )
+        }
     };
     use guideloom_storage::ShardFile;
     let dir = tempfile::tempdir().unwrap();
@@ -389,16 +395,13 @@ fn descriptor_cap_child() {
     }
     const CAP: usize = 64;
     // On tmpfs when there is one: creating and deleting 5,000 files on this ext4 (mounted
-    // with `discard`) takes about 20 s. tmpfs refuses O_DIRECT, so the direct backends (same
-    // descriptor cache, covered with a cap of 3 by the random-request test) run only when
-    // the storage is on a disk filesystem.
+    // with `discard`) takes about 20 s. (`backends()` has the direct backends only where
+    // tmpfs accepts O_DIRECT, Linux 6.6 and later.)
     let shm = Path::new("/dev/shm");
-    let on_shm = shm.is_dir();
-    let dir = if on_shm { tempfile::tempdir_in(shm) } else { tempfile::tempdir() }.unwrap();
+    let dir = if shm.is_dir() { tempfile::tempdir_in(shm) } else { tempfile::tempdir() }.unwrap();
     let all = many_shards(dir.path(), 5_000);
     let total = all.len() as u64 / 2;
-    let backends: Vec<_> =
-        backends().into_iter().filter(|(n, _)| !(on_shm && n.contains("direct"))).collect();
+    let backends = backends();
     // Taken after the io_uring probe; each reading thread's ring adds one descriptor.
     let baseline = count_fds();
     for (name, opts) in backends {
@@ -453,4 +456,33 @@ fn descriptor_cap_child() {
     // After dropping the readers only this thread's ring is left.
     assert!(count_fds() <= baseline + 1);
     println!("child-checked");
+}
+
+/// Issue 21: what `GUIDELOOM_REQUIRE_BACKENDS` names is present in [`backends`] (which fails
+/// itself when it is not), and a required io_uring is also what the default `auto` backend
+/// picks (unless the run forces it off, which then contradicts the requirement and fails).
+/// With the variable unset this checks the always-present backends only.
+#[test]
+fn required_backends_are_present() {
+    let names: Vec<&str> = backends().into_iter().map(|(n, _)| n).collect();
+    for always in ["pread", "mmap", "auto", "auto, io_uring forced off"] {
+        assert!(names.contains(&always), "{always} missing from {names:?}");
+    }
+    let required = guideloom_testkit::required_backends();
+    for b in &required {
+        let want: &[&str] = match *b {
+            "io_uring" => &["io_uring"],
+            _ => &["pread+direct"],
+        };
+        for w in want {
+            assert!(names.contains(w), "{b} is required but {w} is not among {names:?}");
+        }
+        if *b == "io_uring" {
+            assert_eq!(guideloom_storage::auto_backend_choice().kind, BackendKind::IoUring);
+        }
+    }
+    if required.len() == 2 {
+        assert!(names.contains(&"io_uring+direct"), "{names:?}");
+        assert_eq!(names.len(), 7);
+    }
 }

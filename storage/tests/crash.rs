@@ -239,7 +239,11 @@ fn killed_writer_leaves_the_last_commit() {
         assert!(child.try_wait().unwrap().is_none(), "seed {seed}: the writer ended before the kill");
         child.kill().unwrap(); // SIGKILL
         let status = child.wait().unwrap();
-        assert_eq!(std::os::unix::process::ExitStatusExt::signal(&status), Some(libc::SIGKILL), "seed {seed}");
+        assert_eq!(
+            std::os::unix::process::ExitStatusExt::signal(&status),
+            Some(libc::SIGKILL),
+            "seed {seed}"
+        );
         // Reports printed before the kill are still in the pipe.
         while let Ok(n) = rx.recv_timeout(Duration::from_secs(10)) {
             last = n;

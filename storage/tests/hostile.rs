@@ -602,10 +602,9 @@ fn run_cases(seed: u64, cases: u64, progress: &AtomicU64) -> Tally {
             // Every backend reads the same bytes: the same outcome for each.
             match &first {
                 None => first = Some((name, class)),
-                Some((n0, c0)) if *c0 != class => t.failures.push(format!(
-                    "{} [{name}]: {class:?}, but [{n0}] gave {c0:?}",
-                    what()
-                )),
+                Some((n0, c0)) if *c0 != class => {
+                    t.failures.push(format!("{} [{name}]: {class:?}, but [{n0}] gave {c0:?}", what()))
+                }
                 Some(_) => {}
             }
         }
@@ -660,7 +659,12 @@ fn damaged_storages_give_original_data_or_typed_errors() {
     if cases >= 1_000 {
         let share = |n: u64| n * 20 >= t.reads;
         assert!(share(t.exact), "only {} of {} reads exact", t.exact, t.reads);
-        assert!(share(t.detected_by_verify), "only {} of {} reads caught by verify", t.detected_by_verify, t.reads);
+        assert!(
+            share(t.detected_by_verify),
+            "only {} of {} reads caught by verify",
+            t.detected_by_verify,
+            t.reads
+        );
         assert!(share(errors), "only {errors} of {} reads typed errors", t.reads);
         assert!(t.errors.len() >= 6, "typed errors of only {} variants: {:?}", t.errors.len(), t.errors);
     }

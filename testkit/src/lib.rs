@@ -1,5 +1,7 @@
 //! Fixtures shared by guideloom's tests and benchmarks, so no crate keeps its own copy: the
-//! bundled data sets' paths and the synthetic token storage the read benchmarks use.
+//! bundled data sets' paths, the synthetic token storage the read benchmarks use (and the
+//! tokens it holds, for their checks), and the rule for I/O backends a host lacks
+//! ([`REQUIRE_BACKENDS_ENV`]).
 //!
 //! A dev-dependency only; it is not published and panics on failure (it serves tests).
 
@@ -69,5 +71,78 @@ pub fn stars_json() -> Vec<serde_json::Value> {
     match serde_json::from_str(&text).expect("JSON") {
         serde_json::Value::Array(stars) => stars,
         other => panic!("planets.json.gz holds {other}, not a list"),
+    }
+}
+
+/// The environment variable that turns a missing I/O backend from an explicit skip into a
+/// test failure: a comma-separated list of `io_uring` and `direct` (`O_DIRECT`), or `all`.
+/// CI (`.ci/run`) sets it, so a runner that lost io_uring or `O_DIRECT` fails instead of
+/// passing with fewer backends; unset (a developer's machine, a sandbox that blocks
+/// io_uring), tests skip the missing backend and say so on stderr.
+pub const REQUIRE_BACKENDS_ENV: &str = "GUIDELOOM_REQUIRE_BACKENDS";
+
+/// The backend names [`REQUIRE_BACKENDS_ENV`] accepts.
+pub const REQUIRABLE_BACKENDS: [&str; 2] = ["io_uring", "direct"];
+
+/// The backends [`REQUIRE_BACKENDS_ENV`] requires (names of [`REQUIRABLE_BACKENDS`]).
+///
+/// # Panics
+/// When the variable names something else (a typo must not silently require nothing).
+pub fn required_backends() -> Vec<&'static str> {
+    let Ok(value) = std::env::var(REQUIRE_BACKENDS_ENV) else { return Vec::new() };
+    let mut out = Vec::new();
+    for name in value.split(',').map(str::trim).filter(|n| !n.is_empty()) {
+        if name == "all" {
+            out.extend(REQUIRABLE_BACKENDS);
+            continue;
+        }
+        match REQUIRABLE_BACKENDS.iter().find(|b| b.eq_ignore_ascii_case(name)) {
+            Some(b) => out.push(*b),
+            None => panic!(
+                "{REQUIRE_BACKENDS_ENV}={value}: unknown backend {name:?}; expected io_uring, direct or all"
+            ),
+        }
+    }
+    out.sort_unstable();
+    out.dedup();
+    out
+}
+
+/// Whether [`REQUIRE_BACKENDS_ENV`] requires `backend` (`"io_uring"` or `"direct"`).
+///
+/// # Panics
+/// As [`required_backends`].
+pub fn backend_required(backend: &str) -> bool {
+    required_backends().contains(&backend)
+}
+
+/// What a test does with a backend it cannot run: fails (panics naming `backend` and
+/// `reason`) when [`REQUIRE_BACKENDS_ENV`] requires it, else prints an explicit skip note on
+/// stderr (`note: <what> skipped: <reason>`) and returns, so the caller leaves it out.
+///
+/// # Panics
+/// When the run requires `backend`.
+pub fn skip_backend(backend: &str, what: &str, reason: &str) {
+    if backend_required(backend) {
+        panic!("{what}: backend {backend} is required ({REQUIRE_BACKENDS_ENV}) but unavailable: {reason}");
+    }
+    eprintln!("note: {what} skipped: {reason} (set {REQUIRE_BACKENDS_ENV}={backend} to make this a failure)");
+}
+
+/// Whether `O_DIRECT` opens succeed in `dir` (tmpfs refused them before Linux 6.6); `Err`
+/// with the reason when they do not.
+pub fn direct_io_works_in(dir: &Path) -> Result<(), String> {
+    #[cfg(target_os = "linux")]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        let probe = dir.join(format!(".guideloom-direct-probe-{}", std::process::id()));
+        std::fs::write(&probe, [0u8; 4096]).map_err(|e| format!("cannot write {}: {e}", probe.display()))?;
+        let opened = std::fs::OpenOptions::new().read(true).custom_flags(libc::O_DIRECT).open(&probe);
+        let _ = std::fs::remove_file(&probe);
+        opened.map(drop).map_err(|e| format!("{} refuses O_DIRECT: {e}", dir.display()))
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        Err(format!("O_DIRECT is Linux-only ({} not checked)", dir.display()))
     }
 }
