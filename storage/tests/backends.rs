@@ -75,6 +75,7 @@ fn windows_across_shard_boundaries_empty_shards_and_empty_reads() {
         let r = StreamReader::open_with(dir.path(), TokenFormat::<u16>::new(), opts).unwrap();
         assert_eq!(r.len(), total, "{name}");
         let got = r.read_many(&windows).unwrap();
+        assert_eq!(got.len(), windows.len(), "{name}");
         for (w, g) in windows.iter().zip(&got) {
             let want: Vec<u16> = (w.offset..w.offset + w.len).map(tok).collect();
             assert_eq!(g, &want, "{name}: window {w:?}");
@@ -108,6 +109,7 @@ fn documents_across_shards_with_empty_shards_and_empty_documents() {
         let r = DocumentReader::open_with(dir.path(), RawBytesFormat, opts).unwrap();
         assert_eq!(r.len(), docs.len() as u64, "{name}");
         let got = r.get_many(&order).unwrap();
+        assert_eq!(got.len(), order.len(), "{name}");
         for (&i, g) in order.iter().zip(&got) {
             assert_eq!(g, &docs[i as usize], "{name}: document {i}");
         }

@@ -3,6 +3,7 @@
 //! beside them.
 
 mod acceptance;
+mod golden;
 #[cfg(feature = "oamap")]
 mod oamap_stars;
 mod props;
