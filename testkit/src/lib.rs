@@ -38,7 +38,7 @@ pub fn bench_mib(default: u64) -> u64 {
 pub fn write_u16_storage(dir: &Path, mib: u64, shards: u64) {
     let tokens = mib << 19;
     let mut w = StreamWriter::open(dir, TokenFormat::<u16>::new()).expect("writer");
-    let chunk: Vec<u32> = (0..1u32 << 20).map(|i| i.wrapping_mul(2_654_435_761) >> 16).collect();
+    let chunk: Vec<u32> = (0..1u32 << 20).map(u16_pattern).collect();
     for s in 0..shards {
         let mut left = tokens / shards;
         while left > 0 {
@@ -72,6 +72,24 @@ pub fn stars_json() -> Vec<serde_json::Value> {
         serde_json::Value::Array(stars) => stars,
         other => panic!("planets.json.gz holds {other}, not a list"),
     }
+}
+
+/// Token `i` of the repeating pattern [`write_u16_storage`] fills shards with.
+fn u16_pattern(i: u32) -> u32 {
+    i.wrapping_mul(2_654_435_761) >> 16
+}
+
+/// The tokens `[start, start + len)` of the stream [`write_u16_storage`] writes with `mib`
+/// and `shards`, computed from the pattern without reading the storage (what a benchmark
+/// compares a read with before it times it).
+pub fn u16_storage_tokens(mib: u64, shards: u64, start: u64, len: u64) -> Vec<u16> {
+    let per_shard = (mib << 19) / shards;
+    (start..start + len)
+        .map(|p| {
+            let q = p % per_shard;
+            u16_pattern((q % (1 << 20)) as u32) as u16
+        })
+        .collect()
 }
 
 /// The environment variable that turns a missing I/O backend from an explicit skip into a
@@ -144,5 +162,26 @@ pub fn direct_io_works_in(dir: &Path) -> Result<(), String> {
     #[cfg(not(target_os = "linux"))]
     {
         Err(format!("O_DIRECT is Linux-only ({} not checked)", dir.display()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use guideloom_formats::TokenFormat;
+    use guideloom_storage::{StreamReader, Window};
+
+    /// The computed tokens are what the writer wrote, across a shard boundary and at the end.
+    #[test]
+    fn u16_storage_tokens_match_the_storage() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        super::write_u16_storage(dir.path(), 1, 3);
+        let r = StreamReader::open(dir.path(), TokenFormat::<u16>::new()).expect("open");
+        assert_eq!(r.len(), 3 * ((1 << 19) / 3));
+        for (start, len) in [(0, 10), (174_760, 8), (r.len() - 5, 5)] {
+            assert_eq!(
+                r.read(Window::new(start, len)).expect("read"),
+                super::u16_storage_tokens(1, 3, start, len)
+            );
+        }
     }
 }
