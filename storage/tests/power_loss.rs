@@ -560,3 +560,111 @@ fn a_commit_syncs_data_then_temp_manifest_then_renames_then_syncs_the_directory(
         assert_eq!(ops[0], "create manifest.json.tmp", "{kind:?}");
     }
 }
+
+// ------------------------------------------------------------------ the local seam, traced
+
+/// The child side of [`local_commits_make_their_syscalls_in_order`]: with
+/// `GUIDELOOM_TEST_CHILD=local-commit`, writes a storage of each kind into
+/// `GUIDELOOM_TEST_DIR/<kind>` through the default local directory, with two commits each.
+/// A no-op in a normal test run.
+#[test]
+fn local_commit_child() {
+    if std::env::var("GUIDELOOM_TEST_CHILD").as_deref() != Ok("local-commit") {
+        return;
+    }
+    let dir = PathBuf::from(std::env::var("GUIDELOOM_TEST_DIR").unwrap());
+    for kind in KINDS {
+        let d: Arc<dyn WriteDir> = Arc::new(guideloom_storage::LocalDir::new(dir.join(format!("{kind:?}"))));
+        let mut w = AnyWriter::open_in(kind, d).unwrap();
+        // Records 1 and 2 put bytes in every file of their kind (record 0 is empty).
+        w.append_to(3, 1).unwrap();
+        w.commit().unwrap();
+        w.append_to(3, 2).unwrap();
+        w.commit().unwrap();
+    }
+    println!("child-checked");
+}
+
+/// The local implementation of the seam ([`guideloom_storage::LocalDir`]) makes the syscalls
+/// the commit sequence promises, in order, as `strace` sees them in a child process: for each
+/// commit `fdatasync` of every shard file appended to, `fdatasync` of `manifest.json.tmp`,
+/// the rename over `manifest.json`, `fsync` of the directory. (The power-loss test checks
+/// that the writer asks the seam for each of these; this checks that the local seam does
+/// them.) Skipped with a note where `strace` is missing or cannot trace, unless
+/// `GUIDELOOM_REQUIRE_BACKENDS` names `strace`.
+#[test]
+fn local_commits_make_their_syscalls_in_order() {
+    let tmp = tempfile::tempdir().unwrap();
+    let trace = tmp.path().join("trace.txt");
+    let dir = tmp.path().join("s");
+    let out = std::process::Command::new("strace")
+        .args([
+            "-f",
+            "-qq",
+            "-y",
+            "-e",
+            "signal=none",
+            "-e",
+            "trace=fdatasync,fsync,rename,renameat,renameat2",
+            "-o",
+        ])
+        .arg(&trace)
+        .arg(std::env::current_exe().unwrap())
+        .args(["power_loss::local_commit_child", "--exact", "--nocapture", "--test-threads=1"])
+        .env("GUIDELOOM_TEST_CHILD", "local-commit")
+        .env("GUIDELOOM_TEST_DIR", &dir)
+        .output();
+    let out = match out {
+        Ok(o) if o.status.success() || String::from_utf8_lossy(&o.stdout).contains("child-checked") => o,
+        Ok(o) => {
+            let why = format!("strace failed: {}", String::from_utf8_lossy(&o.stderr).trim());
+            return guideloom_testkit::skip_backend("strace", "the syscall-order test", &why);
+        }
+        Err(e) => {
+            return guideloom_testkit::skip_backend(
+                "strace",
+                "the syscall-order test",
+                &format!("no strace: {e}"),
+            )
+        }
+    };
+    assert!(String::from_utf8_lossy(&out.stdout).contains("child-checked"));
+    let text = std::fs::read_to_string(&trace).unwrap();
+    let prefix = format!("{}/", dir.display());
+    // Each traced call on the storage's files, as "call name" (names relative to `dir`).
+    let calls: Vec<String> = text
+        .lines()
+        .filter_map(|line| {
+            let call = line.split_once(' ').map_or(line, |(_, rest)| rest).trim_start();
+            let name = call.split('(').next()?;
+            let paths: Vec<&str> = call
+                .split(['<', '>', '"'])
+                .filter(|p| p.starts_with(&prefix) || *p == dir.to_str().unwrap())
+                .map(|p| p.strip_prefix(&prefix).unwrap_or("."))
+                .collect();
+            if paths.is_empty() || !call.contains("= 0") {
+                return None;
+            }
+            let name = if name.starts_with("rename") { "rename" } else { name };
+            Some(format!("{name} {}", paths.join(" ")))
+        })
+        .collect();
+    let mut want = Vec::new();
+    for kind in KINDS {
+        let k = format!("{kind:?}");
+        let exts: &[&str] = match kind {
+            Kind::Stream => &["stream"],
+            Kind::Document => &["docs", "index"],
+            Kind::Meta => &["stream", "meta", "metaidx"],
+        };
+        for _commit in 0..2 {
+            for ext in exts {
+                want.push(format!("fdatasync {k}/shard-00003.{ext}"));
+            }
+            want.push(format!("fdatasync {k}/manifest.json.tmp"));
+            want.push(format!("rename {k}/manifest.json.tmp {k}/manifest.json"));
+            want.push(format!("fsync {k}"));
+        }
+    }
+    assert_eq!(calls, want, "traced:\n{text}");
+}

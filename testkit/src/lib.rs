@@ -92,15 +92,16 @@ pub fn u16_storage_tokens(mib: u64, shards: u64, start: u64, len: u64) -> Vec<u1
         .collect()
 }
 
-/// The environment variable that turns a missing I/O backend from an explicit skip into a
-/// test failure: a comma-separated list of `io_uring` and `direct` (`O_DIRECT`), or `all`.
-/// CI (`.ci/run`) sets it, so a runner that lost io_uring or `O_DIRECT` fails instead of
-/// passing with fewer backends; unset (a developer's machine, a sandbox that blocks
-/// io_uring), tests skip the missing backend and say so on stderr.
+/// The environment variable that turns a missing I/O backend (or test tool) from an explicit
+/// skip into a test failure: a comma-separated list of `io_uring`, `direct` (`O_DIRECT`) and
+/// `strace` (the syscall-order test of local commits), or `all`. CI (`.ci/run`) sets it, so a
+/// runner that lost one fails instead of passing with less checked; unset (a developer's
+/// machine, a sandbox that blocks io_uring or ptrace), tests skip what is missing and say so
+/// on stderr.
 pub const REQUIRE_BACKENDS_ENV: &str = "GUIDELOOM_REQUIRE_BACKENDS";
 
-/// The backend names [`REQUIRE_BACKENDS_ENV`] accepts.
-pub const REQUIRABLE_BACKENDS: [&str; 2] = ["io_uring", "direct"];
+/// The names [`REQUIRE_BACKENDS_ENV`] accepts.
+pub const REQUIRABLE_BACKENDS: [&str; 3] = ["io_uring", "direct", "strace"];
 
 /// The backends [`REQUIRE_BACKENDS_ENV`] requires (names of [`REQUIRABLE_BACKENDS`]).
 ///
@@ -117,7 +118,7 @@ pub fn required_backends() -> Vec<&'static str> {
         match REQUIRABLE_BACKENDS.iter().find(|b| b.eq_ignore_ascii_case(name)) {
             Some(b) => out.push(*b),
             None => panic!(
-                "{REQUIRE_BACKENDS_ENV}={value}: unknown backend {name:?}; expected io_uring, direct or all"
+                "{REQUIRE_BACKENDS_ENV}={value}: unknown backend {name:?}; expected io_uring, direct, strace or all"
             ),
         }
     }
@@ -126,7 +127,7 @@ pub fn required_backends() -> Vec<&'static str> {
     out
 }
 
-/// Whether [`REQUIRE_BACKENDS_ENV`] requires `backend` (`"io_uring"` or `"direct"`).
+/// Whether [`REQUIRE_BACKENDS_ENV`] requires `backend` (one of [`REQUIRABLE_BACKENDS`]).
 ///
 /// # Panics
 /// As [`required_backends`].
