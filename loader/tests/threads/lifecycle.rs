@@ -20,14 +20,14 @@ use crate::common::{serial, worker_threads};
 
 /// Open descriptors of this process.
 fn open_fds() -> usize {
-    std::fs::read_dir("/proc/self/fd").map_or(0, |d| d.count())
+    std::fs::read_dir("/proc/self/fd").expect("these tests need /proc/self/fd").count()
 }
 
 /// Open descriptors of this process: io_uring rings, and all others. A ring belongs to a
 /// thread (closed when it exits), so the ring of an earlier test's thread that is still
 /// exiting may be open when a test starts and gone when it ends.
 fn fds_and_rings() -> (usize, usize) {
-    let Ok(dir) = std::fs::read_dir("/proc/self/fd") else { return (0, 0) };
+    let dir = std::fs::read_dir("/proc/self/fd").expect("these tests need /proc/self/fd");
     let (mut other, mut rings) = (0, 0);
     for e in dir.filter_map(Result::ok) {
         match std::fs::read_link(e.path()) {
@@ -40,12 +40,12 @@ fn fds_and_rings() -> (usize, usize) {
 
 /// Resident set size in KiB.
 fn rss_kib() -> u64 {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let status = std::fs::read_to_string("/proc/self/status").expect("these tests need /proc/self/status");
     status
         .lines()
         .find_map(|l| l.strip_prefix("VmRSS:"))
         .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .unwrap_or(0)
+        .expect("VmRSS in /proc/self/status")
 }
 
 /// A temporary directory, in memory where possible (the descriptor-budget storage has 5,000
