@@ -19,7 +19,9 @@ use serde_json::{Map, Value};
 use crate::append::{AppendFile, OpenShards};
 use crate::dir::{LocalDir, StorageDir, WriteDir};
 use crate::io::{FileSet, ReadOptions, ReadRequest, ShardFile};
-use crate::manifest::{FileEntry, FormatSpec, Manifest, ShardEntry, StorageKind, MANIFEST_FILE};
+use crate::manifest::{
+    shard_file_name, FileEntry, FormatSpec, Manifest, ShardEntry, StorageKind, MANIFEST_FILE,
+};
 use crate::{Result, StorageError};
 
 /// A window of a stream: `len` elements starting at element `offset` (elements, not bytes;
@@ -733,12 +735,7 @@ impl WriterCore {
                         (Some(s), 0) => FileEntry { bytes: s.bytes, checksum: s.checksum },
                         (Some(s), _) => s.files.get(*ext).copied().unwrap_or(empty),
                     };
-                    files.push(AppendFile::open(
-                        &self.dir,
-                        crate::manifest::shard_file_name(id, ext),
-                        id,
-                        committed,
-                    )?);
+                    files.push(AppendFile::open(&self.dir, shard_file_name(id, ext), id, committed)?);
                 }
                 let count = entry.map_or(0, |s| s.count(self.kind));
                 Ok(e.insert(OpenShard { files, count }))
