@@ -4,7 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::cli::{batches, bin, run_ok, BACKENDS};
+use crate::cli::{backends, batches, bin, run_ok};
 
 fn sample(rel: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("storage/tests/data/interop").join(rel)
@@ -51,7 +51,7 @@ fn nanogpt_batches_in_place_equal_ingest_then_batches() {
     let want = batches(&native, &config);
     assert_eq!(want.len(), 24, "46 windows a epoch, batches of 4, 2 epochs");
     for workers in ["0", "2"] {
-        for backend in BACKENDS {
+        for backend in backends() {
             let mut args =
                 vec!["--format", "nanogpt", "--dtype", "u16", "--workers", workers, "--backend", backend];
             args.extend_from_slice(&config);

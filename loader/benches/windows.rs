@@ -42,8 +42,10 @@ const BATCH: u64 = 32;
 
 fn bench(c: &mut Criterion) {
     let dir = tempfile::tempdir().expect("temp dir");
-    guideloom_testkit::write_u16_storage(dir.path(), guideloom_testkit::bench_mib(64), 8);
+    let mib = guideloom_testkit::bench_mib(64);
+    guideloom_testkit::write_u16_storage(dir.path(), mib, 8);
     let open = || StreamWindows::open(dir.path(), TokenFormat::<u16>::new(), SEQ).expect("open");
+    let tokens_of = |w: u64| guideloom_testkit::u16_storage_tokens(mib, 8, w * SEQ, SEQ);
 
     let mut g = c.benchmark_group("windows_u16_2048x32");
     g.throughput(Throughput::Elements(BATCH));
@@ -58,6 +60,11 @@ fn bench(c: &mut Criterion) {
             .build()
             .expect("valid");
         let mut it = loader.iter();
+        // What is timed reads the right tokens: the first batch holds the windows it names
+        // (computed from the storage's pattern, not read back).
+        let first = it.next().expect("unbounded").expect("read");
+        let want: Vec<u16> = first.indices.iter().flat_map(|&w| tokens_of(w)).collect();
+        assert!(first.data.data() == want, "the loader returned other tokens");
         g.bench_function(format!("loader/workers={workers}"), |b| {
             b.iter(|| it.next().expect("unbounded").expect("read").data.data().len())
         });
@@ -71,6 +78,9 @@ fn bench(c: &mut Criterion) {
         let plan = sampler.sampler().batch(k).expect("unbounded");
         plan.indices.iter().map(|&i| windows.window(i).expect("in range")).collect()
     };
+    let first = sampler.sampler().batch(0).expect("unbounded").indices;
+    let want: Vec<Vec<u16>> = first.iter().map(|&w| tokens_of(w)).collect();
+    assert!(reader.read_many(&batch_windows(0)).expect("read") == want, "read_many returned other tokens");
     let mut k = 0u64;
     g.bench_function("read_many/decoded", |b| {
         b.iter(|| {

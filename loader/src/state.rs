@@ -5,6 +5,16 @@ use serde::{Deserialize, Serialize};
 use crate::{LoaderError, SamplerConfig};
 
 /// The state format version this crate writes. It also reads version 1 (see [`State`]).
+///
+/// The rule: a saved [`State`] resumes onto the same batches only while the order and the
+/// draws it implies stay the same, so any change to the shuffled order
+/// ([`Permutation`](crate::Permutation): rounds, round keys, cycle-walking, the small-domain
+/// sign rule), to how the sampler lays out batches and ranks, to the per-record RNG
+/// ([`RecordRng`](crate::RecordRng)) or to a fingerprint ([`RangeSource`](crate::RangeSource),
+/// window sources, the storage manifest's) requires bumping this version, so that older
+/// states are refused with [`LoaderError::StateVersion`] instead of resuming onto other
+/// batches. The loader's `golden` tests pin literal orders, draws and fingerprints; a change
+/// that fails them needs this bump (and new golden values), never only new golden values.
 pub const STATE_VERSION: u32 = 2;
 
 /// Identifies a data source in a [`State`]: its length, [`DataSource::fingerprint`] and,

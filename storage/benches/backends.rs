@@ -115,6 +115,28 @@ fn warm_cache(files: &[File]) {
     }
 }
 
+/// The bytes of `windows` (elements of `itemsize` bytes) read with `std::fs` from the shard
+/// files (equal lengths) of `dir/u16`, which the u32 storage shares: the reference a backend's
+/// read is compared with.
+fn file_bytes(dir: &Path, windows: &[Window], itemsize: u64) -> Vec<u8> {
+    use std::os::unix::fs::FileExt;
+    let files = shard_files(dir);
+    let shard_bytes = files[0].metadata().expect("metadata").len();
+    let mut out = Vec::new();
+    for w in windows {
+        let (mut at, end) = (w.offset * itemsize, (w.offset + w.len) * itemsize);
+        while at < end {
+            let (shard, off) = ((at / shard_bytes) as usize, at % shard_bytes);
+            let n = (end - at).min(shard_bytes - off);
+            let mut piece = vec![0u8; n as usize];
+            files[shard].read_exact_at(&mut piece, off).expect("read");
+            out.extend_from_slice(&piece);
+            at += n;
+        }
+    }
+    out
+}
+
 /// Random windows of `tokens` elements over a stream of `total` elements.
 fn batches(total: u64, tokens: u64, seed: u64) -> impl FnMut() -> Vec<Window> {
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
@@ -138,6 +160,10 @@ fn bench_reader<T: guideloom_storage_bench::Tok>(
         let r = T::open(dir, ReadOptions::default().with_backend(Arc::clone(backend)));
         let mut next = batches(T::len(&r), tokens, 7);
         let mut buf = Vec::new();
+        // What is timed reads the right bytes: one batch equals a plain read of the files.
+        let check = next();
+        T::read(&r, &check, &mut buf);
+        assert!(buf == file_bytes(dir, &check, T::SIZE), "{group}/{name}: the backend read other bytes");
         g.bench_function(*name, |b| {
             b.iter_custom(|iters| {
                 if let Some(files) = cold {

@@ -15,13 +15,24 @@ const BATCH: usize = 32;
 
 fn bench(c: &mut Criterion) {
     let dir = tempfile::tempdir().expect("temp dir");
-    guideloom_testkit::write_u16_storage(dir.path(), guideloom_testkit::bench_mib(256), 8);
+    let mib = guideloom_testkit::bench_mib(256);
+    guideloom_testkit::write_u16_storage(dir.path(), mib, 8);
     let r = StreamReader::open(dir.path(), TokenFormat::<u16>::new()).expect("open");
     let n_windows = r.len() / SEQ;
     let mut order: Vec<u64> = (0..n_windows).collect();
     order.shuffle(&mut rand_chacha::ChaCha8Rng::seed_from_u64(0));
     let mut g = c.benchmark_group("read_many_u16_2048x32");
     g.throughput(Throughput::Bytes(SEQ * 2 * BATCH as u64));
+    // What is timed reads the right tokens: the first batch, decoded and raw, equals the
+    // tokens the storage was written with (computed from its pattern, not read back).
+    let first: Vec<Window> = order[..BATCH].iter().map(|&w| Window::new(w * SEQ, SEQ)).collect();
+    let want: Vec<Vec<u16>> =
+        first.iter().map(|w| guideloom_testkit::u16_storage_tokens(mib, 8, w.offset, w.len)).collect();
+    assert!(r.read_many(&first).expect("read") == want, "read_many returned other tokens");
+    let mut raw = Vec::new();
+    r.read_many_raw(&first, &mut raw).expect("read");
+    let want_raw: Vec<u8> = want.iter().flatten().flat_map(|t| t.to_le_bytes()).collect();
+    assert!(raw == want_raw, "read_many_raw returned other bytes");
     let mut next = 0usize;
     let mut batch = move || {
         let b: Vec<Window> =

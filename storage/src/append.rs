@@ -2,10 +2,9 @@
 //! crc32c, and truncation of bytes left past the committed length by an interrupted session.
 
 use std::collections::{HashSet, VecDeque};
-use std::fs::{File, OpenOptions};
-use std::os::unix::fs::FileExt;
-use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
+use crate::dir::{WriteDir, WriteFile};
 use crate::manifest::FileEntry;
 use crate::{Result, StorageError};
 
@@ -13,7 +12,7 @@ use crate::{Result, StorageError};
 const FLUSH_AT: usize = 1 << 20;
 
 /// Most shards of one writer whose files stay open at once; appending to more parks the least
-/// recently opened ones (flushed, fsynced, closed; reopened on their next write).
+/// recently opened ones (flushed, synced, closed; reopened on their next write).
 pub(crate) const MAX_OPEN_SHARDS: usize = 32;
 
 /// Which shards of a writer may have open files, oldest first, bounded by
@@ -41,51 +40,52 @@ impl OpenShards {
     }
 }
 
-/// One shard file opened for appending.
+/// One shard file opened for appending, through the writer's [`WriteDir`].
 #[derive(Debug)]
 pub(crate) struct AppendFile {
-    path: PathBuf,
-    /// `None` while parked (everything written is on disk and fsynced).
-    file: Option<File>,
+    dir: Arc<dyn WriteDir>,
+    name: String,
+    /// `None` while parked (everything written is on disk and synced).
+    file: Option<Box<dyn WriteFile>>,
     /// Bytes already written to the file (past the committed length when dirty).
     flushed: u64,
+    /// `flushed` at the last sync (or the committed length at open): bytes up to here are
+    /// durable.
+    synced: u64,
     pending: Vec<u8>,
     crc: u32,
 }
 
 impl AppendFile {
-    /// Opens (or creates, when `committed.bytes == 0`) `path` for appending after its
-    /// committed bytes; anything past them (an interrupted earlier session) is truncated.
-    pub(crate) fn open(path: &Path, shard: u64, committed: FileEntry) -> Result<Self> {
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(committed.bytes == 0)
-            .truncate(false)
-            .open(path)
-            .map_err(|e| {
-                if e.kind() == std::io::ErrorKind::NotFound {
-                    StorageError::MissingShard { shard, path: path.to_path_buf() }
-                } else {
-                    StorageError::io(path, e)
-                }
-            })?;
-        let actual = file.metadata().map_err(|e| StorageError::io(path, e))?.len();
+    /// Opens (or creates, when `committed.bytes == 0`) file `name` of `dir` for appending
+    /// after its committed bytes; anything past them (an interrupted earlier session) is
+    /// truncated.
+    pub(crate) fn open(
+        dir: &Arc<dyn WriteDir>,
+        name: String,
+        shard: u64,
+        committed: FileEntry,
+    ) -> Result<Self> {
+        let path = dir.path().join(&name);
+        let mut file = dir.open_write(&name, committed.bytes == 0).map_err(|e| match e {
+            StorageError::Io { source, .. } if source.kind() == std::io::ErrorKind::NotFound => {
+                StorageError::MissingShard { shard, path: path.clone() }
+            }
+            e => e,
+        })?;
+        let actual = file.len()?;
         if actual < committed.bytes {
-            return Err(StorageError::ShardTooShort {
-                shard,
-                path: path.to_path_buf(),
-                expected: committed.bytes,
-                actual,
-            });
+            return Err(StorageError::ShardTooShort { shard, path, expected: committed.bytes, actual });
         }
         if actual > committed.bytes {
-            file.set_len(committed.bytes).map_err(|e| StorageError::io(path, e))?;
+            file.set_len(committed.bytes)?;
         }
         Ok(AppendFile {
-            path: path.to_path_buf(),
+            dir: Arc::clone(dir),
+            name,
             file: Some(file),
             flushed: committed.bytes,
+            synced: committed.bytes,
             pending: Vec::new(),
             crc: committed.checksum,
         })
@@ -108,25 +108,23 @@ impl AppendFile {
     }
 
     /// The open file, reopening a parked one.
-    fn file(&mut self) -> Result<&File> {
+    fn file(&mut self) -> Result<&mut Box<dyn WriteFile>> {
         let file = match self.file.take() {
             Some(f) => f,
-            None => OpenOptions::new()
-                .write(true)
-                .open(&self.path)
-                .map_err(|e| StorageError::io(&self.path, e))?,
+            None => self.dir.open_write(&self.name, false)?,
         };
         Ok(self.file.insert(file))
     }
 
-    /// Whether the file is parked (closed, everything written durable).
-    pub(crate) fn is_parked(&self) -> bool {
-        self.file.is_none()
-    }
-
-    /// Flushes, fsyncs and closes the file; the next write reopens it.
+    /// Flushes, syncs (when anything was written since the last sync) and closes the file;
+    /// the next write reopens it. Syncing before the close reports a write-back error here
+    /// instead of losing it with the descriptor.
     pub(crate) fn park(&mut self) -> Result<()> {
-        self.sync()?;
+        self.flush()?;
+        if let (Some(f), true) = (&mut self.file, self.flushed != self.synced) {
+            f.sync()?;
+        }
+        self.synced = self.flushed;
         self.file = None;
         Ok(())
     }
@@ -137,7 +135,7 @@ impl AppendFile {
             let at = self.flushed;
             let pending = std::mem::take(&mut self.pending);
             let written = match self.file() {
-                Ok(f) => f.write_all_at(&pending, at).map_err(|e| StorageError::io(&self.path, e)),
+                Ok(f) => f.write_all_at(&pending, at),
                 Err(e) => Err(e),
             };
             self.pending = pending;
@@ -148,13 +146,14 @@ impl AppendFile {
         Ok(())
     }
 
-    /// Flushes and fsyncs; returns the entry to commit. A parked file with nothing new is
-    /// already durable.
+    /// Flushes and syncs ([`WriteFile::sync`]); returns the entry to commit. A file with
+    /// nothing written since its last sync (a parked one included) is already durable and is
+    /// not synced again.
     pub(crate) fn sync(&mut self) -> Result<FileEntry> {
-        if !(self.is_parked() && self.pending.is_empty()) {
+        if !self.pending.is_empty() || self.flushed != self.synced {
             self.flush()?;
-            let path = self.path.clone();
-            self.file()?.sync_data().map_err(|e| StorageError::io(&path, e))?;
+            self.file()?.sync()?;
+            self.synced = self.flushed;
         }
         Ok(FileEntry { bytes: self.flushed, checksum: self.crc })
     }

@@ -10,18 +10,18 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
-use std::fs;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 
 use guideloom_formats::Dtype;
 use serde_json::{Map, Value};
 
 use crate::append::{AppendFile, OpenShards};
-use crate::dir::{LocalDir, StorageDir};
+use crate::dir::{LocalDir, StorageDir, WriteDir};
 use crate::io::{FileSet, ReadOptions, ReadRequest, ShardFile};
-use crate::lock::WriterLock;
-use crate::manifest::{FileEntry, FormatSpec, Manifest, ShardEntry, StorageKind, MANIFEST_FILE};
+use crate::manifest::{
+    shard_file_name, FileEntry, FormatSpec, Manifest, ShardEntry, StorageKind, MANIFEST_FILE,
+};
 use crate::{Result, StorageError};
 
 /// A window of a stream: `len` elements starting at element `offset` (elements, not bytes;
@@ -719,13 +719,13 @@ impl OpenShard {
 /// The part of a [`Writer`] every kind shares: directory, lock, manifest and open shards.
 #[derive(Debug)]
 pub(crate) struct WriterCore {
-    dir: PathBuf,
+    dir: Arc<dyn WriteDir>,
     kind: StorageKind,
     files: &'static [&'static str],
     manifest: Manifest,
     open: BTreeMap<u64, OpenShard>,
     open_shards: OpenShards,
-    _lock: WriterLock,
+    _lock: Box<dyn fmt::Debug + Send + Sync>,
 }
 
 impl WriterCore {
@@ -760,7 +760,7 @@ impl WriterCore {
                         (Some(s), 0) => FileEntry { bytes: s.bytes, checksum: s.checksum },
                         (Some(s), _) => s.files.get(*ext).copied().unwrap_or(empty),
                     };
-                    files.push(AppendFile::open(&Manifest::shard_path(&self.dir, id, ext), id, committed)?);
+                    files.push(AppendFile::open(&self.dir, shard_file_name(id, ext), id, committed)?);
                 }
                 let count = entry.map_or(0, |s| s.count(self.kind));
                 Ok(e.insert(OpenShard { files, count }))
@@ -797,8 +797,8 @@ impl<K: WriterKind> fmt::Debug for Writer<K> {
 }
 
 impl<K: WriterKind> Writer<K> {
-    /// Opens or creates the storage in `dir` (the directory too) for appending with
-    /// `format`.
+    /// Opens or creates the storage in the local directory `dir` (the directory too) for
+    /// appending with `format`.
     ///
     /// # Errors
     /// [`StorageError::Locked`] while another writer has the storage open;
@@ -806,13 +806,21 @@ impl<K: WriterKind> Writer<K> {
     /// another kind or dtype; [`StorageError::FormatDtype`]; manifest errors as in
     /// [`Manifest::load`]; I/O errors.
     pub fn open(dir: impl AsRef<Path>, format: K::Format) -> Result<Self> {
-        let dir = dir.as_ref().to_path_buf();
+        Self::open_in(Arc::new(LocalDir::new(dir.as_ref())), format)
+    }
+
+    /// [`Writer::open`] through any [`WriteDir`]: every write, sync and rename of the writer
+    /// goes through `dir`.
+    ///
+    /// # Errors
+    /// As [`Writer::open`].
+    pub fn open_in(dir: Arc<dyn WriteDir>, format: K::Format) -> Result<Self> {
         let (dtype, spec) = K::describe(&format);
-        fs::create_dir_all(&dir).map_err(|e| StorageError::io(&dir, e))?;
-        let lock = WriterLock::acquire(&dir)?;
-        let manifest = match Manifest::load(&dir) {
+        dir.create_dir()?;
+        let lock = dir.lock()?;
+        let manifest = match Manifest::load_from(&*dir) {
             Ok(m) => {
-                check_kind_dtype(&m, &dir, K::KIND, dtype.as_ref())?;
+                check_kind_dtype(&m, dir.path(), K::KIND, dtype.as_ref())?;
                 m
             }
             Err(StorageError::NotAStorage { .. }) => Manifest::new(K::KIND, dtype.as_ref(), spec)?,
@@ -832,7 +840,7 @@ impl<K: WriterKind> Writer<K> {
 
     /// The storage directory.
     pub fn dir(&self) -> &Path {
-        &self.core.dir
+        self.core.dir.path()
     }
 
     /// The format records are packed with.
@@ -859,9 +867,9 @@ impl<K: WriterKind> Writer<K> {
         }
     }
 
-    /// Makes everything appended so far durable and visible: fsyncs the shard files, then
-    /// replaces the manifest atomically (temp file, fsync, rename, fsync the directory). A
-    /// writer may keep appending and commit again.
+    /// Makes everything appended so far durable and visible: syncs the shard files, then
+    /// replaces the manifest atomically (temp file, sync, rename, sync the directory; see
+    /// [`WriteDir`] for the exact sequence). A writer may keep appending and commit again.
     ///
     /// # Errors
     /// I/O errors naming the file.
@@ -883,7 +891,7 @@ impl<K: WriterKind> Writer<K> {
                 files: core.files.iter().skip(1).map(|e| e.to_string()).zip(aux.iter().copied()).collect(),
             });
         }
-        core.manifest.commit(&core.dir)
+        core.manifest.commit(&*core.dir)
     }
 
     /// Commits and closes the writer.

@@ -5,8 +5,11 @@
 //! a [`StorageDir`]. Batches of a local directory are then served by the reader's
 //! [`crate::io::ReadBackend`] over a [`FileSet`] (io_uring, pread, mmap: the fast path);
 //! batches of any other directory through [`StorageDir::read_requests`]. A remote object
-//! store or a directory of foreign files plugs in by implementing the trait. Writers write to
-//! local directories only.
+//! store or a directory of foreign files plugs in by implementing the trait.
+//!
+//! Writers write through a [`WriteDir`] (the write half: open, write, truncate, sync, rename,
+//! sync the directory), so every sync of a commit goes through one seam; [`LocalDir`]
+//! implements both halves.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -266,5 +269,151 @@ impl StorageDir for MemDir {
         }
         out.copy_from_slice(&available[..out.len()]);
         Ok(())
+    }
+}
+
+/// Write access to the files of one storage, for writers: every byte a writer writes and
+/// every sync it makes goes through this trait (the write half of the file-access seam).
+///
+/// A commit ([`crate::Writer::commit`]) calls, in this order: [`WriteFile::sync`] on every
+/// shard file with bytes not yet durable, then [`WriteDir::open_write`] of
+/// `manifest.json.tmp` (truncated with [`WriteFile::set_len`], written,
+/// [`WriteFile::sync`]), [`WriteDir::rename`] of it over `manifest.json`, and
+/// [`WriteDir::sync_dir`]. A storage whose implementation keeps those promises survives a
+/// power loss at any point with exactly the last commit whose sequence completed (the
+/// storage tests check this on a file system that drops everything not synced).
+///
+/// [`LocalDir`] implements it for local directories; the test suite's power-loss file system
+/// is another implementation. Writers open one with [`crate::Writer::open_in`].
+pub trait WriteDir: StorageDir {
+    /// Creates the directory (and its parents) when it does not exist.
+    ///
+    /// # Errors
+    /// [`StorageError::Io`] naming the directory.
+    fn create_dir(&self) -> Result<()>;
+
+    /// Takes the directory's exclusive writer lock, held until the returned guard is dropped
+    /// (one writer per storage at a time).
+    ///
+    /// # Errors
+    /// [`StorageError::Locked`] while another writer holds it; [`StorageError::Io`] when it
+    /// cannot be taken.
+    fn lock(&self) -> Result<Box<dyn fmt::Debug + Send + Sync>>;
+
+    /// Opens file `name` for writing without truncating it; when `create`, a missing file is
+    /// created empty (a new file's name is durable only after [`WriteDir::sync_dir`]).
+    ///
+    /// # Errors
+    /// [`StorageError::Io`] naming the file; its source has kind
+    /// [`std::io::ErrorKind::NotFound`] when the file does not exist and `create` is false.
+    fn open_write(&self, name: &str, create: bool) -> Result<Box<dyn WriteFile>>;
+
+    /// Renames file `from` to `to` atomically, replacing `to` (durable only after
+    /// [`WriteDir::sync_dir`]).
+    ///
+    /// # Errors
+    /// [`StorageError::Io`] naming `to`.
+    fn rename(&self, from: &str, to: &str) -> Result<()>;
+
+    /// Makes the directory's entries durable: the files created and renamed in it so far
+    /// (`fsync` of the directory).
+    ///
+    /// # Errors
+    /// [`StorageError::Io`] naming the directory.
+    fn sync_dir(&self) -> Result<()>;
+}
+
+/// A file opened by [`WriteDir::open_write`]: positional writes, truncation and the sync that
+/// makes them durable. Closed when dropped (dropping does not sync).
+pub trait WriteFile: Send + Sync + fmt::Debug {
+    /// The file's length in bytes, bytes not yet durable included.
+    ///
+    /// # Errors
+    /// [`StorageError::Io`] naming the file.
+    fn len(&self) -> Result<u64>;
+
+    /// Whether the file holds no byte.
+    ///
+    /// # Errors
+    /// As [`WriteFile::len`].
+    fn is_empty(&self) -> Result<bool> {
+        Ok(self.len()? == 0)
+    }
+
+    /// Cuts or extends (with zeros) the file to `len` bytes.
+    ///
+    /// # Errors
+    /// [`StorageError::Io`] naming the file.
+    fn set_len(&mut self, len: u64) -> Result<()>;
+
+    /// Writes all of `bytes` at byte `offset`.
+    ///
+    /// # Errors
+    /// [`StorageError::Io`] naming the file.
+    fn write_all_at(&mut self, bytes: &[u8], offset: u64) -> Result<()>;
+
+    /// Makes every byte written so far and the file's length durable (`fdatasync(2)` for a
+    /// local file: the data and the metadata needed to read it back).
+    ///
+    /// # Errors
+    /// [`StorageError::Io`] naming the file.
+    fn sync(&mut self) -> Result<()>;
+}
+
+/// A local file opened for writing ([`LocalDir`]'s [`WriteFile`]).
+#[derive(Debug)]
+struct LocalFile {
+    path: PathBuf,
+    file: File,
+}
+
+impl WriteFile for LocalFile {
+    fn len(&self) -> Result<u64> {
+        Ok(self.file.metadata().map_err(|e| StorageError::io(&self.path, e))?.len())
+    }
+
+    fn set_len(&mut self, len: u64) -> Result<()> {
+        self.file.set_len(len).map_err(|e| StorageError::io(&self.path, e))
+    }
+
+    fn write_all_at(&mut self, bytes: &[u8], offset: u64) -> Result<()> {
+        use std::os::unix::fs::FileExt;
+        self.file.write_all_at(bytes, offset).map_err(|e| StorageError::io(&self.path, e))
+    }
+
+    fn sync(&mut self) -> Result<()> {
+        self.file.sync_data().map_err(|e| StorageError::io(&self.path, e))
+    }
+}
+
+impl WriteDir for LocalDir {
+    fn create_dir(&self) -> Result<()> {
+        std::fs::create_dir_all(&self.path).map_err(|e| StorageError::io(&self.path, e))
+    }
+
+    fn lock(&self) -> Result<Box<dyn fmt::Debug + Send + Sync>> {
+        Ok(Box::new(crate::lock::WriterLock::acquire(&self.path)?))
+    }
+
+    fn open_write(&self, name: &str, create: bool) -> Result<Box<dyn WriteFile>> {
+        let path = self.path.join(name);
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(create)
+            .truncate(false)
+            .open(&path)
+            .map_err(|e| StorageError::io(&path, e))?;
+        Ok(Box::new(LocalFile { path, file }))
+    }
+
+    fn rename(&self, from: &str, to: &str) -> Result<()> {
+        let to = self.path.join(to);
+        std::fs::rename(self.path.join(from), &to).map_err(|e| StorageError::io(&to, e))
+    }
+
+    fn sync_dir(&self) -> Result<()> {
+        let d = File::open(&self.path).map_err(|e| StorageError::io(&self.path, e))?;
+        d.sync_all().map_err(|e| StorageError::io(&self.path, e))
     }
 }

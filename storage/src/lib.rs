@@ -38,7 +38,9 @@
 //!
 //! Readers find their files through a [`StorageDir`]: [`LocalDir`] (what `open` uses) or
 //! [`MemDir`] (in memory), or any other implementation ([`Reader::open_in`]). Batches of a
-//! local directory go through the reader's [`ReadBackend`].
+//! local directory go through the reader's [`ReadBackend`]. Writers write through a
+//! [`WriteDir`] ([`LocalDir`] by default, any other with [`Writer::open_in`]): every write,
+//! sync and rename of a commit goes through it.
 //!
 //! # I/O backends
 //!
@@ -84,7 +86,7 @@ mod stream_meta;
 mod verify;
 
 pub use crate::core::{KeyOf, Kind, ReadPlan, Reader, ReaderIndex, ReaderKind, Window, Writer, WriterKind};
-pub use dir::{LocalDir, MemDir, StorageDir};
+pub use dir::{LocalDir, MemDir, StorageDir, WriteDir, WriteFile};
 pub use document::{DocumentReader, DocumentWriter};
 pub use error::{Result, StorageError};
 pub use foreign::{ForeignDataset, ForeignError, ForeignFormat, ForeignOptions};

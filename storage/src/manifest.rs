@@ -7,15 +7,13 @@
 //! manifest records.
 
 use std::collections::BTreeMap;
-use std::fs::{self, File};
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use guideloom_formats::Dtype;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use crate::dir::{LocalDir, StorageDir};
+use crate::dir::{LocalDir, StorageDir, WriteDir};
 use crate::{Result, StorageError};
 
 /// The manifest format version this build reads and writes.
@@ -26,6 +24,9 @@ pub const MAX_MANIFEST_BYTES: u64 = 256 << 20;
 
 /// The manifest's file name inside a storage directory.
 pub const MANIFEST_FILE: &str = "manifest.json";
+
+/// The file a commit writes the new manifest to before renaming it over [`MANIFEST_FILE`].
+pub(crate) const MANIFEST_TMP_FILE: &str = "manifest.json.tmp";
 
 /// Extension of the elements file of the stream kinds.
 pub(crate) const STREAM: &str = "stream";
@@ -286,22 +287,23 @@ impl Manifest {
         Ok(())
     }
 
-    /// Writes the manifest atomically into `dir`: temp file, fsync, rename, fsync directory.
-    /// Only writers call it, holding the storage's writer lock.
+    /// Writes the manifest atomically into `dir`: `manifest.json.tmp` (truncated, written,
+    /// synced), renamed over `manifest.json`, then the directory synced. Only writers call it,
+    /// holding the storage's writer lock.
     ///
     /// # Errors
     /// [`StorageError::Io`] naming the file that failed.
-    pub(crate) fn commit(&self, dir: &Path) -> Result<()> {
-        let tmp = dir.join(format!("{MANIFEST_FILE}.tmp"));
-        let path = dir.join(MANIFEST_FILE);
+    pub(crate) fn commit(&self, dir: &dyn WriteDir) -> Result<()> {
+        let path = dir.path().join(MANIFEST_FILE);
         let text = serde_json::to_vec_pretty(self)
             .map_err(|e| StorageError::InvalidManifest { path: path.clone(), reason: e.to_string() })?;
-        let mut f = File::create(&tmp).map_err(|e| StorageError::io(&tmp, e))?;
-        f.write_all(&text).map_err(|e| StorageError::io(&tmp, e))?;
-        f.sync_all().map_err(|e| StorageError::io(&tmp, e))?;
+        let mut f = dir.open_write(MANIFEST_TMP_FILE, true)?;
+        f.set_len(0)?;
+        f.write_all_at(&text, 0)?;
+        f.sync()?;
         drop(f);
-        fs::rename(&tmp, &path).map_err(|e| StorageError::io(&path, e))?;
-        sync_dir(dir)
+        dir.rename(MANIFEST_TMP_FILE, MANIFEST_FILE)?;
+        dir.sync_dir()
     }
 
     /// Shard file path: `dir/shard-{id:05}.{ext}`.
@@ -385,10 +387,4 @@ impl Manifest {
 /// A shard file's name: `shard-{id:05}.{ext}`.
 pub(crate) fn shard_file_name(id: u64, ext: &str) -> String {
     format!("shard-{id:05}.{ext}")
-}
-
-/// fsyncs a directory so a rename inside it is durable.
-pub(crate) fn sync_dir(dir: &Path) -> Result<()> {
-    let d = File::open(dir).map_err(|e| StorageError::io(dir, e))?;
-    d.sync_all().map_err(|e| StorageError::io(dir, e))
 }

@@ -15,8 +15,10 @@ use guideloom_storage::{
 /// io_uring, mmap, Auto (what `ReadOptions::default()` picks), Auto with io_uring forced off
 /// (`GUIDELOOM_IO=pread` semantics), and the two `O_DIRECT` backends.
 ///
-/// The explicit io_uring entries are left out (with a note on stderr) when the kernel refuses
-/// io_uring or when the run itself forces it off with `GUIDELOOM_IO=pread`.
+/// A backend this host cannot run (the kernel or a seccomp profile refuses io_uring, the run
+/// forces it off with `GUIDELOOM_IO=pread`, a temp file system refuses `O_DIRECT`) is left out
+/// with a note on stderr, or fails the test when `GUIDELOOM_REQUIRE_BACKENDS` names it
+/// ([`guideloom_testkit::skip_backend`]; CI requires both).
 pub(crate) fn backends() -> Vec<(&'static str, ReadOptions)> {
     let with = |b: Arc<dyn ReadBackend>| ReadOptions::default().with_backend(b);
     let mut v = vec![
@@ -27,33 +29,47 @@ pub(crate) fn backends() -> Vec<(&'static str, ReadOptions)> {
         ("auto", ReadOptions::default()),
         ("auto, io_uring forced off", with(Arc::new(AutoBackend::for_env_value(Some("pread"))))),
     ];
-    if direct_io_works() {
+    let direct = match direct_io_available() {
+        Ok(()) => true,
+        Err(reason) => {
+            guideloom_testkit::skip_backend("direct", "O_DIRECT backends", reason);
+            false
+        }
+    };
+    if direct {
         v.push(("pread+direct", with(Arc::new(DirectBackend::pread()))));
     }
-    let forced_off = std::env::var("GUIDELOOM_IO").is_ok_and(|v| v.trim().eq_ignore_ascii_case("pread"));
     match (UringBackend::new(), DirectBackend::io_uring()) {
-        (Ok(u), Ok(d)) if !forced_off => {
+        _ if io_uring_forced_off() => guideloom_testkit::skip_backend(
+            "io_uring",
+            "io_uring backends",
+            "GUIDELOOM_IO=pread turns io_uring off",
+        ),
+        (Ok(u), Ok(d)) => {
             v.push(("io_uring", with(Arc::new(u))));
-            if direct_io_works() {
+            if direct {
                 v.push(("io_uring+direct", with(Arc::new(d))));
             }
         }
-        (Err(e), _) | (_, Err(e)) => eprintln!("note: io_uring backends skipped: {e}"),
-        _ => eprintln!("note: io_uring backends skipped: GUIDELOOM_IO=pread"),
+        (Err(e), _) | (_, Err(e)) => {
+            guideloom_testkit::skip_backend("io_uring", "io_uring backends", &e.to_string())
+        }
     }
     v
 }
 
-/// Whether the temp dir's filesystem accepts `O_DIRECT` (tmpfs does not); the direct
-/// backends are left out of [`backends`] (with a note) where it does not.
-fn direct_io_works() -> bool {
-    use std::os::unix::fs::OpenOptionsExt;
-    let Ok(f) = tempfile::NamedTempFile::new() else { return false };
-    let ok = std::fs::OpenOptions::new().read(true).custom_flags(libc::O_DIRECT).open(f.path()).is_ok();
-    if !ok {
-        eprintln!("note: O_DIRECT backends skipped: the temp dir's filesystem refuses O_DIRECT");
-    }
-    ok
+/// Whether this run forces io_uring off (`GUIDELOOM_IO=pread`).
+pub(crate) fn io_uring_forced_off() -> bool {
+    std::env::var("GUIDELOOM_IO").is_ok_and(|v| v.trim().eq_ignore_ascii_case("pread"))
+}
+
+/// Whether `O_DIRECT` works where the storage tests put storages: the system temp dir
+/// (`hostile::scratch_dir` uses `/dev/shm` only where it accepts `O_DIRECT` too). Checked
+/// once.
+pub(crate) fn direct_io_available() -> Result<(), &'static str> {
+    static CHECK: std::sync::OnceLock<Result<(), String>> = std::sync::OnceLock::new();
+    let check = CHECK.get_or_init(|| guideloom_testkit::direct_io_works_in(&std::env::temp_dir()));
+    check.as_ref().map(|_| ()).map_err(String::as_str)
 }
 
 /// u16 tokens whose unpack returns the ids with the window's segmentation.

@@ -13,12 +13,13 @@
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
+use std::sync::{mpsc, Arc};
 use std::time::Duration;
 
 use guideloom_formats::{DocumentTokensFormat, RawBytesFormat, TokenDocument, TokenFormat};
 use guideloom_storage::{
-    verify, DocumentWriter, ReadOptions, StorageError, StreamWithMetaWriter, StreamWriter, Window,
+    verify, DocumentWriter, LocalDir, ReadOptions, StorageError, StreamWithMetaWriter, StreamWriter, Window,
+    WriteDir,
 };
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -35,7 +36,7 @@ fn shard_of(k: u64) -> u64 {
 }
 
 /// A writer of any kind appending record `k` of the deterministic sequence.
-enum AnyWriter {
+pub(crate) enum AnyWriter {
     Stream(StreamWriter<TokenFormat<u16>>),
     Document(DocumentWriter<RawBytesFormat>),
     Meta(StreamWithMetaWriter<DocumentTokensFormat<u16>>),
@@ -43,17 +44,27 @@ enum AnyWriter {
 
 impl AnyWriter {
     fn open(kind: Kind, dir: &Path) -> Result<Self, StorageError> {
+        Self::open_in(kind, Arc::new(LocalDir::new(dir)))
+    }
+
+    /// A writer of `kind` writing through `dir`.
+    pub(crate) fn open_in(kind: Kind, dir: Arc<dyn WriteDir>) -> Result<Self, StorageError> {
         Ok(match kind {
-            Kind::Stream => AnyWriter::Stream(StreamWriter::open(dir, TokenFormat::<u16>::new())?),
-            Kind::Document => AnyWriter::Document(DocumentWriter::open(dir, RawBytesFormat)?),
+            Kind::Stream => AnyWriter::Stream(StreamWriter::open_in(dir, TokenFormat::<u16>::new())?),
+            Kind::Document => AnyWriter::Document(DocumentWriter::open_in(dir, RawBytesFormat)?),
             Kind::Meta => {
-                AnyWriter::Meta(StreamWithMetaWriter::open(dir, DocumentTokensFormat::<u16>::new())?)
+                AnyWriter::Meta(StreamWithMetaWriter::open_in(dir, DocumentTokensFormat::<u16>::new())?)
             }
         })
     }
 
-    fn append(&mut self, k: u64) -> Result<(), StorageError> {
-        let shard = shard_of(k);
+    /// Appends record `k` to its shard of the sequence ([`shard_of`]).
+    pub(crate) fn append(&mut self, k: u64) -> Result<(), StorageError> {
+        self.append_to(shard_of(k), k)
+    }
+
+    /// Appends record `k` of the sequence to shard `shard`.
+    pub(crate) fn append_to(&mut self, shard: u64, k: u64) -> Result<(), StorageError> {
         match self {
             AnyWriter::Stream(w) => {
                 let tokens: Vec<u32> = (0..k % 5 + 1).map(|j| ((k * 31 + j) % 65_536) as u32).collect();
@@ -75,11 +86,20 @@ impl AnyWriter {
         Ok(())
     }
 
-    fn commit(&mut self) -> Result<(), StorageError> {
+    pub(crate) fn commit(&mut self) -> Result<(), StorageError> {
         match self {
             AnyWriter::Stream(w) => w.commit(),
             AnyWriter::Document(w) => w.commit(),
             AnyWriter::Meta(w) => w.commit(),
+        }
+    }
+
+    /// Sets a key of the user metadata (committed with the next commit).
+    pub(crate) fn set_metadata(&mut self, key: &str, value: serde_json::Value) {
+        match self {
+            AnyWriter::Stream(w) => w.set_metadata(key, value),
+            AnyWriter::Document(w) => w.set_metadata(key, value),
+            AnyWriter::Meta(w) => w.set_metadata(key, value),
         }
     }
 }
@@ -114,7 +134,8 @@ fn kind_from(name: &str) -> Kind {
 /// The child side: `GUIDELOOM_TEST_CHILD=writer` appends records from `GUIDELOOM_TEST_START`
 /// to the storage in `GUIDELOOM_TEST_DIR`, commits every [`PER_COMMIT`] records, prints
 /// `COMMITTED <records>` after each commit, and stops after `GUIDELOOM_TEST_COMMITS` commits.
-/// A no-op in a normal test run.
+/// With `GUIDELOOM_TEST_STEPPED` set it reads a line from stdin before each commit (the parent
+/// paces the commits). A no-op in a normal test run.
 #[test]
 fn child_role() {
     let Ok(role) = std::env::var("GUIDELOOM_TEST_CHILD") else { return };
@@ -124,12 +145,18 @@ fn child_role() {
     let kind = kind_from(&env("GUIDELOOM_TEST_KIND"));
     let mut k: u64 = env("GUIDELOOM_TEST_START").parse().unwrap();
     let commits: u64 = env("GUIDELOOM_TEST_COMMITS").parse().unwrap();
+    let stepped = std::env::var_os("GUIDELOOM_TEST_STEPPED").is_some();
     let mut w = AnyWriter::open(kind, &dir).unwrap();
     let mut out = std::io::stdout().lock();
+    let mut go = String::new();
     for _ in 0..commits {
         for _ in 0..PER_COMMIT {
             w.append(k).unwrap();
             k += 1;
+        }
+        if stepped {
+            go.clear();
+            std::io::stdin().read_line(&mut go).unwrap();
         }
         w.commit().unwrap();
         use std::io::Write;
@@ -141,7 +168,25 @@ fn child_role() {
 /// Starts the writer child on `dir`; returns it and a channel of the record counts it
 /// reports as committed.
 fn spawn_writer(kind: Kind, dir: &Path, start: u64, commits: u64) -> (Child, mpsc::Receiver<u64>) {
-    let mut child = Command::new(std::env::current_exe().unwrap())
+    spawn_writer_with(kind, dir, start, commits, false)
+}
+
+/// [`spawn_writer`]; when `stepped`, the child waits for a line on its stdin (piped; take it
+/// from the child) before each commit.
+fn spawn_writer_with(
+    kind: Kind,
+    dir: &Path,
+    start: u64,
+    commits: u64,
+    stepped: bool,
+) -> (Child, mpsc::Receiver<u64>) {
+    let mut command = Command::new(std::env::current_exe().unwrap());
+    if stepped {
+        command.env("GUIDELOOM_TEST_STEPPED", "1").stdin(Stdio::piped());
+    } else {
+        command.stdin(Stdio::null());
+    }
+    let mut child = command
         .args(["--exact", "crash::child_role", "--nocapture", "--test-threads", "1", "-q"])
         .env("GUIDELOOM_TEST_CHILD", "writer")
         .env("GUIDELOOM_TEST_DIR", dir)
@@ -190,8 +235,15 @@ fn killed_writer_leaves_the_last_commit() {
             last = rx.recv_timeout(Duration::from_secs(60)).expect("the writer child reports commits");
         }
         std::thread::sleep(Duration::from_micros(rng.random_range(0..3_000)));
+        // The writer is still running (it commits a million times), so the kill lands in it.
+        assert!(child.try_wait().unwrap().is_none(), "seed {seed}: the writer ended before the kill");
         child.kill().unwrap(); // SIGKILL
-        child.wait().unwrap();
+        let status = child.wait().unwrap();
+        assert_eq!(
+            std::os::unix::process::ExitStatusExt::signal(&status),
+            Some(libc::SIGKILL),
+            "seed {seed}"
+        );
         // Reports printed before the kill are still in the pipe.
         while let Ok(n) = rx.recv_timeout(Duration::from_secs(10)) {
             last = n;
@@ -226,7 +278,9 @@ fn killed_writer_leaves_the_last_commit() {
         "crash: {seeds} kills: {} at the last reported commit, {} one commit later",
         outcomes[0], outcomes[1]
     );
-    assert_eq!(outcomes[0] + outcomes[1], seeds);
+    // Random kills land mostly outside the short window between a rename and its report;
+    // `power_loss` covers that window (and every other point) deterministically.
+    assert!(outcomes[0] > 0, "no kill landed outside a rename window: {outcomes:?}");
 }
 
 /// Item 2, the manifest replacement: a kill between writing `manifest.json.tmp` and renaming
@@ -285,10 +339,13 @@ fn stale_manifest_tmp_and_uncommitted_bytes_are_ignored() {
 }
 
 /// Item 3: a reader opened before another process appends and commits 20 times keeps reading
-/// exactly its snapshot (with every backend) while the writer runs and after it ends; a
-/// reader opened afterwards sees the writer's last commit.
+/// exactly its snapshot (with every backend) while the writer runs: the parent paces the
+/// writer's commits, and reads with every reader while each commit is in flight and again
+/// after it is reported (a reader opened then sees that commit); after the writer ended the
+/// old readers still read their snapshot.
 #[test]
 fn reader_keeps_its_snapshot_while_another_process_commits() {
+    use std::io::Write;
     for kind in KINDS {
         let tmp = scratch_dir();
         let dir = tmp.path().join("s");
@@ -297,25 +354,30 @@ fn reader_keeps_its_snapshot_while_another_process_commits() {
         let snapshot = expected(kind, 2 * PER_COMMIT);
         let readers: Vec<_> =
             backends().into_iter().map(|(name, opts)| (name, Reader::open(kind, &dir, opts))).collect();
-        let (mut child, rx) = spawn_writer(kind, &dir, 2 * PER_COMMIT, 20);
+        let (mut child, rx) = spawn_writer_with(kind, &dir, 2 * PER_COMMIT, 20, true);
+        let mut go = child.stdin.take().unwrap();
         let mut reads = 0u64;
-        loop {
+        for c in 1..=20u64 {
+            writeln!(go).unwrap(); // commit c may start
             for (name, r) in &readers {
-                assert_eq!(r.read_all(), snapshot, "{kind:?} [{name}] during the writer's commits");
+                assert_eq!(r.read_all(), snapshot, "{kind:?} [{name}] during commit {c}");
                 reads += 1;
             }
-            if child.try_wait().unwrap().is_some() {
-                break;
+            let n = rx.recv_timeout(Duration::from_secs(60)).expect("the writer child reports commits");
+            assert_eq!(n, (2 + c) * PER_COMMIT, "{kind:?}: commit {c}");
+            for (name, r) in &readers {
+                assert_eq!(r.read_all(), snapshot, "{kind:?} [{name}] after commit {c}");
+                reads += 1;
             }
+            let now = read_all(kind, &dir, ReadOptions::default()).unwrap();
+            assert_eq!(now, expected(kind, n), "{kind:?}: a reader opened after commit {c}");
         }
+        drop(go);
         assert!(child.wait().unwrap().success());
-        let reported: Vec<u64> = rx.iter().collect(); // ends at the child's end of output
-        assert_eq!(reported.last(), Some(&(22 * PER_COMMIT)));
-        assert!(reads >= readers.len() as u64);
+        assert_eq!(reads, 40 * readers.len() as u64);
         for (name, r) in &readers {
             assert_eq!(r.read_all(), snapshot, "{kind:?} [{name}] after the writer ended");
         }
-        assert_eq!(read_all(kind, &dir, ReadOptions::default()).unwrap(), expected(kind, 22 * PER_COMMIT));
     }
 }
 

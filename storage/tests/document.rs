@@ -30,6 +30,7 @@ fn ten_thousand_documents_over_four_shards() {
         }
         let picks: Vec<u64> = (0..64).map(|_| rng.random_range(0..10_000)).collect();
         let got = r.get_many(&picks).unwrap();
+        assert_eq!(got.len(), 64, "{name}");
         for (i, g) in picks.iter().zip(got) {
             assert_eq!(g, doc(*i, sizes[*i as usize]), "{name}");
         }

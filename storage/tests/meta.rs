@@ -313,6 +313,7 @@ fn read_many_is_one_backend_call_and_matches_a_model_for_every_window() {
         (0..=11u64).flat_map(|start| (0..=11 - start).map(move |len| Window::new(start, len))).collect();
     assert_eq!(windows.len(), 78);
     let outs = r.read_many(&windows).unwrap();
+    assert_eq!(outs.len(), 78);
     assert_eq!(counting.0.load(Ordering::SeqCst), 1);
     for (&Window { offset: start, len }, out) in windows.iter().zip(&outs) {
         let want = &model[start as usize..(start + len) as usize];

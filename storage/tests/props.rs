@@ -23,8 +23,8 @@ proptest! {
         let r = StreamReader::open(dir.path(), TokenFormat::<u32>::new()).unwrap();
         prop_assert_eq!(r.len(), all.len() as u64);
         prop_assert_eq!(r.read(Window::new(0, r.len())).unwrap(), all.clone());
-        // Every window of length 7.
-        for start in 0..all.len().saturating_sub(7) {
+        // Every window of length 7, the one ending at the stream's end included.
+        for start in 0..(all.len() + 1).saturating_sub(7) {
             prop_assert_eq!(r.read(Window::new(start as u64, 7)).unwrap(), all[start..start + 7].to_vec());
         }
     }

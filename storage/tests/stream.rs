@@ -179,3 +179,48 @@ fn writer_keeps_at_most_32_shard_files_open_and_reopens_parked_ones() {
     assert_eq!(r.read(Window::new(4 * 7, 6)).unwrap(), vec![7, 0, 7, 1, 9, 9]);
     guideloom_storage::verify(dir.path()).unwrap();
 }
+
+/// Issue 21, item 2: the manifest fingerprint follows the committed data: a storage of the
+/// same length with one token changed, or a manifest whose checksum or element count alone
+/// differs, has another fingerprint; a metadata-only commit keeps it. The value for the
+/// first storage is pinned (states record it; see the loader's `STATE_VERSION` rule).
+#[test]
+fn fingerprint_follows_the_data_not_the_metadata() {
+    use std::path::Path;
+    let write = |dir: &Path, tokens: &[u32]| {
+        let mut w = StreamWriter::open(dir, TokenFormat::<u16>::new()).unwrap();
+        w.append(0, &tokens[..10]).unwrap();
+        w.append(1, &tokens[10..]).unwrap();
+        w.commit().unwrap();
+    };
+    let fp = |dir: &Path| StreamReader::open(dir, TokenFormat::<u16>::new()).unwrap().fingerprint();
+    let tokens: Vec<u32> = (0..25).collect();
+    let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    write(a.path(), &tokens);
+    let mut other = tokens.clone();
+    other[12] = 99;
+    write(b.path(), &other);
+    let fa = fp(a.path());
+    assert_eq!(fa, FINGERPRINT_0_TO_25);
+    assert_ne!(fp(b.path()), fa, "one token differs");
+    assert_eq!(Manifest::load(a.path()).unwrap().fingerprint(), fa);
+    // Metadata only.
+    let mut w = StreamWriter::open(a.path(), TokenFormat::<u16>::new()).unwrap();
+    w.set_metadata("note", serde_json::json!("metadata only"));
+    w.commit().unwrap();
+    drop(w);
+    assert_eq!(fp(a.path()), fa);
+    // The manifest alone: a shard's checksum, a shard's element count.
+    for (field, value) in [("checksum", serde_json::json!(12345)), ("elements", serde_json::json!(9))] {
+        let c = tempfile::tempdir().unwrap();
+        for e in std::fs::read_dir(a.path()).unwrap() {
+            let p = e.unwrap().path();
+            std::fs::copy(&p, c.path().join(p.file_name().unwrap())).unwrap();
+        }
+        edit_manifest(c.path(), |m| m["shards"][0][field] = value.clone());
+        assert_ne!(Manifest::load(c.path()).unwrap().fingerprint(), fa, "{field}");
+    }
+}
+
+/// The fingerprint of tokens 0..25 (u16) in shards of 10 and 15, recorded by this build.
+const FINGERPRINT_0_TO_25: u64 = 16_205_031_855_146_550_322;

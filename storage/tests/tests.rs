@@ -9,6 +9,7 @@ mod foreign;
 mod hostile;
 mod meta;
 mod plan;
+mod power_loss;
 mod props;
 mod regression;
 mod stream;

@@ -1,5 +1,7 @@
 //! Fixtures shared by guideloom's tests and benchmarks, so no crate keeps its own copy: the
-//! bundled data sets' paths and the synthetic token storage the read benchmarks use.
+//! bundled data sets' paths, the synthetic token storage the read benchmarks use (and the
+//! tokens it holds, for their checks), and the rule for I/O backends a host lacks
+//! ([`REQUIRE_BACKENDS_ENV`]).
 //!
 //! A dev-dependency only; it is not published and panics on failure (it serves tests).
 
@@ -36,7 +38,7 @@ pub fn bench_mib(default: u64) -> u64 {
 pub fn write_u16_storage(dir: &Path, mib: u64, shards: u64) {
     let tokens = mib << 19;
     let mut w = StreamWriter::open(dir, TokenFormat::<u16>::new()).expect("writer");
-    let chunk: Vec<u32> = (0..1u32 << 20).map(|i| i.wrapping_mul(2_654_435_761) >> 16).collect();
+    let chunk: Vec<u32> = (0..1u32 << 20).map(u16_pattern).collect();
     for s in 0..shards {
         let mut left = tokens / shards;
         while left > 0 {
@@ -69,5 +71,118 @@ pub fn stars_json() -> Vec<serde_json::Value> {
     match serde_json::from_str(&text).expect("JSON") {
         serde_json::Value::Array(stars) => stars,
         other => panic!("planets.json.gz holds {other}, not a list"),
+    }
+}
+
+/// Token `i` of the repeating pattern [`write_u16_storage`] fills shards with.
+fn u16_pattern(i: u32) -> u32 {
+    i.wrapping_mul(2_654_435_761) >> 16
+}
+
+/// The tokens `[start, start + len)` of the stream [`write_u16_storage`] writes with `mib`
+/// and `shards`, computed from the pattern without reading the storage (what a benchmark
+/// compares a read with before it times it).
+pub fn u16_storage_tokens(mib: u64, shards: u64, start: u64, len: u64) -> Vec<u16> {
+    let per_shard = (mib << 19) / shards;
+    (start..start + len)
+        .map(|p| {
+            let q = p % per_shard;
+            u16_pattern((q % (1 << 20)) as u32) as u16
+        })
+        .collect()
+}
+
+/// The environment variable that turns a missing I/O backend (or test tool) from an explicit
+/// skip into a test failure: a comma-separated list of `io_uring`, `direct` (`O_DIRECT`) and
+/// `strace` (the syscall-order test of local commits), or `all`. CI (`.ci/run`) sets it, so a
+/// runner that lost one fails instead of passing with less checked; unset (a developer's
+/// machine, a sandbox that blocks io_uring or ptrace), tests skip what is missing and say so
+/// on stderr.
+pub const REQUIRE_BACKENDS_ENV: &str = "GUIDELOOM_REQUIRE_BACKENDS";
+
+/// The names [`REQUIRE_BACKENDS_ENV`] accepts.
+pub const REQUIRABLE_BACKENDS: [&str; 3] = ["io_uring", "direct", "strace"];
+
+/// The backends [`REQUIRE_BACKENDS_ENV`] requires (names of [`REQUIRABLE_BACKENDS`]).
+///
+/// # Panics
+/// When the variable names something else (a typo must not silently require nothing).
+pub fn required_backends() -> Vec<&'static str> {
+    let Ok(value) = std::env::var(REQUIRE_BACKENDS_ENV) else { return Vec::new() };
+    let mut out = Vec::new();
+    for name in value.split(',').map(str::trim).filter(|n| !n.is_empty()) {
+        if name == "all" {
+            out.extend(REQUIRABLE_BACKENDS);
+            continue;
+        }
+        match REQUIRABLE_BACKENDS.iter().find(|b| b.eq_ignore_ascii_case(name)) {
+            Some(b) => out.push(*b),
+            None => panic!(
+                "{REQUIRE_BACKENDS_ENV}={value}: unknown backend {name:?}; expected io_uring, direct, strace or all"
+            ),
+        }
+    }
+    out.sort_unstable();
+    out.dedup();
+    out
+}
+
+/// Whether [`REQUIRE_BACKENDS_ENV`] requires `backend` (one of [`REQUIRABLE_BACKENDS`]).
+///
+/// # Panics
+/// As [`required_backends`].
+pub fn backend_required(backend: &str) -> bool {
+    required_backends().contains(&backend)
+}
+
+/// What a test does with a backend it cannot run: fails (panics naming `backend` and
+/// `reason`) when [`REQUIRE_BACKENDS_ENV`] requires it, else prints an explicit skip note on
+/// stderr (`note: <what> skipped: <reason>`) and returns, so the caller leaves it out.
+///
+/// # Panics
+/// When the run requires `backend`.
+pub fn skip_backend(backend: &str, what: &str, reason: &str) {
+    if backend_required(backend) {
+        panic!("{what}: backend {backend} is required ({REQUIRE_BACKENDS_ENV}) but unavailable: {reason}");
+    }
+    eprintln!("note: {what} skipped: {reason} (set {REQUIRE_BACKENDS_ENV}={backend} to make this a failure)");
+}
+
+/// Whether `O_DIRECT` opens succeed in `dir` (tmpfs refused them before Linux 6.6); `Err`
+/// with the reason when they do not.
+pub fn direct_io_works_in(dir: &Path) -> Result<(), String> {
+    #[cfg(target_os = "linux")]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        let probe = dir.join(format!(".guideloom-direct-probe-{}", std::process::id()));
+        std::fs::write(&probe, [0u8; 4096]).map_err(|e| format!("cannot write {}: {e}", probe.display()))?;
+        let opened = std::fs::OpenOptions::new().read(true).custom_flags(libc::O_DIRECT).open(&probe);
+        let _ = std::fs::remove_file(&probe);
+        opened.map(drop).map_err(|e| format!("{} refuses O_DIRECT: {e}", dir.display()))
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        Err(format!("O_DIRECT is Linux-only ({} not checked)", dir.display()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use guideloom_formats::TokenFormat;
+    use guideloom_storage::{StreamReader, Window};
+
+    /// The computed tokens are what the writer wrote, across a shard boundary and at the end.
+    #[test]
+    fn u16_storage_tokens_match_the_storage() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        super::write_u16_storage(dir.path(), 1, 3);
+        let r = StreamReader::open(dir.path(), TokenFormat::<u16>::new()).expect("open");
+        assert_eq!(r.len(), 3 * ((1 << 19) / 3));
+        for (start, len) in [(0, 10), (174_760, 8), (r.len() - 5, 5)] {
+            assert_eq!(
+                r.read(Window::new(start, len)).expect("read"),
+                super::u16_storage_tokens(1, 3, start, len)
+            );
+        }
     }
 }

@@ -5,6 +5,7 @@
 mod acceptance;
 mod elastic;
 mod foreign;
+mod golden;
 #[cfg(feature = "oamap")]
 mod oamap_stars;
 mod props;

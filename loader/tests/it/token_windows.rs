@@ -54,6 +54,7 @@ fn token_windows_equal_stream_windows_with_stack_tokens() {
         let a: Vec<_> = slow.iter().map(|b| b.unwrap()).collect();
         let b: Vec<_> = fast.iter().map(|b| b.unwrap()).collect();
         assert_eq!(a.len(), 10);
+        assert_eq!(b.len(), a.len(), "the fast path yields as many batches");
         for (x, y) in a.iter().zip(&b) {
             assert_eq!((x.number, &x.indices, x.epoch), (y.number, &y.indices, y.epoch));
             assert_eq!(x.data, y.data);
@@ -119,6 +120,7 @@ fn open_any_widens_u16_and_u32_storages_into_one_batch_type() {
             let batches: Vec<_> = loader.iter().map(|b| b.unwrap()).collect();
             assert_eq!(batches.len(), 8);
             let wide: Vec<_> = lm_loader::<i64>(dir, workers).iter().map(|b| b.unwrap()).collect();
+            assert_eq!(wide.len(), batches.len());
             for (b, w) in batches.iter().zip(&wide) {
                 assert_eq!(b.indices, w.indices);
                 assert_eq!(b.data.shape(), [b.indices.len(), 65]);
