@@ -23,3 +23,17 @@ pub(crate) fn worker_threads() -> usize {
         .filter(|name| name.starts_with("guideloom-w"))
         .count()
 }
+
+/// [`worker_threads`] once it has come down to `expected`, waiting at most 2 s: a joined
+/// thread's `/proc/self/task` entry can outlive `join` by a moment, while a thread that was
+/// not joined stays and fails the caller's check.
+pub(crate) fn worker_threads_down_to(expected: usize) -> usize {
+    let start = std::time::Instant::now();
+    loop {
+        let n = worker_threads();
+        if n <= expected || start.elapsed() > std::time::Duration::from_secs(2) {
+            return n;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+}

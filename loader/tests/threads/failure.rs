@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use guideloom_loader::{Cancellation, DataSource, Loader, LoaderError};
 
-use crate::common::{serial, worker_threads};
+use crate::common::{serial, worker_threads, worker_threads_down_to};
 
 /// An error and its causes, joined by ": " (a variant that exposes its cause through
 /// `source()` does not repeat it in its own message).
@@ -70,9 +70,9 @@ fn failing_record_ends_the_iterator_at_its_batch() {
         }
         assert!(it.next().is_none());
         assert_eq!(it.state().next_batch, 1, "the failed batch is not counted as received");
-        assert_eq!(worker_threads(), before, "the pool is joined once the error is delivered");
+        assert_eq!(worker_threads_down_to(before), before, "the pool is joined once the error is delivered");
         drop(it);
-        assert_eq!(worker_threads(), before);
+        assert_eq!(worker_threads_down_to(before), before);
     }
 }
 
@@ -178,7 +178,7 @@ fn drop_while_workers_are_blocked_returns_promptly() {
     });
     assert!(rx.recv_timeout(Duration::from_secs(1)).is_ok(), "drop did not return within 1 s");
     dropper.join().expect("dropper thread");
-    assert_eq!(worker_threads(), before);
+    assert_eq!(worker_threads_down_to(before), before);
 }
 
 /// Dropping mid-epoch (workers busy or idle, results pending in the reorder buffer) joins every
@@ -207,6 +207,6 @@ fn drop_mid_epoch_joins_workers() {
         }
         assert_eq!(worker_threads(), before + 4);
         drop(it);
-        assert_eq!(worker_threads(), before);
+        assert_eq!(worker_threads_down_to(before), before);
     }
 }

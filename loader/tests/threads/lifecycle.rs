@@ -16,7 +16,7 @@ use guideloom_formats::{RawBytesFormat, TokenFormat};
 use guideloom_loader::{DataSource, Documents, Loader, LoaderError, StreamWindows, VecSource};
 use guideloom_storage::{DocumentWriter, StreamWriter};
 
-use crate::common::{serial, worker_threads};
+use crate::common::{serial, worker_threads, worker_threads_down_to};
 
 /// Open descriptors of this process.
 fn open_fds() -> usize {
@@ -173,7 +173,7 @@ fn child_failure(role: &'static str, workers: usize) {
     );
     assert!(it.next().is_none());
     drop(it);
-    assert_eq!(worker_threads(), 0);
+    assert_eq!(worker_threads_down_to(0), 0);
     println!("FAILED AT 4");
 }
 
@@ -271,7 +271,7 @@ fn thousand_build_iterate_drop_cycles_leak_nothing() {
     }
     let growth = rss_kib().saturating_sub(rss_at_50);
     eprintln!("lifecycle: 1000 cycles, RSS growth {growth} KiB after cycle 50");
-    assert_eq!(worker_threads(), threads, "worker threads after 1,000 cycles");
+    assert_eq!(worker_threads_down_to(threads), threads, "worker threads after 1,000 cycles");
     let (fds_after, rings_after) = fds_and_rings();
     assert_eq!(fds_after, fds, "open descriptors (rings aside) after 1,000 cycles");
     assert!(rings_after <= rings, "io_uring rings after 1,000 cycles: {rings_after}, at the start {rings}");
@@ -433,5 +433,5 @@ fn issue8_tiny_inputs_give_one_short_batch_or_none() {
         let (len, all) = batches(open(), 2, true, Some(1), workers);
         assert_eq!((len, all.iter().map(Vec::len).collect::<Vec<_>>()), (2, vec![2, 2]));
     }
-    assert_eq!(worker_threads(), 0);
+    assert_eq!(worker_threads_down_to(0), 0);
 }
