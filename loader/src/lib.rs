@@ -57,6 +57,7 @@ mod aliases;
 mod batch;
 mod error;
 mod loader;
+mod mix;
 #[cfg(feature = "oamap")]
 mod oamap;
 mod permutation;
@@ -69,6 +70,7 @@ mod spans;
 mod state;
 mod storage_sources;
 mod token_windows;
+mod transforms;
 
 /// The `rand` crate (version 0.9) the per-record RNG ([`RecordRng`]) implements `RngCore`
 /// of. Import `Rng` from here (`use guideloom_loader::rand::Rng;`, or
@@ -82,6 +84,7 @@ pub use error::{BoxError, LoaderError};
 pub use loader::{
     Loader, LoaderBuilder, LoaderIter, ResumeOptions, DEFAULT_WORKERS, MAX_WORKERS, SHUTDOWN_GRACE,
 };
+pub use mix::{Mix, MixConfig, MixPlan, MixSchedule, MixSlot, MixStop, Sourced};
 #[cfg(feature = "oamap")]
 pub use oamap::{GatherColumns, OamapRecord, OamapRecords};
 pub use permutation::Permutation;
@@ -97,6 +100,7 @@ pub use spans::Spans;
 pub use state::{SourceId, State, StateConfig, Topology, WindowParams, STATE_VERSION};
 pub use storage_sources::{Documents, MetaWindows, StreamWindows, WindowReader, Windows};
 pub use token_windows::{TokenWindowCollate, TokenWindows, WindowSpan};
+pub use transforms::{Concat, Filter, Repeat, Slice, WindowShuffle};
 
 /// A stable 64-bit fingerprint of `words` (SplitMix64-style mixing; identical on every
 /// platform and run).

@@ -12,3 +12,4 @@ mod props;
 mod regression;
 mod sequential;
 mod token_windows;
+mod transforms;
