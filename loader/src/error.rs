@@ -112,6 +112,27 @@ pub enum LoaderError {
         /// The source's length.
         len: u64,
     },
+    /// A document is longer than a packed row and the overflow policy is
+    /// [`Overflow::Error`](crate::Overflow::Error).
+    #[error("document {index} has {len} tokens, more than a row of {seq_len}")]
+    DocumentTooLong {
+        /// The document (its position in the packed source).
+        index: u64,
+        /// Its length in tokens.
+        len: u64,
+        /// The row length.
+        seq_len: u64,
+    },
+    /// A document read for a packed row has another length than when the rows were planned.
+    #[error("document {index} has {found} tokens, but the pack plan was made for {expected}")]
+    DocumentChanged {
+        /// The document.
+        index: u64,
+        /// Its length in the plan.
+        expected: u64,
+        /// Its length now.
+        found: u64,
+    },
     /// A source's `get_many` returned a different number of records than requested.
     #[error("get_many returned {found} records for {expected} indices")]
     WrongCount {
@@ -229,6 +250,8 @@ impl LoaderError {
             LoaderError::Source { index, .. }
             | LoaderError::Storage { index, .. }
             | LoaderError::IndexOutOfRange { index, .. }
+            | LoaderError::DocumentTooLong { index, .. }
+            | LoaderError::DocumentChanged { index, .. }
             | LoaderError::Map { index, .. } => Some(*index),
             LoaderError::Panic { index, .. } => *index,
             LoaderError::InBatch { source, .. } => source.record_index(),

@@ -60,6 +60,7 @@ mod loader;
 mod mix;
 #[cfg(feature = "oamap")]
 mod oamap;
+mod pack;
 mod permutation;
 mod pool;
 mod rng;
@@ -87,6 +88,9 @@ pub use loader::{
 pub use mix::{Mix, MixConfig, MixPlan, MixSchedule, MixSlot, MixStop, Sourced};
 #[cfg(feature = "oamap")]
 pub use oamap::{GatherColumns, OamapRecord, OamapRecords};
+pub use pack::{
+    Overflow, PackCollate, PackConfig, PackPlan, PackStrategy, Packed, PackedBatch, PackedRow, Piece,
+};
 pub use permutation::Permutation;
 pub use rng::{MapContext, RecordRng};
 pub use sampler::{BatchPlan, Sampler, SamplerConfig, Step};

@@ -693,7 +693,10 @@ impl<S: DataSource> DataSource for Mix<S> {
             let records: Vec<u64> = at.iter().map(|&j| slots[j].record).collect();
             let items = source.get_many(&records)?;
             if items.len() != records.len() {
-                return Err(LoaderError::IndexOutOfRange { index: indices[at[0]], len });
+                return Err(LoaderError::WrongCount {
+                    expected: records.len() as u64,
+                    found: items.len() as u64,
+                });
             }
             for (j, item) in at.into_iter().zip(items) {
                 out[j] = Some(Sourced { source: s as u32, record: slots[j].record, item });

@@ -8,6 +8,7 @@ mod foreign;
 mod golden;
 #[cfg(feature = "oamap")]
 mod oamap_stars;
+mod packing;
 mod props;
 mod regression;
 mod sequential;

@@ -1,0 +1,213 @@
+//! Acceptance tests of issue 16, packing (items 6-10, and 11 for packed pipelines). Golden
+//! values from Grain 0.2.18's packers run on the same inputs (`shuffle_bins=False`).
+
+use guideloom_loader::{
+    Batch, DataSource, Documents, Loader, LoaderError, Overflow, PackCollate, PackConfig, PackPlan,
+    PackStrategy, Packed, PackedBatch, PackedRow, VecSource,
+};
+
+const I: u32 = u32::MAX;
+
+/// Document `i` is `i + 1` repeated `lengths[i]` times.
+fn docs(lengths: &[u64]) -> VecSource<Vec<u32>> {
+    VecSource::new(lengths.iter().enumerate().map(|(i, &n)| vec![i as u32 + 1; n as usize]).collect())
+}
+
+fn rows(lengths: &[u64], config: PackConfig) -> Vec<PackedRow<u32>> {
+    let packed = Packed::scan(docs(lengths), config, 0, I).expect("packs");
+    (0..packed.len()).map(|r| packed.get(r).expect("row")).collect()
+}
+
+fn field<F: Fn(&PackedRow<u32>) -> Vec<u32>>(rows: &[PackedRow<u32>], f: F) -> Vec<Vec<u32>> {
+    rows.iter().map(f).collect()
+}
+
+#[test]
+fn acceptance6_first_fit_and_best_fit_match_grain() {
+    let ff = rows(&[3, 4, 2, 1], PackConfig::new(6, PackStrategy::FirstFit { bins: 2 }));
+    assert_eq!(field(&ff, |r| r.tokens.clone()), [vec![1, 1, 1, 3, 3, 4], vec![2, 2, 2, 2, 0, 0]]);
+    assert_eq!(field(&ff, |r| r.segment_ids.clone()), [vec![1, 1, 1, 2, 2, 3], vec![1, 1, 1, 1, 0, 0]]);
+    assert_eq!(field(&ff, |r| r.positions.clone()), [vec![0, 1, 2, 0, 1, 0], vec![0, 1, 2, 3, 0, 0]]);
+    let bf = rows(&[3, 4, 2, 1], PackConfig::new(6, PackStrategy::BestFit { bins: 2 }));
+    assert_eq!(field(&bf, |r| r.tokens.clone()), [vec![1, 1, 1, 4, 0, 0], vec![2, 2, 2, 2, 3, 3]]);
+    assert_eq!(field(&bf, |r| r.segment_ids.clone()), [vec![1, 1, 1, 2, 0, 0], vec![1, 1, 1, 1, 2, 2]]);
+    assert_eq!(field(&bf, |r| r.positions.clone()), [vec![0, 1, 2, 0, 0, 0], vec![0, 1, 2, 3, 0, 1]]);
+    // Grain's other table: [3,6,2,5,6,4] with 2 or 3 bins, both strategies.
+    for strategy in [PackStrategy::FirstFit { bins: 2 }, PackStrategy::BestFit { bins: 3 }] {
+        let r = rows(&[3, 6, 2, 5, 6, 4], PackConfig::new(6, strategy));
+        assert_eq!(
+            field(&r, |r| r.tokens.clone()),
+            [vec![1, 1, 1, 3, 3, 0], vec![2; 6], vec![4, 4, 4, 4, 4, 0], vec![5; 6], vec![6, 6, 6, 6, 0, 0]],
+            "{strategy:?}"
+        );
+    }
+}
+
+#[test]
+fn acceptance7_concat_split_matches_grain() {
+    let r = rows(&[3, 6, 2, 5, 6, 4], PackConfig::new(6, PackStrategy::ConcatSplit));
+    assert_eq!(
+        field(&r, |r| r.tokens.clone()),
+        [
+            vec![1, 1, 1, 2, 2, 2],
+            vec![2, 2, 2, 3, 3, 4],
+            vec![4, 4, 4, 4, 5, 5],
+            vec![5, 5, 5, 5, 6, 6],
+            vec![6, 6, 0, 0, 0, 0]
+        ]
+    );
+    assert_eq!(r[1].segment_ids, [1, 1, 1, 2, 2, 3]);
+    assert_eq!(r[1].positions, [0, 1, 2, 0, 1, 0]);
+    // Document 2 continues from row 0 into row 1: its row-0 tokens target its next tokens.
+    assert_eq!(r[0].targets, [1, 1, I, 2, 2, 2]);
+    assert_eq!(r[1].targets, [2, 2, I, 3, I, 4]);
+}
+
+#[test]
+fn acceptance8_labels_masks_and_cu_seqlens() {
+    let docs = VecSource::new(vec![vec![5u32, 6, 0], vec![7, 8, 0], vec![9]]);
+    for strategy in
+        [PackStrategy::ConcatSplit, PackStrategy::FirstFit { bins: 1 }, PackStrategy::BestFitDecreasing]
+    {
+        let packed = Packed::scan(docs.clone(), PackConfig::new(7, strategy), 0, I).unwrap();
+        assert_eq!(packed.len(), 1, "{strategy:?}");
+        let row = packed.get(0).unwrap();
+        assert_eq!(row.tokens, [5, 6, 0, 7, 8, 0, 9]);
+        assert_eq!(row.segment_ids, [1, 1, 1, 2, 2, 2, 3]);
+        assert_eq!(row.positions, [0, 1, 2, 0, 1, 2, 0]);
+        assert_eq!(row.targets, [6, 0, I, 8, 0, I, I]);
+        assert_eq!(row.loss_mask, [1, 1, 0, 1, 1, 0, 0]);
+        assert_eq!(row.cu_seqlens, [0, 3, 6, 7]);
+    }
+    // A configurable pad id fills padding; padding targets are the ignore id.
+    let packed = Packed::scan(
+        VecSource::new(vec![vec![3u32, 4]]),
+        PackConfig::new(4, PackStrategy::ConcatSplit),
+        99,
+        7,
+    )
+    .unwrap();
+    let row = packed.get(0).unwrap();
+    assert_eq!(
+        (row.tokens, row.targets, row.segment_ids),
+        (vec![3, 4, 99, 99], vec![4, 7, 7, 7], vec![1, 1, 0, 0])
+    );
+}
+
+#[test]
+fn acceptance9_overflow_policies() {
+    let lengths = [2u64, 13];
+    let cfg = PackConfig::new(6, PackStrategy::FirstFit { bins: 2 });
+    assert!(matches!(
+        Packed::scan(docs(&lengths), cfg, 0, I),
+        Err(LoaderError::DocumentTooLong { index: 1, len: 13, seq_len: 6 })
+    ));
+    let e = Packed::scan(docs(&lengths), cfg, 0, I).unwrap_err();
+    assert_eq!(e.to_string(), "document 1 has 13 tokens, more than a row of 6");
+    let plan = PackPlan::new(&[13], cfg.overflow(Overflow::Truncate)).unwrap();
+    assert_eq!((plan.rows(), plan.row(0).unwrap()[0].len, plan.dropped_tokens()), (1, 6, 7));
+    let t = rows(&[13], cfg.overflow(Overflow::Truncate));
+    assert_eq!(t[0].targets, [1, 1, 1, 1, 1, I], "the last kept token has no target");
+    let plan = PackPlan::new(&[13], cfg.overflow(Overflow::Split)).unwrap();
+    let lens: Vec<u64> = (0..plan.rows()).flat_map(|r| plan.row(r).unwrap().iter().map(|p| p.len)).collect();
+    assert_eq!(lens, [6, 6, 1]);
+    assert_eq!(plan.dropped_tokens(), 0);
+}
+
+#[test]
+fn acceptance10_best_fit_decreasing_fills_rows() {
+    let bfd = |l, lengths: &[u64]| {
+        PackPlan::new(lengths, PackConfig::new(l, PackStrategy::BestFitDecreasing)).unwrap()
+    };
+    assert_eq!(bfd(5, &[2, 2, 2, 2]).rows(), 2);
+    assert_eq!(bfd(9, &[4, 4, 4, 4]).rows(), 2);
+    // TRL's docstring example (with Split, as its bfd_split): [5,2,3,1] into rows of 4.
+    let plan = PackPlan::new(
+        &[5, 2, 3, 1],
+        PackConfig::new(4, PackStrategy::BestFitDecreasing).overflow(Overflow::Split),
+    )
+    .unwrap();
+    let rows: Vec<Vec<(u64, u64)>> =
+        (0..plan.rows()).map(|r| plan.row(r).unwrap().iter().map(|p| (p.doc, p.len)).collect()).collect();
+    assert_eq!(rows, [vec![(0, 4)], vec![(2, 3), (0, 1)], vec![(1, 2), (3, 1)]]);
+    // max_segments is enforced.
+    let plan =
+        PackPlan::new(&[1; 10], PackConfig::new(8, PackStrategy::BestFitDecreasing).max_segments(3)).unwrap();
+    assert_eq!(plan.rows(), 4);
+    assert!((0..4).all(|r| plan.row(r).unwrap().len() <= 3));
+    assert!(matches!(
+        PackPlan::new(&[1], PackConfig::new(0, PackStrategy::ConcatSplit)),
+        Err(LoaderError::InvalidConfig { field: "pack", .. })
+    ));
+}
+
+/// Packed rows through a loader: identical for 0, 1, 3 and 8 workers, resumable after every
+/// batch, state under 1 KiB.
+#[test]
+fn acceptance11_packed_pipelines_are_worker_invariant_and_resumable() {
+    let lengths: Vec<u64> = (0..60u64).map(|i| 1 + (i * 7919) % 13).collect();
+    for strategy in [
+        PackStrategy::ConcatSplit,
+        PackStrategy::FirstFit { bins: 3 },
+        PackStrategy::BestFit { bins: 3 },
+        PackStrategy::BestFitDecreasing,
+    ] {
+        let cfg = PackConfig::new(16, strategy);
+        let build = |workers: usize| {
+            Loader::builder(Packed::scan(docs(&lengths), cfg, 0, I).unwrap())
+                .shuffle(5)
+                .epochs(2)
+                .batch_size(4)
+                .workers(workers)
+                .collate(PackCollate)
+                .build()
+                .unwrap()
+        };
+        let reference: Vec<Batch<PackedBatch<u32>>> = build(0).iter().collect::<Result<_, _>>().unwrap();
+        assert!(reference.len() >= 6);
+        for w in [1, 3, 8] {
+            let got: Vec<Batch<PackedBatch<u32>>> = build(w).iter().collect::<Result<_, _>>().unwrap();
+            assert_eq!(got, reference, "{strategy:?}: {w} workers");
+        }
+        let loader = build(3);
+        let mut it = loader.iter();
+        for k in 0..=reference.len() {
+            let state = it.state();
+            assert!(state.to_json().len() < 1024);
+            let rest: Vec<_> = build(1).iter_from(&state).unwrap().collect::<Result<Vec<_>, _>>().unwrap();
+            assert_eq!(rest, reference[k..], "{strategy:?}: resume after {k}");
+            if k < reference.len() {
+                it.next().unwrap().unwrap();
+            }
+        }
+        // Every token of every document is in exactly one row.
+        let packed = Packed::scan(docs(&lengths), cfg, 0, I).unwrap();
+        let mut per_doc = vec![0u64; lengths.len()];
+        for r in 0..packed.len() {
+            let row = packed.get(r).unwrap();
+            for (&t, &s) in row.tokens.iter().zip(&row.segment_ids) {
+                if s != 0 {
+                    per_doc[t as usize - 1] += 1;
+                }
+            }
+        }
+        assert_eq!(per_doc, lengths, "{strategy:?}");
+    }
+}
+
+/// Packing a document storage (raw bytes as tokens) of a real file.
+#[test]
+fn packs_a_document_storage() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut w =
+        guideloom_storage::DocumentWriter::open(dir.path(), guideloom_formats::RawBytesFormat).unwrap();
+    for d in [&b"ab"[..], b"cde", b"f"] {
+        w.append(0, d).unwrap();
+    }
+    w.commit().unwrap();
+    let docs = Documents::open(dir.path(), guideloom_formats::RawBytesFormat).unwrap();
+    let packed = Packed::scan(docs, PackConfig::new(4, PackStrategy::BestFitDecreasing), b'_', b'!').unwrap();
+    let rows: Vec<Vec<u8>> = (0..packed.len()).map(|r| packed.get(r).unwrap().tokens).collect();
+    assert_eq!(rows, [b"cdef".to_vec(), b"ab__".to_vec()]);
+    assert_eq!(packed.get(0).unwrap().targets, b"de!!".to_vec());
+}
