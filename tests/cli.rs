@@ -537,6 +537,21 @@ fn doc_meta_append_continues_document_ordinals() {
     assert_eq!(v["documents"], serde_json::json!([[0, 1, 2]]), "one token per line: ordinals 0, 1, then 2");
 }
 
+/// `ingest jsonl --doc-meta` keeps each line's document boundary (issue 16).
+#[test]
+fn ingest_jsonl_doc_meta_keeps_document_boundaries() {
+    let tmp = tempfile::tempdir().unwrap();
+    let input = tmp.path().join("docs.jsonl");
+    std::fs::write(&input, "{\"ids\": [5, 6, 0]}\n{\"ids\": [7, 8]}\n{\"ids\": [9]}\n").unwrap();
+    let out = tmp.path().join("dm");
+    let o = out.to_str().unwrap();
+    run_ok(&["ingest", "jsonl", "--out", o, "--tokens-field", "ids", "--doc-meta", input.to_str().unwrap()]);
+    let lines = batches(&out, &["--seq-len", "6"]);
+    let v: serde_json::Value = serde_json::from_str(&lines[0]).unwrap();
+    assert_eq!(v["tokens"], serde_json::json!([[5, 6, 0, 7, 8, 9]]));
+    assert_eq!(v["documents"], serde_json::json!([[0, 0, 0, 1, 1, 2]]));
+}
+
 #[test]
 fn bad_numbers_are_one_sentence_errors() {
     let tmp = tempfile::tempdir().unwrap();

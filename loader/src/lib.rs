@@ -24,6 +24,14 @@
 //!   epoch, an interleave of `cycle` open shards, window shuffle, token packing, `map` on the
 //!   workers, a [`SequentialState`] of small integers and elastic resume by re-dealing the
 //!   unfinished shards.
+//! - Index-stage transformations, each a [`DataSource`] over sources and a pure function of
+//!   the position (so they keep the O(1) state and the worker invariance): [`Mix`] (weighted
+//!   mixtures with exact weights, Megatron's greedy or a closed-form proportional schedule,
+//!   stop policies, stratified groups; records carry their source id), [`Filter`] (a mask),
+//!   [`Slice`], [`Repeat`], [`Concat`], [`WindowShuffle`]; and packing: [`PackPlan`] puts
+//!   documents into rows (concat-split, first-fit, best-fit, best-fit-decreasing), [`Packed`]
+//!   reads the rows as records ([`PackedRow`]: per-document targets, segment ids,
+//!   positions, loss mask, `cu_seqlens`), [`PackCollate`] stacks them.
 //! - [`TokenLoader`], [`WindowLoader`], [`DocumentLoader`]: names for the common loader
 //!   types, to return a loader from a function.
 //! - [`rand`]: the `rand` crate this loader is built with (0.9), re-exported so that

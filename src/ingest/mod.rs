@@ -637,8 +637,8 @@ pub enum JsonlField {
 type PendingLine = (usize, u64, String);
 
 /// Ingests JSON Lines files: each non-empty line an object whose field is a list of token ids
-/// (or a text to tokenize) = one document. `write.target` must be [`Target::Stream`] for token
-/// ids; both targets work.
+/// (or a text to tokenize) = one document. Both targets work: [`Target::Stream`] writes the
+/// tokens alone, [`Target::DocMeta`] keeps each line's document boundary (ordinal and file).
 ///
 /// Lines are parsed (and tokenized) in parallel, [`CHUNK_BYTES`] at a time, and spilled in
 /// input order as [`ingest_text`] does, so memory stays bounded; errors are reported for the

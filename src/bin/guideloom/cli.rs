@@ -380,6 +380,10 @@ pub(crate) struct IngestJsonlArgs {
     /// Element type: auto = u16 when every id < 65,536, else u32.
     #[arg(long, value_enum, default_value = "auto")]
     pub(crate) dtype: DtypeArg,
+    /// Write a stream-with-meta storage whose runs are documents (one per line: ordinal +
+    /// source path), so packing and `batches` see document boundaries.
+    #[arg(long)]
+    pub(crate) doc_meta: bool,
     /// Add the documents to the existing storage in --out (same fields and tokenizer), in new
     /// shards after its last one. Without it an existing storage is an error.
     #[arg(long)]

@@ -40,7 +40,7 @@ fn jsonl(a: IngestJsonlArgs) -> CliResult {
     let write = WriteOptions {
         shards: a.shards,
         dtype: a.dtype.into(),
-        target: Target::Stream,
+        target: if a.doc_meta { Target::DocMeta } else { Target::Stream },
         append: a.append,
         progress: true,
     };
