@@ -65,6 +65,7 @@ mod aliases;
 mod batch;
 mod error;
 mod loader;
+mod meta_documents;
 mod mix;
 #[cfg(feature = "oamap")]
 mod oamap;
@@ -93,6 +94,7 @@ pub use error::{BoxError, LoaderError};
 pub use loader::{
     Loader, LoaderBuilder, LoaderIter, ResumeOptions, DEFAULT_WORKERS, MAX_WORKERS, SHUTDOWN_GRACE,
 };
+pub use meta_documents::MetaDocuments;
 pub use mix::{Mix, MixConfig, MixPlan, MixSchedule, MixSlot, MixStop, Sourced};
 #[cfg(feature = "oamap")]
 pub use oamap::{GatherColumns, OamapRecord, OamapRecords};

@@ -211,3 +211,42 @@ fn packs_a_document_storage() {
     assert_eq!(rows, [b"cdef".to_vec(), b"ab__".to_vec()]);
     assert_eq!(packed.get(0).unwrap().targets, b"de!!".to_vec());
 }
+
+/// Acceptance 8 over a stream-with-meta storage: boundaries from the stored ordinals, not
+/// from the EOD token values (token 0 inside a document does not end it).
+#[test]
+fn acceptance8_over_a_stream_with_meta_storage() {
+    use guideloom_formats::{DocumentTokensFormat, TokenDocument};
+    use guideloom_loader::MetaDocuments;
+    use guideloom_storage::{StreamWithMetaReader, StreamWithMetaWriter};
+    let dir = tempfile::tempdir().unwrap();
+    let mut w = StreamWithMetaWriter::open(dir.path(), DocumentTokensFormat::<u16>::new()).unwrap();
+    let doc = |ordinal, tokens| TokenDocument { ordinal, tokens, data: Vec::new() };
+    w.append(0, &[doc(0, vec![5, 6, 0]), doc(1, vec![7, 8, 0])]).unwrap();
+    w.append(1, &[doc(2, vec![9]), doc(3, vec![0, 4, 0, 3])]).unwrap();
+    w.commit().unwrap();
+    let docs = MetaDocuments::new(
+        StreamWithMetaReader::open(dir.path(), DocumentTokensFormat::<u16>::new()).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(docs.lengths(), [3, 3, 1, 4]);
+    assert_eq!(docs.get(3).unwrap(), [0, 4, 0, 3]);
+    let lengths = docs.lengths();
+    let packed = Packed::with_lengths(
+        docs,
+        lengths,
+        PackConfig::new(7, PackStrategy::FirstFit { bins: 2 }),
+        0,
+        u16::MAX,
+    )
+    .unwrap();
+    let (a, b) = (packed.get(0).unwrap(), packed.get(1).unwrap());
+    assert_eq!(a.tokens, [5, 6, 0, 7, 8, 0, 9]);
+    assert_eq!(a.segment_ids, [1, 1, 1, 2, 2, 2, 3]);
+    assert_eq!(a.positions, [0, 1, 2, 0, 1, 2, 0]);
+    assert_eq!(a.targets, [6, 0, u16::MAX, 8, 0, u16::MAX, u16::MAX]);
+    assert_eq!(a.loss_mask, [1, 1, 0, 1, 1, 0, 0]);
+    assert_eq!(a.cu_seqlens, [0, 3, 6, 7]);
+    assert_eq!(b.tokens, [0, 4, 0, 3, 0, 0, 0]);
+    assert_eq!(b.segment_ids, [1, 1, 1, 1, 0, 0, 0]);
+}
