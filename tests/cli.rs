@@ -552,6 +552,141 @@ fn ingest_jsonl_doc_meta_keeps_document_boundaries() {
     assert_eq!(v["documents"], serde_json::json!([[0, 0, 0, 1, 1, 2]]));
 }
 
+/// Writes a JSONL storage of `docs` (token ids) into `dir`, with document boundaries when
+/// `doc_meta`.
+fn jsonl_storage(dir: &Path, name: &str, docs: &[&[u32]], doc_meta: bool) -> PathBuf {
+    let input = dir.join(format!("{name}.jsonl"));
+    let text: String = docs.iter().map(|d| format!("{{\"ids\": {d:?}}}\n")).collect();
+    std::fs::write(&input, text).unwrap();
+    let out = dir.join(name);
+    let mut args = vec!["ingest", "jsonl", "--out", out.to_str().unwrap(), "--tokens-field", "ids"];
+    if doc_meta {
+        args.push("--doc-meta");
+    }
+    args.push(input.to_str().unwrap());
+    run_ok(&args);
+    out
+}
+
+fn json_lines(out: &std::process::Output) -> Vec<serde_json::Value> {
+    String::from_utf8_lossy(&out.stdout).lines().map(|l| serde_json::from_str(l).unwrap()).collect()
+}
+
+/// `batches --mix` (issue 16): windows of two storages mixed 1:1, each line with its sources.
+#[test]
+fn batches_mix_two_storages_with_sources() {
+    let tmp = tempfile::tempdir().unwrap();
+    let a = jsonl_storage(tmp.path(), "a", &[&[1, 2, 3, 4, 5, 6]], false);
+    let b = jsonl_storage(tmp.path(), "b", &[&[10, 11, 12, 13]], false);
+    let ma = format!("{}=1", a.display());
+    let mb = format!("{}=1", b.display());
+    let o = run_ok(&["batches", "--mix", &ma, "--mix", &mb, "--seq-len", "2", "--batch-size", "2"]);
+    let v = json_lines(&o);
+    assert_eq!(v.len(), 2);
+    assert_eq!(v[0]["tokens"], serde_json::json!([[1, 2], [10, 11]]));
+    assert_eq!(v[0]["sources"], serde_json::json!([0, 1]));
+    assert_eq!(v[1]["tokens"], serde_json::json!([[3, 4], [12, 13]]));
+    // Greedy 0.7/0.3 with a budget: Megatron's order of sources.
+    let ma = format!("{}=0.7", a.display());
+    let mb = format!("{}=0.3", b.display());
+    let o = run_ok(&[
+        "batches",
+        "--mix",
+        &ma,
+        "--mix",
+        &mb,
+        "--mix-schedule",
+        "greedy",
+        "--mix-stop",
+        "budget:10",
+        "--seq-len",
+        "1",
+        "--batch-size",
+        "10",
+    ]);
+    assert_eq!(json_lines(&o)[0]["sources"], serde_json::json!([0, 1, 0, 0, 1, 0, 0, 1, 0, 0]));
+}
+
+/// `batches --pack` (issue 16, acceptance 8 end to end): documents from a --doc-meta
+/// storage packed into one row, with segment ids, positions and per-document targets.
+#[test]
+fn batches_pack_documents_of_a_doc_meta_storage() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = jsonl_storage(tmp.path(), "d", &[&[5, 6, 0], &[7, 8, 0], &[9]], true);
+    let dir = d.to_str().unwrap();
+    let o = run_ok(&["batches", dir, "--pack", "first-fit", "--bins", "2", "--seq-len", "7"]);
+    let v = json_lines(&o);
+    assert_eq!(v.len(), 1);
+    assert_eq!(v[0]["tokens"], serde_json::json!([[5, 6, 0, 7, 8, 0, 9]]));
+    assert_eq!(v[0]["segment_ids"], serde_json::json!([[1, 1, 1, 2, 2, 2, 3]]));
+    assert_eq!(v[0]["positions"], serde_json::json!([[0, 1, 2, 0, 1, 2, 0]]));
+    assert_eq!(v[0]["targets"], serde_json::json!([[6, 0, -100, 8, 0, -100, -100]]));
+    // Rows of 4 with --pad-id 99: planned BFD packs [7,8,0,9], [5,6,0,99].
+    let o = run_ok(&[
+        "batches",
+        dir,
+        "--pack",
+        "planned-bfd",
+        "--seq-len",
+        "4",
+        "--pad-id",
+        "99",
+        "--batch-size",
+        "2",
+    ]);
+    assert_eq!(json_lines(&o)[0]["tokens"], serde_json::json!([[5, 6, 0, 9], [7, 8, 0, 99]]));
+    // A plain token stream has no document boundaries to pack.
+    let plain = jsonl_storage(tmp.path(), "p", &[&[1, 2]], false);
+    let out = bin()
+        .args(["batches", plain.to_str().unwrap(), "--pack", "first-fit", "--seq-len", "4"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--doc-meta"));
+}
+
+/// State save/resume of packed and mixed batches equals the uninterrupted run.
+#[test]
+fn batches_mix_and_pack_resume_equals_the_uninterrupted_run() {
+    let tmp = tempfile::tempdir().unwrap();
+    let docs: Vec<Vec<u32>> = (0..20u32).map(|i| vec![i + 1; 1 + (i as usize * 7) % 5]).collect();
+    let refs: Vec<&[u32]> = docs.iter().map(|d| d.as_slice()).collect();
+    let a = jsonl_storage(tmp.path(), "a", &refs[..12], true);
+    let b = jsonl_storage(tmp.path(), "b", &refs[12..], true);
+    let ma = format!("{}=2", a.display());
+    let mb = format!("{}=1", b.display());
+    let state = tmp.path().join("state.json");
+    let st = state.to_str().unwrap();
+    let base = [
+        "batches",
+        "--mix",
+        &ma,
+        "--mix",
+        &mb,
+        "--mix-stop",
+        "all-exhausted",
+        "--pack",
+        "best-fit",
+        "--bins",
+        "2",
+        "--seq-len",
+        "6",
+        "--batch-size",
+        "2",
+        "--shuffle",
+        "--epochs",
+        "2",
+    ];
+    let full = json_lines(&run_ok(&base));
+    assert!(full.len() >= 4);
+    let head = json_lines(&run_ok(&[&base[..], &["--max-batches", "3", "--save-state", st]].concat()));
+    assert_eq!(head[..], full[..3]);
+    assert!(std::fs::read(&state).unwrap().len() < 1024);
+    let rest = json_lines(&run_ok(&[&base[..], &["--resume", st]].concat()));
+    assert_eq!(rest[..], full[3..]);
+    assert!(full[0]["sources"].is_array());
+}
+
 #[test]
 fn bad_numbers_are_one_sentence_errors() {
     let tmp = tempfile::tempdir().unwrap();

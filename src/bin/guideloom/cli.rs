@@ -113,7 +113,7 @@ pub(crate) struct WindowArgs {
 
 /// `guideloom batches`.
 #[derive(clap::Args, Debug)]
-#[command(mut_arg("dir", optional_with_sequential))]
+#[command(mut_arg("dir", optional_with_sequential_or_mix))]
 pub(crate) struct BatchesArgs {
     #[command(flatten)]
     pub(crate) window: WindowArgs,
@@ -145,6 +145,98 @@ pub(crate) struct BatchesArgs {
     pub(crate) elastic: ElasticArgs,
     #[command(flatten)]
     pub(crate) sequential: SequentialArgs,
+    #[command(flatten)]
+    pub(crate) mix_pack: MixPackArgs,
+}
+
+/// `batches --mix ... --pack ...`: a weighted mixture of storages and document packing.
+#[derive(clap::Args, Debug, Clone)]
+pub(crate) struct MixPackArgs {
+    /// A storage and its weight, DIR=WEIGHT; repeat for every source of the mixture (then the
+    /// positional DIR is left out). Weights are exact decimals (0.29 is 29/100).
+    #[arg(long, value_parser = parse_mix)]
+    pub(crate) mix: Vec<(PathBuf, f64)>,
+    /// How positions are dealt to the sources: greedy (Megatron's blend) or proportional.
+    #[arg(long, value_enum, default_value = "proportional", requires = "mix")]
+    pub(crate) mix_schedule: MixScheduleArg,
+    /// When the mixture ends: first-exhausted, all-exhausted (every record once),
+    /// budget:N (N records, sources wrap into re-shuffled epochs) or repeat:N.
+    #[arg(long, default_value = "first-exhausted", value_parser = parse_mix_stop, requires = "mix")]
+    pub(crate) mix_stop: guideloom::loader::MixStop,
+    /// Pack documents (of stream-with-meta storages: ingest with --doc-meta) into rows of
+    /// --seq-len tokens; lines then carry segment_ids, positions and targets (-100 = ignore).
+    #[arg(long, value_enum)]
+    pub(crate) pack: Option<PackArg>,
+    /// Open rows of first-fit and best-fit.
+    #[arg(long, default_value_t = 8, requires = "pack", value_parser = clap::value_parser!(u64).range(1..))]
+    pub(crate) bins: u64,
+    /// Token id of padding.
+    #[arg(long, default_value_t = 0, requires = "pack")]
+    pub(crate) pad_id: u32,
+    /// A document longer than a row: error, truncate (dropped tokens reported) or split.
+    #[arg(long, value_enum, default_value = "error", requires = "pack")]
+    pub(crate) overflow: OverflowArg,
+}
+
+impl MixPackArgs {
+    /// Whether a mixture or packing is asked for.
+    pub(crate) fn on(&self) -> bool {
+        !self.mix.is_empty() || self.pack.is_some()
+    }
+}
+
+/// `--mix-schedule`.
+#[derive(ValueEnum, Clone, Copy, Debug)]
+pub(crate) enum MixScheduleArg {
+    /// Megatron's greedy minimum-error blend.
+    Greedy,
+    /// The closed-form proportional schedule.
+    Proportional,
+}
+
+/// `--pack`.
+#[derive(ValueEnum, Clone, Copy, Debug)]
+pub(crate) enum PackArg {
+    /// Concatenate and cut every --seq-len tokens.
+    ConcatSplit,
+    /// --bins open rows, first row that fits.
+    FirstFit,
+    /// --bins open rows, fullest row that fits.
+    BestFit,
+    /// Offline best-fit-decreasing over all documents.
+    PlannedBfd,
+}
+
+/// `--overflow`.
+#[derive(ValueEnum, Clone, Copy, Debug)]
+pub(crate) enum OverflowArg {
+    /// Refuse, naming the document.
+    Error,
+    /// Keep the first --seq-len tokens.
+    Truncate,
+    /// Cut into rows of --seq-len tokens.
+    Split,
+}
+
+fn parse_mix(s: &str) -> Result<(PathBuf, f64), String> {
+    let (dir, w) = s.rsplit_once('=').ok_or_else(|| format!("--mix {s:?}: expected DIR=WEIGHT"))?;
+    let w: f64 = w.parse().map_err(|_| format!("--mix {s:?}: the weight {w:?} is not a number"))?;
+    if !(w.is_finite() && w > 0.0) {
+        return Err(format!("--mix {s:?}: the weight must be a finite number above 0"));
+    }
+    Ok((PathBuf::from(dir), w))
+}
+
+fn parse_mix_stop(s: &str) -> Result<guideloom::loader::MixStop, String> {
+    use guideloom::loader::MixStop;
+    let count = |n: &str| n.parse::<u64>().map_err(|_| format!("--mix-stop {s:?}: {n:?} is not a count"));
+    match s.split_once(':') {
+        None if s == "first-exhausted" => Ok(MixStop::FirstExhausted),
+        None if s == "all-exhausted" => Ok(MixStop::AllExhausted),
+        Some(("budget", n)) => Ok(MixStop::Budget(count(n)?)),
+        Some(("repeat", n)) => Ok(MixStop::Repeat(count(n)?)),
+        _ => Err(format!("--mix-stop {s:?}: expected first-exhausted, all-exhausted, budget:N or repeat:N")),
+    }
 }
 
 /// `guideloom bench`.
@@ -249,6 +341,14 @@ impl SequentialArgs {
 /// The storage directory of `batches` and `bench` is not needed with `--sequential`.
 fn optional_with_sequential(a: clap::Arg) -> clap::Arg {
     a.required(false).required_unless_present("sequential").default_value("-").hide_default_value(true)
+}
+
+/// `batches`' DIR: left out with `--sequential` or `--mix`.
+fn optional_with_sequential_or_mix(a: clap::Arg) -> clap::Arg {
+    a.required(false)
+        .required_unless_present_any(["sequential", "mix"])
+        .default_value("-")
+        .hide_default_value(true)
 }
 
 /// `guideloom demo`.

@@ -34,6 +34,9 @@ pub(crate) fn run(a: BatchesArgs) -> CliResult {
     if a.sequential.on() {
         return crate::cmd::sequential::batches(&a);
     }
+    if a.mix_pack.on() {
+        return crate::cmd::mixpack::batches(a);
+    }
     let b = Batches {
         args: LoaderArgs {
             window: a.window,
@@ -162,7 +165,7 @@ impl Batches {
 }
 
 /// Reads a state file written by `--save-state`.
-fn read_state(p: &Path) -> CliResult<State> {
+pub(crate) fn read_state(p: &Path) -> CliResult<State> {
     let text = std::fs::read_to_string(p)
         .map_err(|e| super::context(format!("cannot read state file {}", p.display()), e))?;
     State::from_json(&text).map_err(|e| super::context(format!("state file {}", p.display()), e).into())
