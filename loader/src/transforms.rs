@@ -247,8 +247,8 @@ impl<S: DataSource> DataSource for Concat<S> {
 /// `e * n + p` reads record `w * window + perm(p - w * window)` where `w = p / window` and
 /// `perm` is the keyed [`Permutation`] of the window's size for `(seed, w, e)`. Each epoch
 /// is a bijection of `[0, n)` and window `[w * window, min((w + 1) * window, n))` holds
-/// exactly those records, also the last, partial window (Grain's `WindowShuffleMapDataset`
-/// permutes only whole windows' worth of indices).
+/// exactly those records, also the last, partial window (where Grain's window shuffle is not
+/// a permutation).
 ///
 /// ```
 /// use guideloom_loader::{DataSource, RangeSource, WindowShuffle};
