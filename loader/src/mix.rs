@@ -13,8 +13,8 @@ const TAG_MIX_SOURCE: u64 = u64::from_le_bytes(*b"glmixsrc");
 pub enum MixSchedule {
     /// Megatron-LM's greedy minimum-error blend (`build_blending_indices` in
     /// `megatron/core/datasets/helpers.cpp`): position `k` goes to the source with the largest
-    /// error `w_i * max(k, 1) - count_i` (ties to the lowest source). Every count stays within
-    /// one record of its exact share. It has no closed form, so the plan replays it once and
+    /// error `w_i * max(k, 1) - count_i` (ties to the lowest source; the weights normalized to
+    /// sum 1, compared exactly in integers). It has no closed form, so the plan replays it once and
     /// keeps the per-source counts every 4096 positions: a lookup replays at most 4096 steps.
     Greedy,
     /// A closed form, O(sources) per position and no table (the default): source 0 takes

@@ -14,3 +14,4 @@ mod regression;
 mod sequential;
 mod token_windows;
 mod transforms;
+mod transforms_props;

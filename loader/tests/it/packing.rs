@@ -250,3 +250,23 @@ fn acceptance8_over_a_stream_with_meta_storage() {
     assert_eq!(b.tokens, [0, 4, 0, 3, 0, 0, 0]);
     assert_eq!(b.segment_ids, [1, 1, 1, 1, 0, 0, 0]);
 }
+
+/// The peers' packing bugs (notes §4.5), pinned: TRL's best-fit once packed nothing for row
+/// lengths 2^k + 1; torchtune's packer crashed on a sample longer than twice the row; TRL's
+/// truncation dropped tokens silently (here they are counted).
+#[test]
+fn peers_packing_bugs_do_not_happen_here() {
+    for l in [3u64, 5, 9, 17, 33, 65] {
+        let lengths: Vec<u64> = (1..=l).collect();
+        let plan = PackPlan::new(&lengths, PackConfig::new(l, PackStrategy::BestFitDecreasing)).unwrap();
+        let packed: u64 = (0..plan.rows()).flat_map(|r| plan.row(r).unwrap().iter().map(|p| p.len)).sum();
+        assert_eq!(packed, l * (l + 1) / 2, "row length {l}");
+        // Pairs (i, l - i) fill rows exactly: (l - 1) / 2 pairs + the full document + a half.
+        assert_eq!(plan.rows(), l.div_ceil(2) + u64::from(l % 2 == 0), "row length {l}");
+    }
+    let r = rows(&[20], PackConfig::new(6, PackStrategy::FirstFit { bins: 1 }).overflow(Overflow::Split));
+    assert_eq!(r.iter().map(|r| r.segment_ids.iter().filter(|&&s| s != 0).count()).collect::<Vec<_>>(), [6, 6, 6, 2]);
+    let plan = PackPlan::new(&[8, 3, 9], PackConfig::new(4, PackStrategy::BestFit { bins: 2 }).overflow(Overflow::Truncate))
+        .unwrap();
+    assert_eq!(plan.dropped_tokens(), 4 + 5);
+}
