@@ -13,7 +13,7 @@ const SCAN_CHUNK: u64 = 1 << 20;
 /// order. Boundaries come from the stored per-token document ordinals, never from token values
 /// (a document starts where the ordinal changes, so adjacent documents need distinct ordinals,
 /// as `ingest` assigns them);
-/// [`MetaDocuments::new`] reads them once (one pass over the stream, `SCAN_CHUNK` tokens per
+/// [`MetaDocuments::new`] reads them once (one pass over the stream, 2^20 tokens per
 /// call) and keeps two integers per document. The lengths feed a
 /// [`Packed`](crate::Packed) source without reading the documents again
 /// ([`MetaDocuments::lengths`]).

@@ -265,8 +265,14 @@ fn peers_packing_bugs_do_not_happen_here() {
         assert_eq!(plan.rows(), l.div_ceil(2) + u64::from(l % 2 == 0), "row length {l}");
     }
     let r = rows(&[20], PackConfig::new(6, PackStrategy::FirstFit { bins: 1 }).overflow(Overflow::Split));
-    assert_eq!(r.iter().map(|r| r.segment_ids.iter().filter(|&&s| s != 0).count()).collect::<Vec<_>>(), [6, 6, 6, 2]);
-    let plan = PackPlan::new(&[8, 3, 9], PackConfig::new(4, PackStrategy::BestFit { bins: 2 }).overflow(Overflow::Truncate))
-        .unwrap();
+    assert_eq!(
+        r.iter().map(|r| r.segment_ids.iter().filter(|&&s| s != 0).count()).collect::<Vec<_>>(),
+        [6, 6, 6, 2]
+    );
+    let plan = PackPlan::new(
+        &[8, 3, 9],
+        PackConfig::new(4, PackStrategy::BestFit { bins: 2 }).overflow(Overflow::Truncate),
+    )
+    .unwrap();
     assert_eq!(plan.dropped_tokens(), 4 + 5);
 }
