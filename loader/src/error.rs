@@ -209,6 +209,18 @@ pub enum LoaderError {
     /// A state could not be parsed (the JSON error is the `source()`).
     #[error("not a valid loader state (JSON)")]
     StateJson(#[from] serde_json::Error),
+    /// A seed outside `[0, 2^32)` for Megatron's MT19937 (NumPy's `RandomState` refuses it).
+    #[error("seed {seed} is outside [0, 2^32)")]
+    InvalidSeed {
+        /// The seed given.
+        seed: u64,
+    },
+    /// A Megatron split that holds no token was requested (Megatron itself loops forever).
+    #[error("the {split} split holds no token")]
+    EmptySplit {
+        /// `train`, `valid` or `test`.
+        split: &'static str,
+    },
 }
 
 impl LoaderError {

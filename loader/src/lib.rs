@@ -56,7 +56,9 @@
 mod aliases;
 mod batch;
 mod error;
+mod llmc;
 mod loader;
+mod megatron;
 #[cfg(feature = "oamap")]
 mod oamap;
 mod permutation;
@@ -79,8 +81,13 @@ pub use rand;
 pub use aliases::{DocumentLoader, TokenLoader, WindowLoader};
 pub use batch::{Batch, Collate, StackTokens, TokenBatch, VecCollate};
 pub use error::{BoxError, LoaderError};
+pub use llmc::llmc_windows;
 pub use loader::{
     Loader, LoaderBuilder, LoaderIter, ResumeOptions, DEFAULT_WORKERS, MAX_WORKERS, SHUTDOWN_GRACE,
+};
+pub use megatron::{
+    megatron_blending_indices, megatron_resume_state, megatron_split_ranges, BlendIndex, GptConfig, GptIndex,
+    MegatronSample, MegatronSamples, MegatronSplit, Mt19937, SamplePiece,
 };
 #[cfg(feature = "oamap")]
 pub use oamap::{GatherColumns, OamapRecord, OamapRecords};
