@@ -12,6 +12,10 @@
 //!   [`StreamWindows`] (windows decoded by any stream format) and [`Documents`] (and, with the
 //!   default feature `oamap`, `OamapRecords` over `guideloom-oamap` datasets, collated by
 //!   `GatherColumns`).
+//! - [`MegatronSamples`]: Megatron-Core's `GPTDataset` / `BlendedDataset` samples in
+//!   Megatron's order, computed in Rust ([`GptIndex`], [`BlendIndex`], [`Mt19937`]), and
+//!   [`megatron_resume_state`] to continue a run at Megatron's `consumed_samples`;
+//!   [`llmc_windows`]: llm.c's sequential batch order as [`Spans`] records.
 //! - [`Sampler`]: a pure function from batch number to record indices: one keyed
 //!   [`Permutation`] per epoch, shuffled globally, then sharded over ranks.
 //! - [`Loader`]: the builder and the iterator ([`LoaderIter`]); output is identical for every

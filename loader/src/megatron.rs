@@ -19,9 +19,10 @@
 //! turns Megatron's `consumed_samples` into that state.
 
 use std::ops::Range;
+use std::path::{Path, PathBuf};
 
 use guideloom_formats::IntTokenFormat;
-use guideloom_storage::foreign::ForeignDataset;
+use guideloom_storage::foreign::{ForeignDataset, ForeignFormat, ForeignOptions};
 use guideloom_storage::{ReadOptions, StorageError, StreamReader, Window};
 
 use crate::storage_sources::open_error;
@@ -478,6 +479,58 @@ impl GptIndex {
         })
     }
 
+    /// Checks Megatron's own cached index files against this index: `prefix` names them
+    /// without the suffix (`<cache>/<md5>-GPTDataset-<split>`, read as
+    /// `<prefix>-document_index.npy`, `-sample_index.npy`, `-shuffle_index.npy`: NumPy
+    /// `.npy` files of any integer dtype, the sample index `[S + 1, 2]`), as `GPTDataset`
+    /// writes them with `path_to_cache`.
+    ///
+    /// # Errors
+    /// [`LoaderError::Open`] when a file cannot be read as an integer `.npy`;
+    /// [`LoaderError::CacheMismatch`] naming the first array and entry that differ (or the
+    /// lengths).
+    pub fn check_cache(&self, prefix: &Path) -> Result<(), LoaderError> {
+        let computed: [(&'static str, Vec<i64>); 3] = [
+            ("document_index", self.document_index.iter().map(|&d| i64::from(d)).collect()),
+            ("sample_index", self.sample_index.iter().flat_map(|p| p.map(i64::from)).collect()),
+            ("shuffle_index", self.shuffle_index.iter().map(|&d| i64::from(d)).collect()),
+        ];
+        for (array, want) in computed {
+            let mut path = prefix.as_os_str().to_os_string();
+            path.push(format!("-{array}.npy"));
+            let path = PathBuf::from(path);
+            let options = ForeignOptions::new().format(ForeignFormat::Npy);
+            let data = ForeignDataset::open(&path, &options).map_err(open_error(&path))?;
+            let format = IntTokenFormat::new(data.dtype())
+                .map_err(|source| open_error(&path)(StorageError::Format { shard: 0, source }))?;
+            let reader = data.reader(format, ReadOptions::default()).map_err(open_error(&path))?;
+            let n = data.elements();
+            let got = if n == 0 {
+                Vec::new()
+            } else {
+                let mut v = reader.read_many(&[Window::new(0, n)]).map_err(open_error(&path))?;
+                v.pop().unwrap_or_default()
+            };
+            if let Some(entry) = got.iter().zip(&want).position(|(a, b)| a != b) {
+                return Err(LoaderError::CacheMismatch {
+                    array,
+                    entry: entry as u64,
+                    cached: got[entry],
+                    computed: want[entry],
+                });
+            }
+            if got.len() != want.len() {
+                return Err(LoaderError::CacheMismatch {
+                    array,
+                    entry: got.len().min(want.len()) as u64,
+                    cached: got.len() as i64,
+                    computed: want.len() as i64,
+                });
+            }
+        }
+        Ok(())
+    }
+
     /// Epochs indexed (`E`).
     pub fn epochs(&self) -> u64 {
         self.epochs
@@ -640,7 +693,9 @@ pub struct MegatronSample {
     pub index: u64,
     /// The blend component it comes from (0 without a blend).
     pub dataset: u16,
-    /// Its tokens, `seq_length + 1` (with the extra token).
+    /// Its tokens, `seq_length + 1` (with the extra token); fewer only for the partial last
+    /// sample of a validation split kept with `drop_last_partial_validation` off (Megatron
+    /// pads that one with its pad id and masks the padding out of the loss).
     pub tokens: Vec<i64>,
 }
 

@@ -165,7 +165,18 @@ fn megatron_cached_indices_equal_the_computed_ones() {
         assert_eq!(npy(&file("document_index")), doc, "{n} samples");
         assert_eq!(npy(&file("sample_index")), smp, "{n} samples");
         assert_eq!(npy(&file("shuffle_index")), shf, "{n} samples");
+        ix.check_cache(&sample(&format!("megatron/cache/{md5}-GPTDataset-train"))).unwrap();
     }
+    // The other case's cache is a mismatch, named by array and entry.
+    let ix = GptIndex::build(&lengths, 0..4, &GptConfig::new(4, 1234).split("1,0,0").num_samples(4)).unwrap();
+    let err = ix.check_cache(&sample("megatron/cache/ab120df2b3b30f2071a2218ba2462cf5-GPTDataset-train"));
+    assert!(
+        matches!(
+            err,
+            Err(LoaderError::CacheMismatch { array: "document_index", entry: 0, cached: 2, computed: 0 })
+        ),
+        "{err:?}"
+    );
 }
 
 #[test]
@@ -301,4 +312,21 @@ fn llmc_sequential_order_matches_llmc_dataloader() {
         ]
     );
     assert!(llmc_windows(&data, 0, 2, 1).is_err());
+}
+
+/// The validation split with `drop_last_partial_validation_sequence` off keeps a partial last
+/// sample (`ceil(float32(E*T - x) / L)` samples): 13 tokens after the extra one make three
+/// samples of 4 and one of 1, so their lengths (with the shared token) are 5, 5, 5 and 2.
+#[test]
+fn validation_keeps_the_partial_last_sample_when_asked() {
+    let data = megatron(&sample("megatron/gpt2_text_document"));
+    let mut c = GptConfig::new(4, 1234).split("0,1,0").which(MegatronSplit::Valid);
+    let dropped = MegatronSamples::open(&[(1.0, &data)], &c, ReadOptions::default()).unwrap();
+    assert_eq!(dropped.len(), 3);
+    assert!(samples_of(&dropped).iter().all(|s| s.len() == 5));
+    c.drop_last_partial_validation = false;
+    let kept = MegatronSamples::open(&[(1.0, &data)], &c, ReadOptions::default()).unwrap();
+    let mut lens: Vec<usize> = samples_of(&kept).iter().map(Vec::len).collect();
+    lens.sort_unstable();
+    assert_eq!(lens, [2, 5, 5, 5]);
 }
