@@ -877,7 +877,7 @@ impl DataSource for MegatronSamples {
 /// batch (Megatron consumes whole steps).
 pub fn megatron_resume_state(initial: &State, consumed_samples: u64) -> Result<State, LoaderError> {
     let g = initial.global_batch.max(1);
-    if consumed_samples % g != 0 {
+    if !consumed_samples.is_multiple_of(g) {
         return Err(LoaderError::ElasticResume { consumed: consumed_samples, global_batch: g });
     }
     Ok(State { next_batch: consumed_samples / g, ..*initial })
