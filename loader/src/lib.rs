@@ -85,7 +85,7 @@ pub use rand;
 pub use aliases::{DocumentLoader, TokenLoader, WindowLoader};
 pub use batch::{Batch, Collate, StackTokens, TokenBatch, VecCollate};
 pub use error::{BoxError, LoaderError};
-pub use llmc::llmc_windows;
+pub use llmc::{llmc_resume_state, llmc_windows};
 pub use loader::{
     Loader, LoaderBuilder, LoaderIter, ResumeOptions, DEFAULT_WORKERS, MAX_WORKERS, SHUTDOWN_GRACE,
 };

@@ -6,7 +6,7 @@
 use guideloom_storage::foreign::ForeignDataset;
 use guideloom_storage::Window;
 
-use crate::LoaderError;
+use crate::{LoaderError, State};
 
 /// The windows llm.c's sequential `DataLoader` reads from the shards of `data` (an llm.c
 /// dataset, one file per shard), as records in the order the loader's sampler deals them:
@@ -62,4 +62,39 @@ pub fn llmc_windows(
         start += f.elements;
     }
     Ok(out)
+}
+
+/// The loader state that continues an llm.c run from its `DataLoader`'s position
+/// (`current_shard_idx`, `current_sample_idx`: the shard and the batch position inside it,
+/// what llm.c's checkpoint stores and `dataloader_resume` restores), for a loader over
+/// [`llmc_windows`] of the same `data`, `batch`, `seq` and `processes`, whose
+/// [`Loader::initial_state`](crate::Loader::initial_state) is `initial` (`batch_size(1)`,
+/// world size `processes`, shuffle off). The next step is the batch llm.c would read next.
+///
+/// # Errors
+/// [`LoaderError::InvalidConfig`] (field `llmc`) when `initial`'s global batch is not
+/// `processes`, `shard` is not a shard of `data`, or `sample` is not a batch position of it.
+pub fn llmc_resume_state(
+    initial: &State,
+    data: &ForeignDataset,
+    (batch, seq, processes): (u64, u64, u64),
+    shard: u64,
+    sample: u64,
+) -> Result<State, LoaderError> {
+    let bad = |detail: String| LoaderError::InvalidConfig { field: "llmc", detail };
+    let step = batch.saturating_mul(seq).saturating_mul(processes).max(1);
+    if initial.global_batch != processes {
+        return Err(bad(format!(
+            "the loader's global batch is {}; llm.c's {processes} processes take one window each per step",
+            initial.global_batch
+        )));
+    }
+    let per: Vec<u64> = data.files().iter().map(|f| f.elements.saturating_sub(1) / step).collect();
+    let here = usize::try_from(shard).ok().and_then(|s| per.get(s)).copied();
+    let here = here.ok_or_else(|| bad(format!("shard {shard} of {}", per.len())))?;
+    if sample >= here {
+        return Err(bad(format!("batch position {sample} of shard {shard}, which holds {here}")));
+    }
+    let before: u64 = per[..shard as usize].iter().sum();
+    Ok(State { next_batch: before + sample, ..*initial })
 }

@@ -8,8 +8,9 @@ use std::path::{Path, PathBuf};
 
 use guideloom_formats::IntTokenFormat;
 use guideloom_loader::{
-    llmc_windows, megatron_blending_indices, megatron_resume_state, megatron_split_ranges, BlendIndex,
-    DataSource, GptConfig, GptIndex, Loader, LoaderError, MegatronSamples, MegatronSplit, Mt19937, Spans,
+    llmc_resume_state, llmc_windows, megatron_blending_indices, megatron_resume_state, megatron_split_ranges,
+    BlendIndex, DataSource, GptConfig, GptIndex, Loader, LoaderError, MegatronSamples, MegatronSplit,
+    Mt19937, Spans,
 };
 use guideloom_storage::foreign::{ForeignDataset, ForeignFormat, ForeignOptions};
 use guideloom_storage::ReadOptions;
@@ -312,6 +313,14 @@ fn llmc_sequential_order_matches_llmc_dataloader() {
         ]
     );
     assert!(llmc_windows(&data, 0, 2, 1).is_err());
+    // llm.c stopped at shard 1, batch position 1: the rest, then the wrap.
+    let state = llmc_resume_state(&loader.initial_state(), &data, (1, 2, 1), 1, 1).unwrap();
+    let rest: Vec<Vec<i64>> = loader.iter_from(&state).unwrap().map(|b| b.unwrap().data.remove(0)).collect();
+    assert_eq!(rest[..], got[4..]);
+    assert_eq!(rest[2], [50256, 101, 102]);
+    assert!(llmc_resume_state(&loader.initial_state(), &data, (1, 2, 1), 1, 3).is_err());
+    assert!(llmc_resume_state(&loader.initial_state(), &data, (1, 2, 1), 2, 0).is_err());
+    assert!(llmc_resume_state(&loader.initial_state(), &data, (1, 2, 2), 0, 0).is_err());
 }
 
 /// The validation split with `drop_last_partial_validation_sequence` off keeps a partial last
