@@ -34,6 +34,9 @@ pub(crate) fn run(a: BatchesArgs) -> CliResult {
     if a.sequential.on() {
         return crate::cmd::sequential::batches(&a);
     }
+    if a.order.order.is_some() {
+        return crate::cmd::order::batches(&a);
+    }
     let b = Batches {
         args: LoaderArgs {
             window: a.window,

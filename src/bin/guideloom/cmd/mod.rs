@@ -9,6 +9,7 @@ pub(crate) mod import;
 pub(crate) mod ingest;
 pub(crate) mod inspect;
 pub(crate) mod oam;
+pub(crate) mod order;
 pub(crate) mod sequential;
 pub(crate) mod windows;
 
