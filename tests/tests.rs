@@ -5,6 +5,8 @@ mod cli;
 #[cfg(feature = "cli")]
 mod foreign;
 #[cfg(feature = "cli")]
+mod order;
+#[cfg(feature = "cli")]
 mod regression;
 #[cfg(feature = "ingest")]
 mod sequential;

@@ -12,6 +12,10 @@
 //!   [`StreamWindows`] (windows decoded by any stream format) and [`Documents`] (and, with the
 //!   default feature `oamap`, `OamapRecords` over `guideloom-oamap` datasets, collated by
 //!   `GatherColumns`).
+//! - [`MegatronSamples`]: Megatron-Core's `GPTDataset` / `BlendedDataset` samples in
+//!   Megatron's order, computed in Rust ([`GptIndex`], [`BlendIndex`], [`Mt19937`]), and
+//!   [`megatron_resume_state`] to continue a run at Megatron's `consumed_samples`;
+//!   [`llmc_windows`]: llm.c's sequential batch order as [`Spans`] records.
 //! - [`Sampler`]: a pure function from batch number to record indices: one keyed
 //!   [`Permutation`] per epoch, shuffled globally, then sharded over ranks.
 //! - [`Loader`]: the builder and the iterator ([`LoaderIter`]); output is identical for every
@@ -64,7 +68,9 @@
 mod aliases;
 mod batch;
 mod error;
+mod llmc;
 mod loader;
+mod megatron;
 mod meta_documents;
 mod mix;
 #[cfg(feature = "oamap")]
@@ -91,8 +97,13 @@ pub use rand;
 pub use aliases::{DocumentLoader, TokenLoader, WindowLoader};
 pub use batch::{Batch, Collate, StackTokens, TokenBatch, VecCollate};
 pub use error::{BoxError, LoaderError};
+pub use llmc::{llmc_resume_state, llmc_windows};
 pub use loader::{
     Loader, LoaderBuilder, LoaderIter, ResumeOptions, DEFAULT_WORKERS, MAX_WORKERS, SHUTDOWN_GRACE,
+};
+pub use megatron::{
+    megatron_blending_indices, megatron_resume_state, megatron_split_ranges, BlendIndex, GptConfig, GptIndex,
+    MegatronSample, MegatronSamples, MegatronSplit, Mt19937, SamplePiece,
 };
 pub use meta_documents::MetaDocuments;
 pub use mix::{Mix, MixConfig, MixPlan, MixSchedule, MixSlot, MixStop, Sourced};

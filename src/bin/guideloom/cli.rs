@@ -83,8 +83,8 @@ pub(crate) struct WindowArgs {
     pub(crate) dir: PathBuf,
     #[command(flatten)]
     pub(crate) foreign: ForeignArgs,
-    /// Window length L in tokens.
-    #[arg(long)]
+    /// Window length L in tokens (with --order megatron: Megatron's --seq-length).
+    #[arg(long, visible_alias = "seq-length")]
     pub(crate) seq_len: u64,
     /// Distance between window starts (default L): window w = tokens [w*S, w*S+L).
     #[arg(long)]
@@ -95,7 +95,8 @@ pub(crate) struct WindowArgs {
     /// Shuffle each epoch (keyed by --seed).
     #[arg(long)]
     pub(crate) shuffle: bool,
-    /// Seed of the shuffle and of per-record randomness.
+    /// Seed of the shuffle and of per-record randomness (with --order megatron: Megatron's
+    /// --seed, whose own default is 1234).
     #[arg(long, default_value_t = 0)]
     pub(crate) seed: u64,
     /// Worker threads (0 = on the calling thread).
@@ -113,7 +114,7 @@ pub(crate) struct WindowArgs {
 
 /// `guideloom batches`.
 #[derive(clap::Args, Debug)]
-#[command(mut_arg("dir", optional_with_sequential_or_mix))]
+#[command(mut_arg("dir", optional_with_sequential_mix_or_order))]
 pub(crate) struct BatchesArgs {
     #[command(flatten)]
     pub(crate) window: WindowArgs,
@@ -147,6 +148,8 @@ pub(crate) struct BatchesArgs {
     pub(crate) sequential: SequentialArgs,
     #[command(flatten)]
     pub(crate) mix_pack: MixPackArgs,
+    #[command(flatten)]
+    pub(crate) order: OrderArgs,
 }
 
 /// `batches --mix ... --pack ...`: a weighted mixture of storages and document packing.
@@ -237,6 +240,43 @@ fn parse_mix_stop(s: &str) -> Result<guideloom::loader::MixStop, String> {
         Some(("repeat", n)) => Ok(MixStop::Repeat(count(n)?)),
         _ => Err(format!("--mix-stop {s:?}: expected first-exhausted, all-exhausted, budget:N or repeat:N")),
     }
+}
+
+/// Another trainer's sample order (`batches --order megatron|llmc`).
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum OrderKind {
+    /// Megatron-Core's GPTDataset / BlendedDataset samples of --seq-len + 1 tokens over
+    /// --data-path, in Megatron's order; --batch-size is the micro batch, --rank/--world-size
+    /// the data-parallel rank and size (the incomplete last global batch is dropped, as
+    /// Megatron's sampler does).
+    Megatron,
+    /// llm.c's sequential DataLoader over the shards of DIR (a file or a glob): windows of
+    /// --batch-size x --seq-len + 1 tokens, --world-size processes.
+    Llmc,
+}
+
+/// `batches --order`: samples in Megatron's or llm.c's order.
+#[derive(clap::Args, Debug, Clone)]
+pub(crate) struct OrderArgs {
+    /// Print samples in another trainer's order (then --shuffle does not apply).
+    #[arg(long, value_enum, conflicts_with = "sequential")]
+    pub(crate) order: Option<OrderKind>,
+    /// Megatron's --data-path: "PREFIX", or "W1 PREFIX1 W2 PREFIX2 ..." for a blend.
+    #[arg(long)]
+    pub(crate) data_path: Option<String>,
+    /// Megatron's --split ("969,30,1"); named so because --split belongs to --text.
+    #[arg(long, default_value = "969,30,1")]
+    pub(crate) megatron_split: String,
+    /// Which Megatron split to read: train, valid or test.
+    #[arg(long, default_value = "train", value_parser = ["train", "valid", "test"])]
+    pub(crate) megatron_split_name: String,
+    /// Megatron's --train-samples (the samples of the split requested; a blend needs it).
+    #[arg(long)]
+    pub(crate) train_samples: Option<u64>,
+    /// Megatron's consumed_train_samples: continue after that many samples (a multiple of
+    /// --batch-size x --world-size).
+    #[arg(long, default_value_t = 0)]
+    pub(crate) consumed_samples: u64,
 }
 
 /// `guideloom bench`.
@@ -343,10 +383,11 @@ fn optional_with_sequential(a: clap::Arg) -> clap::Arg {
     a.required(false).required_unless_present("sequential").default_value("-").hide_default_value(true)
 }
 
-/// `batches`' DIR: left out with `--sequential` or `--mix`.
-fn optional_with_sequential_or_mix(a: clap::Arg) -> clap::Arg {
+/// `batches`' DIR: left out with `--sequential`, `--mix` or `--order` (Megatron's
+/// `--data-path` names the data).
+fn optional_with_sequential_mix_or_order(a: clap::Arg) -> clap::Arg {
     a.required(false)
-        .required_unless_present_any(["sequential", "mix"])
+        .required_unless_present_any(["sequential", "mix", "order"])
         .default_value("-")
         .hide_default_value(true)
 }
@@ -506,6 +547,35 @@ pub(crate) struct InspectArgs {
     /// Print one JSON object instead of text.
     #[arg(long)]
     pub(crate) json: bool,
+    #[command(flatten)]
+    pub(crate) order: InspectOrderArgs,
+}
+
+/// `inspect --order megatron`: the sizes of Megatron's indices for a configuration.
+#[derive(clap::Args, Debug, Clone)]
+pub(crate) struct InspectOrderArgs {
+    /// Print the index sizes and epochs of Megatron's order over DIR (a Megatron prefix), or
+    /// over --data-path (one JSON object).
+    #[arg(long, value_parser = ["megatron"])]
+    pub(crate) order: Option<String>,
+    /// Megatron's --data-path: "PREFIX", or "W1 PREFIX1 W2 PREFIX2 ..." (default: DIR).
+    #[arg(long, requires = "order")]
+    pub(crate) data_path: Option<String>,
+    /// Megatron's --split.
+    #[arg(long, default_value = "969,30,1")]
+    pub(crate) megatron_split: String,
+    /// Which Megatron split: train, valid or test.
+    #[arg(long, default_value = "train", value_parser = ["train", "valid", "test"])]
+    pub(crate) megatron_split_name: String,
+    /// Megatron's --train-samples.
+    #[arg(long, requires = "order")]
+    pub(crate) train_samples: Option<u64>,
+    /// Megatron's --seq-length.
+    #[arg(long, requires = "order", required_if_eq("order", "megatron"))]
+    pub(crate) seq_length: Option<u64>,
+    /// Megatron's --seed (default 0, as `batches --seed`; Megatron's own default is 1234).
+    #[arg(long, default_value_t = 0)]
+    pub(crate) seed: u64,
 }
 
 /// A backend name, parsed by the storage crate (the one parser of backend names).

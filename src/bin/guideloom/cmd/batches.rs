@@ -37,6 +37,9 @@ pub(crate) fn run(a: BatchesArgs) -> CliResult {
     if a.mix_pack.on() {
         return crate::cmd::mixpack::batches(a);
     }
+    if a.order.order.is_some() {
+        return crate::cmd::order::batches(&a);
+    }
     let b = Batches {
         args: LoaderArgs {
             window: a.window,

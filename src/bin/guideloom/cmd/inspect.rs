@@ -12,6 +12,9 @@ use crate::CliResult;
 /// Runs `guideloom inspect`: prints the summary (text, or one JSON object with `--json`);
 /// with `--verify` recomputes every checksum and fails naming the first bad shard.
 pub(crate) fn run(a: InspectArgs) -> CliResult {
+    if a.order.order.is_some() {
+        return crate::cmd::order::inspect(&a);
+    }
     if let Some(data) = crate::cmd::foreign::open(&a.dir, &a.foreign)? {
         return inspect_foreign(&a, &data);
     }

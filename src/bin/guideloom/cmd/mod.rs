@@ -10,6 +10,7 @@ pub(crate) mod ingest;
 pub(crate) mod inspect;
 pub(crate) mod mixpack;
 pub(crate) mod oam;
+pub(crate) mod order;
 pub(crate) mod sequential;
 pub(crate) mod windows;
 
