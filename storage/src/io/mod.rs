@@ -85,6 +85,9 @@ pub struct ReadRequest {
 pub struct FileSet {
     files: Vec<ShardFile>,
     max_open: usize,
+    /// Open only regular files, never through a link (the storage rule,
+    /// [`FileSet::for_storage`]); otherwise paths are opened as the caller gave them.
+    strict: bool,
     cache: Mutex<Lru>,
 }
 
@@ -144,9 +147,17 @@ impl fmt::Debug for FileSet {
 }
 
 impl FileSet {
-    /// A file set holding at most `max_open` descriptors (at least 1).
+    /// A file set holding at most `max_open` descriptors (at least 1), over paths the caller
+    /// chose: each is opened as given (links followed, any file type), as `open(2)` would.
     pub fn new(files: Vec<ShardFile>, max_open: usize) -> Self {
-        FileSet { files, max_open: max_open.max(1), cache: Mutex::new(Lru::default()) }
+        FileSet { files, max_open: max_open.max(1), strict: false, cache: Mutex::new(Lru::default()) }
+    }
+
+    /// As [`FileSet::new`], for the files of a storage, which readers open this way: a file
+    /// is opened only when it is a regular file, never through a symbolic link and never
+    /// blocking on a FIFO put in its place (a [`StorageError::UnsafeFile`] otherwise).
+    pub fn for_storage(files: Vec<ShardFile>, max_open: usize) -> Self {
+        FileSet { strict: true, ..FileSet::new(files, max_open) }
     }
 
     /// Number of files.
@@ -226,7 +237,11 @@ impl FileSet {
             return Ok(Arc::clone(&slot.file));
         }
         let path = &self.get(i)?.path;
-        let file = Arc::new(open_file(path, direct).map_err(|e| StorageError::io(path, e))?);
+        let file = Arc::new(if self.strict {
+            crate::dir::open_existing(path, crate::dir::Access::Read { direct })?
+        } else {
+            open_file(path, direct).map_err(|e| StorageError::io(path, e))?
+        });
         let gone = {
             let mut lru = self.lock();
             lru.tick += 1;
