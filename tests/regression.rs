@@ -132,3 +132,94 @@ fn issue12_mmap_is_chosen_by_the_binary_only_when_asked() {
     assert_ne!(backend(None, &[]), "mmap");
     assert_ne!(backend(Some("bogus"), &[]), "mmap");
 }
+
+/// Issue 19, class 7 (state files): `--save-state` to a path that cannot be written used to
+/// fail only after the whole run; a run failing at batch k wrote no state at all. The path is
+/// checked before the first batch, the state of the last delivered batch is saved on an error
+/// (exit non-zero), and a state file is replaced atomically (no temporary file left behind).
+/// A state file that is a FIFO or larger than the cap is refused at once (classes 2 and 3).
+#[test]
+fn issue19_state_files_are_checked_first_saved_on_error_and_replaced_atomically() {
+    let tmp = tempfile::tempdir().unwrap();
+    let input = tmp.path().join("in.jsonl");
+    let mut lines = String::new();
+    for d in 0..6u64 {
+        lines.push_str(&format!("{{\"ids\":[{},{},{},{}]}}\n", 10 * d, 10 * d + 1, 10 * d + 2, 10 * d + 3));
+    }
+    lines.push_str("{\"ids\":[1,2\n{\"ids\":[1,2,3,4]}\n");
+    std::fs::write(&input, lines).unwrap();
+    let base = ["batches", "--sequential", "--jsonl", input.to_str().unwrap(), "--tokens-field", "ids"];
+    let base = [&base[..], &["--seq-len", "4", "--batch-size", "1", "--no-tokens"]].concat();
+
+    // An unwritable path fails before any batch is printed.
+    let missing = tmp.path().join("no-such-dir").join("state.json");
+    let out = bin().args(&base).args(["--save-state", missing.to_str().unwrap()]).output().unwrap();
+    assert!(!out.status.success());
+    assert_eq!(out.stdout, b"");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("cannot write state file"));
+
+    // A run failing at batch 6 saves the state after batch 5, replacing the old file.
+    let state = tmp.path().join("state.json");
+    std::fs::write(&state, "previous").unwrap();
+    let out = bin().args(&base).args(["--save-state", state.to_str().unwrap()]).output().unwrap();
+    assert!(!out.status.success());
+    assert_eq!(String::from_utf8(out.stdout).unwrap().lines().count(), 6);
+    let saved = std::fs::read_to_string(&state).unwrap();
+    assert!(saved.contains("\"batch\":6"), "{saved}");
+    let mut names: Vec<String> = std::fs::read_dir(tmp.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    names.sort();
+    assert_eq!(names, ["in.jsonl", "state.json"]);
+    // Resuming from it continues at batch 6 (and fails there again, saving the same state).
+    let out = bin()
+        .args(&base)
+        .args(["--resume", state.to_str().unwrap(), "--save-state", state.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert_eq!(out.stdout, b"");
+    assert_eq!(std::fs::read_to_string(&state).unwrap(), saved);
+
+    // A state file that is a FIFO, or larger than the cap, is refused without reading it.
+    let (dir, _) = known_storage(tmp.path());
+    let fifo = tmp.path().join("fifo.json");
+    assert!(std::process::Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+    let big = tmp.path().join("big.json");
+    std::fs::write(&big, vec![b' '; 1 << 20]).unwrap();
+    for (path, says) in [(&fifo, "not a regular file"), (&big, "limit of a state file")] {
+        let out = bin()
+            .args(["batches", dir.to_str().unwrap(), "--seq-len", "4", "--resume", path.to_str().unwrap()])
+            .output()
+            .unwrap();
+        assert!(!out.status.success());
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(says), "{err}");
+    }
+}
+
+/// Issue 19, class 4 (arithmetic on user numbers): `--batch-size 100000000 --world-size 2`
+/// over 37 windows padded every batch to 10^8 records (15 GB, minutes); a batch needing more
+/// padding than the data (and a fixed slack) is a clear error, as is a product overflowing.
+#[test]
+fn issue19_arithmetic_on_user_numbers_impossible_batch_sizes_are_errors() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (dir, _) = known_storage(tmp.path());
+    for (batch, world, says) in
+        [("100000000", "2", "would pad every epoch"), ("10000000000000", "2000000", "overflows u64")]
+    {
+        let out = bin()
+            .args(["batches", dir.to_str().unwrap(), "--seq-len", "4", "--batch-size", batch])
+            .args(["--world-size", world, "--no-tokens"])
+            .output()
+            .unwrap();
+        assert!(!out.status.success());
+        assert_eq!(out.stdout, b"");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(says), "{err}");
+    }
+    // A padded batch within the bound still works: 37 windows, 2 ranks of 32.
+    let lines = batches(&dir, &["--seq-len", "4", "--batch-size", "32", "--world-size", "2", "--no-tokens"]);
+    assert_eq!(lines.len(), 1);
+}

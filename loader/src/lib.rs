@@ -80,13 +80,14 @@ pub use aliases::{DocumentLoader, TokenLoader, WindowLoader};
 pub use batch::{Batch, Collate, StackTokens, TokenBatch, VecCollate};
 pub use error::{BoxError, LoaderError};
 pub use loader::{
-    Loader, LoaderBuilder, LoaderIter, ResumeOptions, DEFAULT_WORKERS, MAX_WORKERS, SHUTDOWN_GRACE,
+    Loader, LoaderBuilder, LoaderIter, ResumeOptions, DEFAULT_WORKERS, MAX_BATCH_NUMBER, MAX_WORKERS,
+    SHUTDOWN_GRACE,
 };
 #[cfg(feature = "oamap")]
 pub use oamap::{GatherColumns, OamapRecord, OamapRecords};
 pub use permutation::Permutation;
 pub use rng::{MapContext, RecordRng};
-pub use sampler::{BatchPlan, Sampler, SamplerConfig, Step};
+pub use sampler::{BatchPlan, Sampler, SamplerConfig, Step, MAX_PADDING};
 pub use sequential::{
     shard_order, Dropped, RecordId, SequentialBatch, SequentialBuilder, SequentialEnd, SequentialIter,
     SequentialLoader, SequentialSource, SequentialState, ShardCursor, ShardInfo, ShardPos, ShardReader,

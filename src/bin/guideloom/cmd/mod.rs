@@ -10,6 +10,7 @@ pub(crate) mod ingest;
 pub(crate) mod inspect;
 pub(crate) mod oam;
 pub(crate) mod sequential;
+pub(crate) mod state_file;
 pub(crate) mod windows;
 
 /// An error with what the command was doing, and the library's error as its `source()`, so
