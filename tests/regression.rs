@@ -223,3 +223,70 @@ fn issue19_arithmetic_on_user_numbers_impossible_batch_sizes_are_errors() {
     let lines = batches(&dir, &["--seq-len", "4", "--batch-size", "32", "--world-size", "2", "--no-tokens"]);
     assert_eq!(lines.len(), 1);
 }
+
+/// Issue 19, class 2 (hangs on non-regular files) for inputs, with class 1's rule for walks:
+/// a FIFO inside an input directory of `ingest text` blocked for ever; it is now an error
+/// naming it, at once. A symbolic link inside the directory is not followed (its target's
+/// text is not ingested), and an --out inside the input directory is not read back.
+#[test]
+fn issue19_hangs_on_non_regular_files_in_an_input_walk_are_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let input = tmp.path().join("in");
+    std::fs::create_dir(&input).unwrap();
+    std::fs::write(input.join("a.txt"), "hello world").unwrap();
+    let outside = tmp.path().join("outside.txt");
+    std::fs::write(&outside, "secret text that is not an input").unwrap();
+    std::os::unix::fs::symlink(&outside, input.join("link.txt")).unwrap();
+    std::os::unix::fs::symlink(&input, input.join("loop")).unwrap();
+    let ingest = |out: &Path| {
+        bin()
+            .args(["ingest", "text", "--tokenizer", "gpt2", "--out", out.to_str().unwrap()])
+            .arg(&input)
+            .output()
+            .unwrap()
+    };
+    // The links are skipped: the storage holds exactly the tokens of a.txt, and an --out
+    // inside the input directory is not read back when appending to it.
+    let out = input.join("out");
+    let o = ingest(&out);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let tokens = |dir: &Path| {
+        let r = guideloom::storage::StreamReader::open(dir, guideloom::formats::TokenFormat::<u16>::new())
+            .unwrap();
+        r.read(guideloom::storage::Window::new(0, r.len())).unwrap()
+    };
+    let hello = tokens(&out);
+    assert_eq!(hello, [31373, 995]); // GPT-2's "hello", " world"
+    let o = bin()
+        .args(["ingest", "text", "--tokenizer", "gpt2", "--append", "--out", out.to_str().unwrap()])
+        .arg(&input)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(tokens(&out), [31373, 995, 31373, 995]);
+    std::fs::remove_dir_all(&out).unwrap();
+
+    // A FIFO in the directory: an error naming it, not a hang.
+    let fifo = input.join("pipe.txt");
+    assert!(std::process::Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+    let mut child = bin()
+        .args(["ingest", "text", "--tokenizer", "gpt2", "--out"])
+        .arg(tmp.path().join("third"))
+        .arg(&input)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let start = std::time::Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if start.elapsed() > std::time::Duration::from_secs(30) {
+            child.kill().unwrap();
+            panic!("ingest over a FIFO hung");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let o = child.wait_with_output().unwrap();
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("pipe.txt") && err.contains("not a regular file"), "{err}");
+}

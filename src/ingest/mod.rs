@@ -352,31 +352,43 @@ pub struct Document {
 /// Input files of `paths`: files as given, directories walked recursively; sorted by path
 /// (per argument, arguments kept in order).
 ///
+/// A path given is taken as named (a link followed, `/dev/stdin` read). Inside a walked
+/// directory only regular files and real directories are taken: symbolic links are skipped
+/// (never followed, so a walk visits each real directory once, cannot loop and cannot reach
+/// outside the tree), and a FIFO, socket or device is an error naming it (reading it could
+/// block for ever or never end).
+///
 /// # Errors
-/// [`IngestError::Read`] when a path cannot be listed; [`IngestError::NoInput`] when nothing
-/// is found.
+/// [`IngestError::Read`] when a path cannot be listed, or names a FIFO, socket or device
+/// found in a walked directory; [`IngestError::NoInput`] when nothing is found.
 pub fn collect_files(paths: &[PathBuf]) -> Result<Vec<PathBuf>, IngestError> {
-    fn walk(p: &Path, out: &mut Vec<PathBuf>) -> Result<(), IngestError> {
-        let meta = fs::metadata(p).map_err(|source| IngestError::Read { path: p.to_path_buf(), source })?;
-        if meta.is_dir() {
+    fn walk(p: &Path, top: bool, out: &mut Vec<PathBuf>) -> Result<(), IngestError> {
+        let read = |source| IngestError::Read { path: p.to_path_buf(), source };
+        let kind = if top { fs::metadata(p) } else { fs::symlink_metadata(p) }.map_err(read)?.file_type();
+        if kind.is_dir() {
             let mut entries: Vec<PathBuf> = fs::read_dir(p)
-                .map_err(|source| IngestError::Read { path: p.to_path_buf(), source })?
+                .map_err(read)?
                 .map(|e| e.map(|e| e.path()))
                 .collect::<Result<_, _>>()
-                .map_err(|source| IngestError::Read { path: p.to_path_buf(), source })?;
+                .map_err(read)?;
             entries.sort();
             for e in entries {
-                walk(&e, out)?;
+                walk(&e, false, out)?;
             }
-        } else {
+        } else if top || kind.is_file() {
             out.push(p.to_path_buf());
+        } else if !kind.is_symlink() {
+            return Err(read(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                "not a regular file (a FIFO, socket or device inside an input directory is not read)",
+            )));
         }
         Ok(())
     }
     let mut out = Vec::new();
     for p in paths {
         let mut files = Vec::new();
-        walk(p, &mut files)?;
+        walk(p, true, &mut files)?;
         files.sort();
         out.extend(files);
     }
@@ -466,7 +478,11 @@ fn ingest_text_in_chunks(
     opts: &IngestOptions,
     chunk_bytes_max: usize,
 ) -> Result<IngestReport, IngestError> {
-    let files = collect_files(paths)?;
+    let mut files = collect_files(paths)?;
+    // Never read the storage being written (an --out inside an input directory).
+    if let Ok(out) = out.canonicalize() {
+        files.retain(|f| !f.canonicalize().is_ok_and(|f| f.starts_with(&out)));
+    }
     let total_bytes: u64 = files.iter().map(|f| fs::metadata(f).map(|m| m.len()).unwrap_or(0)).sum();
     let meta = json!({
         "tokenizer": opts.tokenizer.name(),
