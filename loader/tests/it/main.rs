@@ -6,6 +6,7 @@ mod acceptance;
 mod elastic;
 mod foreign;
 mod golden;
+mod hostile_state;
 #[cfg(feature = "oamap")]
 mod oamap_stars;
 mod props;
