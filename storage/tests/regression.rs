@@ -264,3 +264,52 @@ fn issue19_appends_that_lose_updates_are_refused_and_leftovers_reused() {
     let r = StreamReader::open(dir.path(), TokenFormat::<u16>::new()).unwrap();
     assert_eq!(r.read(Window::new(0, 4)).unwrap(), vec![1, 2, 9, 8]);
 }
+
+/// The storage of [`issue19_descriptors_under_any_limit_every_backend_reads_300_shards`]:
+/// 300 shards of 5 tokens (shard `s` holds `5s .. 5s + 5`).
+fn many_shards(dir: &Path) {
+    use guideloom_storage::StreamWriter;
+    let mut w = StreamWriter::open(dir, TokenFormat::<u16>::new()).unwrap();
+    for s in 0..300u32 {
+        w.append(u64::from(s), &(5 * s..5 * s + 5).collect::<Vec<u32>>()).unwrap();
+    }
+    w.commit().unwrap();
+}
+
+/// Issue 19, class 8 (descriptors under any limit): with 300 shards and `RLIMIT_NOFILE` 64,
+/// readers with the default cap of 128 descriptors failed with `EMFILE` on every backend. The
+/// cap now follows the process's free descriptors, and an `EMFILE` evicts and retries.
+#[test]
+fn issue19_descriptors_under_any_limit_every_backend_reads_300_shards() {
+    let dir = tempfile::tempdir().unwrap();
+    many_shards(dir.path());
+    run_child(
+        "regression::descriptors_child",
+        &[("GUIDELOOM_TEST_STORAGE", dir.path().to_str().unwrap()), ("GUIDELOOM_TEST_NOFILE", "64")],
+    );
+}
+
+/// Child half of [`issue19_descriptors_under_any_limit_every_backend_reads_300_shards`]; does
+/// nothing in a normal run.
+#[test]
+fn descriptors_child() {
+    let Ok(dir) = std::env::var("GUIDELOOM_TEST_STORAGE") else { return };
+    let n: u64 = std::env::var("GUIDELOOM_TEST_NOFILE").unwrap().parse().unwrap();
+    let limit = libc::rlimit { rlim_cur: n, rlim_max: n };
+    // SAFETY: `setrlimit` reads a valid, initialized `rlimit` for this process only.
+    assert_eq!(unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &limit) }, 0);
+    assert!(guideloom_storage::descriptor_budget() < 64);
+    let want: Vec<u16> = (0..1500u16).collect();
+    for (name, options) in crate::common::backends() {
+        let r = StreamReader::open_with(&dir, TokenFormat::<u16>::new(), options).unwrap();
+        // Windows crossing every shard boundary, in an order that revisits shards.
+        let keys: Vec<Window> = (0..299u64).map(|s| Window::new((s * 7 % 299) * 5 + 3, 4)).collect();
+        let got = r.read_many(&keys).unwrap_or_else(|e| panic!("{name}: {e}"));
+        for (k, g) in keys.iter().zip(&got) {
+            let start = k.offset as usize;
+            assert_eq!(g[..], want[start..start + 4], "{name}");
+        }
+        assert_eq!(r.read(Window::new(0, 1500)).unwrap_or_else(|e| panic!("{name}: {e}")), want, "{name}");
+    }
+    println!("child-checked");
+}

@@ -62,7 +62,8 @@ fn mutate(text: &str, rng: &mut ChaCha8Rng) -> String {
 
 #[test]
 fn damaged_state_files_resume_exactly_or_give_typed_errors() {
-    let cases: u64 = std::env::var("GUIDELOOM_STATE_MUTATION_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(2000);
+    let cases: u64 =
+        std::env::var("GUIDELOOM_STATE_MUTATION_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(2000);
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
         let build = |unbounded: bool| {
