@@ -290,3 +290,27 @@ fn issue19_hangs_on_non_regular_files_in_an_input_walk_are_refused() {
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(err.contains("pipe.txt") && err.contains("not a regular file"), "{err}");
 }
+
+/// Issue 19, class 3 (unbounded memory from inputs): `ingest jsonl /dev/zero` and
+/// `ingest text /dev/zero` read without bound. Every input reader stops at
+/// `MAX_DOCUMENT_BYTES` with an error naming the file and line.
+#[test]
+fn issue19_unbounded_memory_from_inputs_stops_at_the_document_limit() {
+    let tmp = tempfile::tempdir().unwrap();
+    let limit = guideloom::ingest::MAX_DOCUMENT_BYTES;
+    let cases: [&[&str]; 3] = [
+        &["ingest", "jsonl", "--tokens-field", "ids"],
+        &["ingest", "text", "--tokenizer", "gpt2"],
+        &["ingest", "text", "--tokenizer", "gpt2", "--split", "line"],
+    ];
+    for (i, args) in cases.into_iter().enumerate() {
+        let out = tmp.path().join(format!("out{i}"));
+        let o = bin().args(args).arg("--out").arg(&out).arg("/dev/zero").output().unwrap();
+        assert!(!o.status.success(), "{args:?}");
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(
+            err.contains(&format!("/dev/zero line 1: a document longer than the {limit}-byte limit")),
+            "{args:?}: {err}"
+        );
+    }
+}

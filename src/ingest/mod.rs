@@ -49,6 +49,18 @@ pub enum IngestError {
         #[source]
         source: std::io::Error,
     },
+    /// An input document (a JSON Lines line, a text line or blank-line block, or a whole-file
+    /// document) is longer than [`MAX_DOCUMENT_BYTES`]; reading stopped there.
+    #[error("{path} line {line}: a document longer than the {limit}-byte limit (a line, block or file this long is not read into memory)")]
+    DocumentTooLarge {
+        /// The input file.
+        path: PathBuf,
+        /// The 1-based line where the document starts (1 for a whole-file document; 0 from
+        /// the sequential readers, which track byte offsets, not lines).
+        line: u64,
+        /// The limit in bytes ([`MAX_DOCUMENT_BYTES`]).
+        limit: u64,
+    },
     /// An input file is not UTF-8 text.
     #[error("{path} is not valid UTF-8 text (byte {offset})")]
     NotUtf8 {
@@ -444,8 +456,52 @@ fn progress_bar(enabled: bool, total: u64) -> ProgressBar {
     pb
 }
 
+/// The most bytes of one input document: a JSON Lines line, a text line or blank-line block,
+/// or a whole-file document (256 MiB). Every input reader stops at it with
+/// [`IngestError::DocumentTooLarge`], so an endless input (`/dev/zero`) or a huge line never
+/// takes more memory than this.
+pub const MAX_DOCUMENT_BYTES: u64 = 256 << 20;
+
+/// Reads line `line` of `path` from `r` into `buf` (cleared first), its terminator included:
+/// its length in bytes, 0 at the end of the input.
+///
+/// # Errors
+/// [`IngestError::Read`]; [`IngestError::DocumentTooLarge`] past [`MAX_DOCUMENT_BYTES`].
+pub(crate) fn read_line_bounded(
+    r: &mut (impl BufRead + ?Sized),
+    buf: &mut Vec<u8>,
+    path: &Path,
+    line: u64,
+) -> Result<usize, IngestError> {
+    buf.clear();
+    let n = std::io::Read::take(r, MAX_DOCUMENT_BYTES + 1)
+        .read_until(b'\n', buf)
+        .map_err(|source| IngestError::Read { path: path.to_path_buf(), source })?;
+    if n as u64 > MAX_DOCUMENT_BYTES {
+        return Err(IngestError::DocumentTooLarge {
+            path: path.to_path_buf(),
+            line,
+            limit: MAX_DOCUMENT_BYTES,
+        });
+    }
+    Ok(n)
+}
+
 fn read_text(path: &Path) -> Result<String, IngestError> {
-    let bytes = fs::read(path).map_err(|source| IngestError::Read { path: path.to_path_buf(), source })?;
+    let read = |source| IngestError::Read { path: path.to_path_buf(), source };
+    let mut bytes = Vec::new();
+    fs::File::open(path)
+        .and_then(|f| {
+            std::io::Read::read_to_end(&mut std::io::Read::take(f, MAX_DOCUMENT_BYTES + 1), &mut bytes)
+        })
+        .map_err(read)?;
+    if bytes.len() as u64 > MAX_DOCUMENT_BYTES {
+        return Err(IngestError::DocumentTooLarge {
+            path: path.to_path_buf(),
+            line: 1,
+            limit: MAX_DOCUMENT_BYTES,
+        });
+    }
     String::from_utf8(bytes).map_err(|e| IngestError::NotUtf8 {
         path: path.to_path_buf(),
         offset: e.utf8_error().valid_up_to() as u64,
@@ -560,7 +616,7 @@ fn for_each_document(
     let mut block_start = 0u64;
     loop {
         raw.clear();
-        let n = reader.read_until(b'\n', &mut raw).map_err(read_error)?;
+        let n = read_line_bounded(&mut reader, &mut raw, path, number + 1)?;
         if n == 0 {
             break;
         }
@@ -582,6 +638,14 @@ fn for_each_document(
                 f(format!(":{block_start}"), std::mem::take(&mut block))?;
             }
             Split::BlankLine if !blank => {
+                if block.len() as u64 + line.len() as u64 >= MAX_DOCUMENT_BYTES {
+                    let line = if block.is_empty() { number } else { block_start };
+                    return Err(IngestError::DocumentTooLarge {
+                        path: path.to_path_buf(),
+                        line,
+                        limit: MAX_DOCUMENT_BYTES,
+                    });
+                }
                 if block.is_empty() {
                     block_start = number;
                 } else {
@@ -704,20 +768,28 @@ fn ingest_jsonl_in_chunks(
     };
     for (f, path) in files.iter().enumerate() {
         let file = fs::File::open(path).map_err(|source| IngestError::Read { path: path.clone(), source })?;
-        for (i, line) in std::io::BufReader::new(file).lines().enumerate() {
-            let line = match line {
-                Ok(line) => line,
-                Err(source) => {
+        let mut reader = std::io::BufReader::new(file);
+        let mut raw = Vec::new();
+        for i in 0u64.. {
+            match read_line_bounded(&mut reader, &mut raw, path, i + 1) {
+                Ok(0) => break,
+                Ok(_) => {}
+                Err(e) => {
                     // Lines before this one come first, errors included.
                     parse_chunk(&mut chunk, &mut spill)?;
-                    return Err(if source.kind() == std::io::ErrorKind::InvalidData {
-                        IngestError::BadJsonl {
-                            path: path.clone(),
-                            line: i as u64 + 1,
-                            reason: "not valid UTF-8".into(),
-                        }
-                    } else {
-                        IngestError::Read { path: path.clone(), source }
+                    return Err(e);
+                }
+            }
+            let text = raw.strip_suffix(b"\n").unwrap_or(&raw);
+            let text = text.strip_suffix(b"\r").unwrap_or(text);
+            let line = match std::str::from_utf8(text) {
+                Ok(line) => line.to_string(),
+                Err(_) => {
+                    parse_chunk(&mut chunk, &mut spill)?;
+                    return Err(IngestError::BadJsonl {
+                        path: path.clone(),
+                        line: i + 1,
+                        reason: "not valid UTF-8".into(),
                     });
                 }
             };
@@ -726,7 +798,7 @@ fn ingest_jsonl_in_chunks(
                 continue;
             }
             chunk_bytes += line.len();
-            chunk.push((f, i as u64 + 1, line));
+            chunk.push((f, i + 1, line));
             if chunk_bytes >= chunk_bytes_max {
                 parse_chunk(&mut chunk, &mut spill)?;
                 chunk_bytes = 0;

@@ -541,7 +541,7 @@ impl WriteDir for LocalDir {
         Ok(Box::new(crate::lock::WriterLock::acquire(&self.path)?))
     }
 
-    /// Opens through [`open_regular`]: a symbolic link, FIFO, directory or hard-linked file
+    /// Opens without following a link and only a regular file: a symbolic link, FIFO, directory or hard-linked file
     /// in the file's place is a [`StorageError::UnsafeFile`], never written through.
     fn open_write(&self, name: &str, create: bool) -> Result<Box<dyn WriteFile>> {
         let path = resolve(&self.path, name)?;
