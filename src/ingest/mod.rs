@@ -832,29 +832,175 @@ pub(crate) fn jsonl_tokens(
     field: &JsonlField,
     vocab: Option<&Vocabulary>,
 ) -> Result<Vec<u32>, String> {
-    let v: Value = serde_json::from_str(text).map_err(|e| e.to_string())?;
     match field {
         JsonlField::Tokens(name) => {
-            let list = v
-                .get(name)
-                .and_then(Value::as_array)
-                .ok_or_else(|| format!("field {name:?} is missing or not a list of token ids"))?;
-            list.iter()
-                .enumerate()
-                .map(|(j, id)| {
-                    id.as_u64().and_then(|x| u32::try_from(x).ok()).ok_or_else(|| {
-                        format!("token {j} of field {name:?} is {id}, not an integer in [0, 2^32)")
-                    })
-                })
-                .collect()
+            let mut de = serde_json::Deserializer::from_str(text);
+            let found =
+                serde::Deserializer::deserialize_map(&mut de, TokenField(name)).map_err(|e| e.to_string())?;
+            de.end().map_err(|e| e.to_string())?;
+            found.unwrap_or_else(|| Err(not_a_list(name)))
         }
         JsonlField::Text(name, _) => {
+            let v: Value = serde_json::from_str(text).map_err(|e| e.to_string())?;
             let text = v
                 .get(name)
                 .and_then(Value::as_str)
                 .ok_or_else(|| format!("field {name:?} is missing or not a string"))?;
             Ok(vocab.map(|b| b.encode_ordinary(text)).unwrap_or_default())
         }
+    }
+}
+
+/// Field `name` of one JSON Lines object as token ids, parsed straight into a `Vec<u32>`
+/// (no `serde_json::Value` for the line or per id, so a line takes about its size in memory).
+/// `None` when the field is missing; `Some(Err)` says why it is not a list of ids. As a
+/// `Value` would, the last of repeated keys counts.
+struct TokenField<'a>(&'a str);
+
+/// The ids of one list ([`TokenField`]).
+struct TokenIds<'a>(&'a str);
+
+/// One id: `Err` holds the value as JSON text when it is not an integer in `[0, 2^32)`.
+struct TokenId;
+
+impl<'de> serde::de::Visitor<'de> for TokenField<'_> {
+    type Value = Option<Result<Vec<u32>, String>>;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("a JSON object")
+    }
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut m: A) -> Result<Self::Value, A::Error> {
+        let mut found = None;
+        while let Some(key) = m.next_key::<std::borrow::Cow<'de, str>>()? {
+            if key == self.0 {
+                found = Some(m.next_value_seed(TokenIds(self.0))?);
+            } else {
+                m.next_value::<serde::de::IgnoredAny>()?;
+            }
+        }
+        Ok(found)
+    }
+}
+
+impl<'de> serde::de::DeserializeSeed<'de> for TokenIds<'_> {
+    type Value = Result<Vec<u32>, String>;
+
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> serde::de::Visitor<'de> for TokenIds<'_> {
+    type Value = Result<Vec<u32>, String>;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("a list of token ids")
+    }
+
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut s: A) -> Result<Self::Value, A::Error> {
+        let mut ids = Vec::new();
+        let mut bad = None;
+        while let Some(id) = s.next_element_seed(TokenId)? {
+            match id {
+                Ok(id) if bad.is_none() => ids.push(id),
+                Ok(_) => {}
+                Err(v) => {
+                    bad.get_or_insert_with(|| {
+                        format!(
+                            "token {} of field {:?} is {v}, not an integer in [0, 2^32)",
+                            ids.len(),
+                            self.0
+                        )
+                    });
+                }
+            }
+        }
+        Ok(bad.map_or(Ok(ids), Err))
+    }
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut m: A) -> Result<Self::Value, A::Error> {
+        while m.next_entry::<serde::de::IgnoredAny, serde::de::IgnoredAny>()?.is_some() {}
+        Ok(Err(not_a_list(self.0)))
+    }
+
+    fn visit_bool<E>(self, _: bool) -> Result<Self::Value, E> {
+        Ok(Err(not_a_list(self.0)))
+    }
+
+    fn visit_i64<E>(self, _: i64) -> Result<Self::Value, E> {
+        Ok(Err(not_a_list(self.0)))
+    }
+
+    fn visit_u64<E>(self, _: u64) -> Result<Self::Value, E> {
+        Ok(Err(not_a_list(self.0)))
+    }
+
+    fn visit_f64<E>(self, _: f64) -> Result<Self::Value, E> {
+        Ok(Err(not_a_list(self.0)))
+    }
+
+    fn visit_str<E>(self, _: &str) -> Result<Self::Value, E> {
+        Ok(Err(not_a_list(self.0)))
+    }
+
+    fn visit_unit<E>(self) -> Result<Self::Value, E> {
+        Ok(Err(not_a_list(self.0)))
+    }
+}
+
+/// Why field `name` is not a token list.
+fn not_a_list(name: &str) -> String {
+    format!("field {name:?} is missing or not a list of token ids")
+}
+
+impl<'de> serde::de::DeserializeSeed<'de> for TokenId {
+    type Value = Result<u32, String>;
+
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> serde::de::Visitor<'de> for TokenId {
+    type Value = Result<u32, String>;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("a token id")
+    }
+
+    fn visit_u64<E>(self, v: u64) -> Result<Self::Value, E> {
+        Ok(u32::try_from(v).map_err(|_| v.to_string()))
+    }
+
+    fn visit_i64<E>(self, v: i64) -> Result<Self::Value, E> {
+        Ok(u32::try_from(v).map_err(|_| v.to_string()))
+    }
+
+    fn visit_f64<E>(self, v: f64) -> Result<Self::Value, E> {
+        Ok(Err(serde_json::Number::from_f64(v).map_or_else(|| v.to_string(), |n| n.to_string())))
+    }
+
+    fn visit_bool<E>(self, v: bool) -> Result<Self::Value, E> {
+        Ok(Err(v.to_string()))
+    }
+
+    fn visit_str<E>(self, v: &str) -> Result<Self::Value, E> {
+        Ok(Err(serde_json::Value::from(v).to_string()))
+    }
+
+    fn visit_unit<E>(self) -> Result<Self::Value, E> {
+        Ok(Err("null".into()))
+    }
+
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut s: A) -> Result<Self::Value, A::Error> {
+        while s.next_element::<serde::de::IgnoredAny>()?.is_some() {}
+        Ok(Err("a list".into()))
+    }
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut m: A) -> Result<Self::Value, A::Error> {
+        while m.next_entry::<serde::de::IgnoredAny, serde::de::IgnoredAny>()?.is_some() {}
+        Ok(Err("an object".into()))
     }
 }
 
@@ -1082,5 +1228,33 @@ mod tests {
         assert!(matches!(&e, IngestError::NotAStorageDirectory { file, .. } if file == "notes.txt"), "{e:?}");
         let names: Vec<_> = fs::read_dir(&mine).unwrap().map(|e| e.unwrap().file_name()).collect();
         assert_eq!(names, ["notes.txt"]);
+    }
+
+    /// Issue 19, class 3: token lists are parsed straight into ids (no `Value` per element),
+    /// with the same results and messages as before for good and bad lines.
+    #[test]
+    fn issue19_unbounded_memory_from_inputs_token_lists_parse_without_values() {
+        let field = JsonlField::Tokens("ids".into());
+        let parse = |t: &str| jsonl_tokens(t, &field, None);
+        assert_eq!(parse(r#"{"x":{"a":[1,[2]]},"ids":[0,1,4294967295],"y":"z"}"#), Ok(vec![0, 1, u32::MAX]));
+        assert_eq!(parse(r#"{"ids":[9],"ids":[5,6]}"#), Ok(vec![5, 6]));
+        assert_eq!(parse(r#"{"ids":[]}"#), Ok(vec![]));
+        let not_int = |j: usize, v: &str| {
+            Err(format!("token {j} of field \"ids\" is {v}, not an integer in [0, 2^32)"))
+        };
+        assert_eq!(parse(r#"{"ids":[1,4294967296,-1]}"#), not_int(1, "4294967296"));
+        assert_eq!(parse(r#"{"ids":[-1]}"#), not_int(0, "-1"));
+        assert_eq!(parse(r#"{"ids":[1,2.5]}"#), not_int(1, "2.5"));
+        assert_eq!(parse(r#"{"ids":[1,2,"7"]}"#), not_int(2, "\"7\""));
+        assert_eq!(parse(r#"{"ids":[null]}"#), not_int(0, "null"));
+        let not_list = Err("field \"ids\" is missing or not a list of token ids".to_string());
+        for line in
+            [r#"{"other":[1]}"#, r#"{"ids":5}"#, r#"{"ids":{"a":1}}"#, r#"{"ids":"abc"}"#, r#"{"ids":null}"#]
+        {
+            assert_eq!(parse(line), not_list, "{line}");
+        }
+        for line in [r#"{"ids":[1,2]"#, r#"{"ids":[1]} x"#, "[1,2]", ""] {
+            assert!(parse(line).is_err(), "{line}");
+        }
     }
 }
