@@ -314,3 +314,35 @@ fn issue19_unbounded_memory_from_inputs_stops_at_the_document_limit() {
         );
     }
 }
+
+/// Issue 19, class 4 (arithmetic on user numbers) on `--append`: document counts read from a
+/// storage's metadata wrapped past `u64::MAX` to 0; a count that would overflow is an error
+/// that leaves the storage as it was (shard ids were already checked).
+#[test]
+fn issue19_arithmetic_on_user_numbers_append_counts_do_not_wrap() {
+    let tmp = tempfile::tempdir().unwrap();
+    let input = tmp.path().join("in.jsonl");
+    std::fs::write(&input, "{\"ids\":[1,2,3]}\n").unwrap();
+    let out = tmp.path().join("out");
+    let o = out.to_str().unwrap();
+    let ingest = |append: bool| {
+        let mut c = bin();
+        c.args(["ingest", "jsonl", "--out", o, "--tokens-field", "ids"]);
+        if append {
+            c.arg("--append");
+        }
+        c.arg(&input).output().unwrap()
+    };
+    assert!(ingest(false).status.success());
+    let manifest = out.join("manifest.json");
+    let mut v: serde_json::Value = serde_json::from_slice(&std::fs::read(&manifest).unwrap()).unwrap();
+    assert_eq!(v["metadata"]["documents"], 1);
+    v["metadata"]["documents"] = serde_json::json!(u64::MAX);
+    std::fs::write(&manifest, serde_json::to_vec(&v).unwrap()).unwrap();
+    let before = std::fs::read(&manifest).unwrap();
+    let r = ingest(true);
+    assert!(!r.status.success());
+    let err = String::from_utf8_lossy(&r.stderr);
+    assert!(err.contains("pass the largest document count"), "{err}");
+    assert_eq!(std::fs::read(&manifest).unwrap(), before);
+}
