@@ -132,3 +132,217 @@ fn issue12_mmap_is_chosen_by_the_binary_only_when_asked() {
     assert_ne!(backend(None, &[]), "mmap");
     assert_ne!(backend(Some("bogus"), &[]), "mmap");
 }
+
+/// Issue 19, class 7 (state files): `--save-state` to a path that cannot be written used to
+/// fail only after the whole run; a run failing at batch k wrote no state at all. The path is
+/// checked before the first batch, the state of the last delivered batch is saved on an error
+/// (exit non-zero), and a state file is replaced atomically (no temporary file left behind).
+/// A state file that is a FIFO or larger than the cap is refused at once (classes 2 and 3).
+#[test]
+fn issue19_state_files_are_checked_first_saved_on_error_and_replaced_atomically() {
+    let tmp = tempfile::tempdir().unwrap();
+    let input = tmp.path().join("in.jsonl");
+    let mut lines = String::new();
+    for d in 0..6u64 {
+        lines.push_str(&format!("{{\"ids\":[{},{},{},{}]}}\n", 10 * d, 10 * d + 1, 10 * d + 2, 10 * d + 3));
+    }
+    lines.push_str("{\"ids\":[1,2\n{\"ids\":[1,2,3,4]}\n");
+    std::fs::write(&input, lines).unwrap();
+    let base = ["batches", "--sequential", "--jsonl", input.to_str().unwrap(), "--tokens-field", "ids"];
+    let base = [&base[..], &["--seq-len", "4", "--batch-size", "1", "--no-tokens"]].concat();
+
+    // An unwritable path fails before any batch is printed.
+    let missing = tmp.path().join("no-such-dir").join("state.json");
+    let out = bin().args(&base).args(["--save-state", missing.to_str().unwrap()]).output().unwrap();
+    assert!(!out.status.success());
+    assert_eq!(out.stdout, b"");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("cannot write state file"));
+
+    // A run failing at batch 6 saves the state after batch 5, replacing the old file.
+    let state = tmp.path().join("state.json");
+    std::fs::write(&state, "previous").unwrap();
+    let out = bin().args(&base).args(["--save-state", state.to_str().unwrap()]).output().unwrap();
+    assert!(!out.status.success());
+    assert_eq!(String::from_utf8(out.stdout).unwrap().lines().count(), 6);
+    let saved = std::fs::read_to_string(&state).unwrap();
+    assert!(saved.contains("\"batch\":6"), "{saved}");
+    let mut names: Vec<String> = std::fs::read_dir(tmp.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    names.sort();
+    assert_eq!(names, ["in.jsonl", "state.json"]);
+    // Resuming from it continues at batch 6 (and fails there again, saving the same state).
+    let out = bin()
+        .args(&base)
+        .args(["--resume", state.to_str().unwrap(), "--save-state", state.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert_eq!(out.stdout, b"");
+    assert_eq!(std::fs::read_to_string(&state).unwrap(), saved);
+
+    // A state file that is a FIFO, or larger than the cap, is refused without reading it.
+    let (dir, _) = known_storage(tmp.path());
+    let fifo = tmp.path().join("fifo.json");
+    assert!(std::process::Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+    let big = tmp.path().join("big.json");
+    std::fs::write(&big, vec![b' '; 1 << 20]).unwrap();
+    for (path, says) in [(&fifo, "not a regular file"), (&big, "limit of a state file")] {
+        let out = bin()
+            .args(["batches", dir.to_str().unwrap(), "--seq-len", "4", "--resume", path.to_str().unwrap()])
+            .output()
+            .unwrap();
+        assert!(!out.status.success());
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(says), "{err}");
+    }
+}
+
+/// Issue 19, class 4 (arithmetic on user numbers): `--batch-size 100000000 --world-size 2`
+/// over 37 windows padded every batch to 10^8 records (15 GB, minutes); a batch needing more
+/// padding than the data (and a fixed slack) is a clear error, as is a product overflowing.
+#[test]
+fn issue19_arithmetic_on_user_numbers_impossible_batch_sizes_are_errors() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (dir, _) = known_storage(tmp.path());
+    for (batch, world, says) in
+        [("100000000", "2", "would pad every epoch"), ("10000000000000", "2000000", "overflows u64")]
+    {
+        let out = bin()
+            .args(["batches", dir.to_str().unwrap(), "--seq-len", "4", "--batch-size", batch])
+            .args(["--world-size", world, "--no-tokens"])
+            .output()
+            .unwrap();
+        assert!(!out.status.success());
+        assert_eq!(out.stdout, b"");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(says), "{err}");
+    }
+    // A padded batch within the bound still works: 37 windows, 2 ranks of 32.
+    let lines = batches(&dir, &["--seq-len", "4", "--batch-size", "32", "--world-size", "2", "--no-tokens"]);
+    assert_eq!(lines.len(), 1);
+}
+
+/// Issue 19, class 2 (hangs on non-regular files) for inputs, with class 1's rule for walks:
+/// a FIFO inside an input directory of `ingest text` blocked for ever; it is now an error
+/// naming it, at once. A symbolic link inside the directory is not followed (its target's
+/// text is not ingested), and an --out inside the input directory is not read back.
+#[test]
+fn issue19_hangs_on_non_regular_files_in_an_input_walk_are_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let input = tmp.path().join("in");
+    std::fs::create_dir(&input).unwrap();
+    std::fs::write(input.join("a.txt"), "hello world").unwrap();
+    let outside = tmp.path().join("outside.txt");
+    std::fs::write(&outside, "secret text that is not an input").unwrap();
+    std::os::unix::fs::symlink(&outside, input.join("link.txt")).unwrap();
+    std::os::unix::fs::symlink(&input, input.join("loop")).unwrap();
+    let ingest = |out: &Path| {
+        bin()
+            .args(["ingest", "text", "--tokenizer", "gpt2", "--out", out.to_str().unwrap()])
+            .arg(&input)
+            .output()
+            .unwrap()
+    };
+    // The links are skipped: the storage holds exactly the tokens of a.txt, and an --out
+    // inside the input directory is not read back when appending to it.
+    let out = input.join("out");
+    let o = ingest(&out);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let tokens = |dir: &Path| {
+        let r = guideloom::storage::StreamReader::open(dir, guideloom::formats::TokenFormat::<u16>::new())
+            .unwrap();
+        r.read(guideloom::storage::Window::new(0, r.len())).unwrap()
+    };
+    let hello = tokens(&out);
+    assert_eq!(hello, [31373, 995]); // GPT-2's "hello", " world"
+    let o = bin()
+        .args(["ingest", "text", "--tokenizer", "gpt2", "--append", "--out", out.to_str().unwrap()])
+        .arg(&input)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(tokens(&out), [31373, 995, 31373, 995]);
+    std::fs::remove_dir_all(&out).unwrap();
+
+    // A FIFO in the directory: an error naming it, not a hang.
+    let fifo = input.join("pipe.txt");
+    assert!(std::process::Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+    let mut child = bin()
+        .args(["ingest", "text", "--tokenizer", "gpt2", "--out"])
+        .arg(tmp.path().join("third"))
+        .arg(&input)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let start = std::time::Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if start.elapsed() > std::time::Duration::from_secs(30) {
+            child.kill().unwrap();
+            panic!("ingest over a FIFO hung");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let o = child.wait_with_output().unwrap();
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("pipe.txt") && err.contains("not a regular file"), "{err}");
+}
+
+/// Issue 19, class 3 (unbounded memory from inputs): `ingest jsonl /dev/zero` and
+/// `ingest text /dev/zero` read without bound. Every input reader stops at
+/// `MAX_DOCUMENT_BYTES` with an error naming the file and line.
+#[test]
+fn issue19_unbounded_memory_from_inputs_stops_at_the_document_limit() {
+    let tmp = tempfile::tempdir().unwrap();
+    let limit = guideloom::ingest::MAX_DOCUMENT_BYTES;
+    let cases: [&[&str]; 3] = [
+        &["ingest", "jsonl", "--tokens-field", "ids"],
+        &["ingest", "text", "--tokenizer", "gpt2"],
+        &["ingest", "text", "--tokenizer", "gpt2", "--split", "line"],
+    ];
+    for (i, args) in cases.into_iter().enumerate() {
+        let out = tmp.path().join(format!("out{i}"));
+        let o = bin().args(args).arg("--out").arg(&out).arg("/dev/zero").output().unwrap();
+        assert!(!o.status.success(), "{args:?}");
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(
+            err.contains(&format!("/dev/zero line 1: a document longer than the {limit}-byte limit")),
+            "{args:?}: {err}"
+        );
+    }
+}
+
+/// Issue 19, class 4 (arithmetic on user numbers) on `--append`: document counts read from a
+/// storage's metadata wrapped past `u64::MAX` to 0; a count that would overflow is an error
+/// that leaves the storage as it was (shard ids were already checked).
+#[test]
+fn issue19_arithmetic_on_user_numbers_append_counts_do_not_wrap() {
+    let tmp = tempfile::tempdir().unwrap();
+    let input = tmp.path().join("in.jsonl");
+    std::fs::write(&input, "{\"ids\":[1,2,3]}\n").unwrap();
+    let out = tmp.path().join("out");
+    let o = out.to_str().unwrap();
+    let ingest = |append: bool| {
+        let mut c = bin();
+        c.args(["ingest", "jsonl", "--out", o, "--tokens-field", "ids"]);
+        if append {
+            c.arg("--append");
+        }
+        c.arg(&input).output().unwrap()
+    };
+    assert!(ingest(false).status.success());
+    let manifest = out.join("manifest.json");
+    let mut v: serde_json::Value = serde_json::from_slice(&std::fs::read(&manifest).unwrap()).unwrap();
+    assert_eq!(v["metadata"]["documents"], 1);
+    v["metadata"]["documents"] = serde_json::json!(u64::MAX);
+    std::fs::write(&manifest, serde_json::to_vec(&v).unwrap()).unwrap();
+    let before = std::fs::read(&manifest).unwrap();
+    let r = ingest(true);
+    assert!(!r.status.success());
+    let err = String::from_utf8_lossy(&r.stderr);
+    assert!(err.contains("pass the largest document count"), "{err}");
+    assert_eq!(std::fs::read(&manifest).unwrap(), before);
+}

@@ -99,7 +99,8 @@ pub use batch::{Batch, Collate, StackTokens, TokenBatch, VecCollate};
 pub use error::{BoxError, LoaderError};
 pub use llmc::{llmc_resume_state, llmc_windows};
 pub use loader::{
-    Loader, LoaderBuilder, LoaderIter, ResumeOptions, DEFAULT_WORKERS, MAX_WORKERS, SHUTDOWN_GRACE,
+    Loader, LoaderBuilder, LoaderIter, ResumeOptions, DEFAULT_WORKERS, MAX_BATCH_NUMBER, MAX_WORKERS,
+    SHUTDOWN_GRACE,
 };
 pub use megatron::{
     megatron_blending_indices, megatron_resume_state, megatron_split_ranges, BlendIndex, GptConfig, GptIndex,
@@ -114,7 +115,7 @@ pub use pack::{
 };
 pub use permutation::Permutation;
 pub use rng::{MapContext, RecordRng};
-pub use sampler::{BatchPlan, Sampler, SamplerConfig, Step};
+pub use sampler::{BatchPlan, Sampler, SamplerConfig, Step, MAX_PADDING};
 pub use sequential::{
     shard_order, Dropped, RecordId, SequentialBatch, SequentialBuilder, SequentialEnd, SequentialIter,
     SequentialLoader, SequentialSource, SequentialState, ShardCursor, ShardInfo, ShardPos, ShardReader,

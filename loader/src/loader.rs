@@ -502,7 +502,8 @@ where
     /// `world_size` instead of the last two; `global_batch` for a state claiming 0),
     /// [`LoaderError::ElasticResume`] when the global
     /// batch changed and the state's epoch consumed positions that are not a multiple of the
-    /// new one, and [`LoaderError::StatePastEnd`] when `next_batch` exceeds the total.
+    /// new one, and [`LoaderError::StatePastEnd`] when `next_batch` exceeds the total (for an
+    /// unbounded loader, [`MAX_BATCH_NUMBER`]).
     pub fn iter_from(&self, state: &State) -> Result<LoaderIter<S, U, C>, LoaderError> {
         self.iter_from_with(state, ResumeOptions::default())
     }
@@ -534,10 +535,12 @@ where
     ) -> Result<LoaderIter<S, U, C>, LoaderError> {
         state.check_against(&self.initial_state(), self.topology())?;
         let (next, replay) = self.rescale(state, options)?;
-        if let Some(total) = self.total_batches() {
-            if next > total {
-                return Err(LoaderError::StatePastEnd { next_batch: next, total });
-            }
+        // A state's batch number is a user number: an unbounded loader serves batch numbers
+        // up to MAX_BATCH_NUMBER, so counting on from any accepted state never overflows (a
+        // state at u64::MAX used to leave the iterator waiting for a batch it never asked for).
+        let total = self.total_batches().unwrap_or(MAX_BATCH_NUMBER);
+        if next > total {
+            return Err(LoaderError::StatePastEnd { next_batch: next, total });
         }
         let mut it = self.iter_at(next);
         it.replay = replay;
@@ -603,6 +606,11 @@ where
         }
     }
 }
+
+/// The largest batch number a state of an unbounded loader ([`LoaderBuilder::unbounded`])
+/// may resume at (2^63): no run reaches it, and counting on from it never overflows a `u64`.
+/// [`Loader::iter_from`] refuses a later one with [`LoaderError::StatePastEnd`].
+pub const MAX_BATCH_NUMBER: u64 = 1 << 63;
 
 /// How [`Loader::iter_from_with`] treats a state whose global batch differs from the
 /// loader's. Default: refuse what does not fit ([`LoaderError::ElasticResume`]).

@@ -4,6 +4,10 @@ use serde::{Deserialize, Serialize};
 
 use crate::{LoaderError, Permutation};
 
+/// The most padding records an epoch may need beyond its own record count (see
+/// [`Sampler::new`]): an epoch pads at most `max(records, MAX_PADDING)` records.
+pub const MAX_PADDING: u64 = 1 << 20;
+
 /// The sampling configuration: shuffle, epochs, batching and data-parallel sharding.
 ///
 /// It is part of a loader's [`State`](crate::State): restoring a state into a loader with a
@@ -116,7 +120,9 @@ impl Sampler {
     ///
     /// # Errors
     /// [`LoaderError::InvalidConfig`] when `batch_size`, `world_size` or `epochs` is 0,
-    /// `rank >= world_size`, or `batch_size * world_size` overflows.
+    /// `rank >= world_size`, or `batch_size * world_size` overflows; with several ranks and no
+    /// `drop_remainder`, when an epoch would need more than `max(num_records, MAX_PADDING)`
+    /// padding records.
     ///
     /// An empty source (`num_records == 0`), or `drop_remainder` with fewer records than one
     /// global batch (`n < B*W`), is valid and has no batch: `batches_per_epoch() == 0`,
@@ -144,6 +150,22 @@ impl Sampler {
         };
         let batches_per_epoch =
             if config.drop_remainder { num_records / global } else { num_records.div_ceil(global) };
+        // Batch sizes are user numbers: with several ranks every batch is full, the last
+        // global step padded with repeated records. Padding beyond the data itself (and a
+        // fixed slack) is a batch size no source supports, refused here instead of allocated
+        // (a batch of 10^8 padding records over 50 windows took 15 GB).
+        if config.world_size > 1 && !config.drop_remainder {
+            let padding = batches_per_epoch.saturating_mul(global).saturating_sub(num_records);
+            if padding > num_records.max(MAX_PADDING) {
+                return bad(
+                    "batch_size",
+                    format!(
+                        "batch_size {} * world_size {} = {global} records per step over {num_records} records would pad every epoch with {padding} repeated records (at most max(records, {MAX_PADDING})); lower the batch size or drop the remainder",
+                        config.batch_size, config.world_size
+                    ),
+                );
+            }
+        }
         let steps_per_epoch = if config.world_size == 1 && !config.drop_remainder {
             num_records
         } else {

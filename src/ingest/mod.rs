@@ -49,6 +49,18 @@ pub enum IngestError {
         #[source]
         source: std::io::Error,
     },
+    /// An input document (a JSON Lines line, a text line or blank-line block, or a whole-file
+    /// document) is longer than [`MAX_DOCUMENT_BYTES`]; reading stopped there.
+    #[error("{path} line {line}: a document longer than the {limit}-byte limit (a line, block or file this long is not read into memory)")]
+    DocumentTooLarge {
+        /// The input file.
+        path: PathBuf,
+        /// The 1-based line where the document starts (1 for a whole-file document; 0 from
+        /// the sequential readers, which track byte offsets, not lines).
+        line: u64,
+        /// The limit in bytes ([`MAX_DOCUMENT_BYTES`]).
+        limit: u64,
+    },
     /// An input file is not UTF-8 text.
     #[error("{path} is not valid UTF-8 text (byte {offset})")]
     NotUtf8 {
@@ -352,31 +364,43 @@ pub struct Document {
 /// Input files of `paths`: files as given, directories walked recursively; sorted by path
 /// (per argument, arguments kept in order).
 ///
+/// A path given is taken as named (a link followed, `/dev/stdin` read). Inside a walked
+/// directory only regular files and real directories are taken: symbolic links are skipped
+/// (never followed, so a walk visits each real directory once, cannot loop and cannot reach
+/// outside the tree), and a FIFO, socket or device is an error naming it (reading it could
+/// block for ever or never end).
+///
 /// # Errors
-/// [`IngestError::Read`] when a path cannot be listed; [`IngestError::NoInput`] when nothing
-/// is found.
+/// [`IngestError::Read`] when a path cannot be listed, or names a FIFO, socket or device
+/// found in a walked directory; [`IngestError::NoInput`] when nothing is found.
 pub fn collect_files(paths: &[PathBuf]) -> Result<Vec<PathBuf>, IngestError> {
-    fn walk(p: &Path, out: &mut Vec<PathBuf>) -> Result<(), IngestError> {
-        let meta = fs::metadata(p).map_err(|source| IngestError::Read { path: p.to_path_buf(), source })?;
-        if meta.is_dir() {
+    fn walk(p: &Path, top: bool, out: &mut Vec<PathBuf>) -> Result<(), IngestError> {
+        let read = |source| IngestError::Read { path: p.to_path_buf(), source };
+        let kind = if top { fs::metadata(p) } else { fs::symlink_metadata(p) }.map_err(read)?.file_type();
+        if kind.is_dir() {
             let mut entries: Vec<PathBuf> = fs::read_dir(p)
-                .map_err(|source| IngestError::Read { path: p.to_path_buf(), source })?
+                .map_err(read)?
                 .map(|e| e.map(|e| e.path()))
                 .collect::<Result<_, _>>()
-                .map_err(|source| IngestError::Read { path: p.to_path_buf(), source })?;
+                .map_err(read)?;
             entries.sort();
             for e in entries {
-                walk(&e, out)?;
+                walk(&e, false, out)?;
             }
-        } else {
+        } else if top || kind.is_file() {
             out.push(p.to_path_buf());
+        } else if !kind.is_symlink() {
+            return Err(read(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                "not a regular file (a FIFO, socket or device inside an input directory is not read)",
+            )));
         }
         Ok(())
     }
     let mut out = Vec::new();
     for p in paths {
         let mut files = Vec::new();
-        walk(p, &mut files)?;
+        walk(p, true, &mut files)?;
         files.sort();
         out.extend(files);
     }
@@ -432,8 +456,52 @@ fn progress_bar(enabled: bool, total: u64) -> ProgressBar {
     pb
 }
 
+/// The most bytes of one input document: a JSON Lines line, a text line or blank-line block,
+/// or a whole-file document (256 MiB). Every input reader stops at it with
+/// [`IngestError::DocumentTooLarge`], so an endless input (`/dev/zero`) or a huge line never
+/// takes more memory than this.
+pub const MAX_DOCUMENT_BYTES: u64 = 256 << 20;
+
+/// Reads line `line` of `path` from `r` into `buf` (cleared first), its terminator included:
+/// its length in bytes, 0 at the end of the input.
+///
+/// # Errors
+/// [`IngestError::Read`]; [`IngestError::DocumentTooLarge`] past [`MAX_DOCUMENT_BYTES`].
+pub(crate) fn read_line_bounded(
+    r: &mut (impl BufRead + ?Sized),
+    buf: &mut Vec<u8>,
+    path: &Path,
+    line: u64,
+) -> Result<usize, IngestError> {
+    buf.clear();
+    let n = std::io::Read::take(r, MAX_DOCUMENT_BYTES + 1)
+        .read_until(b'\n', buf)
+        .map_err(|source| IngestError::Read { path: path.to_path_buf(), source })?;
+    if n as u64 > MAX_DOCUMENT_BYTES {
+        return Err(IngestError::DocumentTooLarge {
+            path: path.to_path_buf(),
+            line,
+            limit: MAX_DOCUMENT_BYTES,
+        });
+    }
+    Ok(n)
+}
+
 fn read_text(path: &Path) -> Result<String, IngestError> {
-    let bytes = fs::read(path).map_err(|source| IngestError::Read { path: path.to_path_buf(), source })?;
+    let read = |source| IngestError::Read { path: path.to_path_buf(), source };
+    let mut bytes = Vec::new();
+    fs::File::open(path)
+        .and_then(|f| {
+            std::io::Read::read_to_end(&mut std::io::Read::take(f, MAX_DOCUMENT_BYTES + 1), &mut bytes)
+        })
+        .map_err(read)?;
+    if bytes.len() as u64 > MAX_DOCUMENT_BYTES {
+        return Err(IngestError::DocumentTooLarge {
+            path: path.to_path_buf(),
+            line: 1,
+            limit: MAX_DOCUMENT_BYTES,
+        });
+    }
     String::from_utf8(bytes).map_err(|e| IngestError::NotUtf8 {
         path: path.to_path_buf(),
         offset: e.utf8_error().valid_up_to() as u64,
@@ -466,7 +534,11 @@ fn ingest_text_in_chunks(
     opts: &IngestOptions,
     chunk_bytes_max: usize,
 ) -> Result<IngestReport, IngestError> {
-    let files = collect_files(paths)?;
+    let mut files = collect_files(paths)?;
+    // Never read the storage being written (an --out inside an input directory).
+    if let Ok(out) = out.canonicalize() {
+        files.retain(|f| !f.canonicalize().is_ok_and(|f| f.starts_with(&out)));
+    }
     let total_bytes: u64 = files.iter().map(|f| fs::metadata(f).map(|m| m.len()).unwrap_or(0)).sum();
     let meta = json!({
         "tokenizer": opts.tokenizer.name(),
@@ -544,7 +616,7 @@ fn for_each_document(
     let mut block_start = 0u64;
     loop {
         raw.clear();
-        let n = reader.read_until(b'\n', &mut raw).map_err(read_error)?;
+        let n = read_line_bounded(&mut reader, &mut raw, path, number + 1)?;
         if n == 0 {
             break;
         }
@@ -566,6 +638,14 @@ fn for_each_document(
                 f(format!(":{block_start}"), std::mem::take(&mut block))?;
             }
             Split::BlankLine if !blank => {
+                if block.len() as u64 + line.len() as u64 >= MAX_DOCUMENT_BYTES {
+                    let line = if block.is_empty() { number } else { block_start };
+                    return Err(IngestError::DocumentTooLarge {
+                        path: path.to_path_buf(),
+                        line,
+                        limit: MAX_DOCUMENT_BYTES,
+                    });
+                }
                 if block.is_empty() {
                     block_start = number;
                 } else {
@@ -688,20 +768,28 @@ fn ingest_jsonl_in_chunks(
     };
     for (f, path) in files.iter().enumerate() {
         let file = fs::File::open(path).map_err(|source| IngestError::Read { path: path.clone(), source })?;
-        for (i, line) in std::io::BufReader::new(file).lines().enumerate() {
-            let line = match line {
-                Ok(line) => line,
-                Err(source) => {
+        let mut reader = std::io::BufReader::new(file);
+        let mut raw = Vec::new();
+        for i in 0u64.. {
+            match read_line_bounded(&mut reader, &mut raw, path, i + 1) {
+                Ok(0) => break,
+                Ok(_) => {}
+                Err(e) => {
                     // Lines before this one come first, errors included.
                     parse_chunk(&mut chunk, &mut spill)?;
-                    return Err(if source.kind() == std::io::ErrorKind::InvalidData {
-                        IngestError::BadJsonl {
-                            path: path.clone(),
-                            line: i as u64 + 1,
-                            reason: "not valid UTF-8".into(),
-                        }
-                    } else {
-                        IngestError::Read { path: path.clone(), source }
+                    return Err(e);
+                }
+            }
+            let text = raw.strip_suffix(b"\n").unwrap_or(&raw);
+            let text = text.strip_suffix(b"\r").unwrap_or(text);
+            let line = match std::str::from_utf8(text) {
+                Ok(line) => line.to_string(),
+                Err(_) => {
+                    parse_chunk(&mut chunk, &mut spill)?;
+                    return Err(IngestError::BadJsonl {
+                        path: path.clone(),
+                        line: i + 1,
+                        reason: "not valid UTF-8".into(),
                     });
                 }
             };
@@ -710,7 +798,7 @@ fn ingest_jsonl_in_chunks(
                 continue;
             }
             chunk_bytes += line.len();
-            chunk.push((f, i as u64 + 1, line));
+            chunk.push((f, i + 1, line));
             if chunk_bytes >= chunk_bytes_max {
                 parse_chunk(&mut chunk, &mut spill)?;
                 chunk_bytes = 0;
@@ -744,29 +832,175 @@ pub(crate) fn jsonl_tokens(
     field: &JsonlField,
     vocab: Option<&Vocabulary>,
 ) -> Result<Vec<u32>, String> {
-    let v: Value = serde_json::from_str(text).map_err(|e| e.to_string())?;
     match field {
         JsonlField::Tokens(name) => {
-            let list = v
-                .get(name)
-                .and_then(Value::as_array)
-                .ok_or_else(|| format!("field {name:?} is missing or not a list of token ids"))?;
-            list.iter()
-                .enumerate()
-                .map(|(j, id)| {
-                    id.as_u64().and_then(|x| u32::try_from(x).ok()).ok_or_else(|| {
-                        format!("token {j} of field {name:?} is {id}, not an integer in [0, 2^32)")
-                    })
-                })
-                .collect()
+            let mut de = serde_json::Deserializer::from_str(text);
+            let found =
+                serde::Deserializer::deserialize_map(&mut de, TokenField(name)).map_err(|e| e.to_string())?;
+            de.end().map_err(|e| e.to_string())?;
+            found.unwrap_or_else(|| Err(not_a_list(name)))
         }
         JsonlField::Text(name, _) => {
+            let v: Value = serde_json::from_str(text).map_err(|e| e.to_string())?;
             let text = v
                 .get(name)
                 .and_then(Value::as_str)
                 .ok_or_else(|| format!("field {name:?} is missing or not a string"))?;
             Ok(vocab.map(|b| b.encode_ordinary(text)).unwrap_or_default())
         }
+    }
+}
+
+/// Field `name` of one JSON Lines object as token ids, parsed straight into a `Vec<u32>`
+/// (no `serde_json::Value` for the line or per id, so a line takes about its size in memory).
+/// `None` when the field is missing; `Some(Err)` says why it is not a list of ids. As a
+/// `Value` would, the last of repeated keys counts.
+struct TokenField<'a>(&'a str);
+
+/// The ids of one list ([`TokenField`]).
+struct TokenIds<'a>(&'a str);
+
+/// One id: `Err` holds the value as JSON text when it is not an integer in `[0, 2^32)`.
+struct TokenId;
+
+impl<'de> serde::de::Visitor<'de> for TokenField<'_> {
+    type Value = Option<Result<Vec<u32>, String>>;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("a JSON object")
+    }
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut m: A) -> Result<Self::Value, A::Error> {
+        let mut found = None;
+        while let Some(key) = m.next_key::<std::borrow::Cow<'de, str>>()? {
+            if key == self.0 {
+                found = Some(m.next_value_seed(TokenIds(self.0))?);
+            } else {
+                m.next_value::<serde::de::IgnoredAny>()?;
+            }
+        }
+        Ok(found)
+    }
+}
+
+impl<'de> serde::de::DeserializeSeed<'de> for TokenIds<'_> {
+    type Value = Result<Vec<u32>, String>;
+
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> serde::de::Visitor<'de> for TokenIds<'_> {
+    type Value = Result<Vec<u32>, String>;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("a list of token ids")
+    }
+
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut s: A) -> Result<Self::Value, A::Error> {
+        let mut ids = Vec::new();
+        let mut bad = None;
+        while let Some(id) = s.next_element_seed(TokenId)? {
+            match id {
+                Ok(id) if bad.is_none() => ids.push(id),
+                Ok(_) => {}
+                Err(v) => {
+                    bad.get_or_insert_with(|| {
+                        format!(
+                            "token {} of field {:?} is {v}, not an integer in [0, 2^32)",
+                            ids.len(),
+                            self.0
+                        )
+                    });
+                }
+            }
+        }
+        Ok(bad.map_or(Ok(ids), Err))
+    }
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut m: A) -> Result<Self::Value, A::Error> {
+        while m.next_entry::<serde::de::IgnoredAny, serde::de::IgnoredAny>()?.is_some() {}
+        Ok(Err(not_a_list(self.0)))
+    }
+
+    fn visit_bool<E>(self, _: bool) -> Result<Self::Value, E> {
+        Ok(Err(not_a_list(self.0)))
+    }
+
+    fn visit_i64<E>(self, _: i64) -> Result<Self::Value, E> {
+        Ok(Err(not_a_list(self.0)))
+    }
+
+    fn visit_u64<E>(self, _: u64) -> Result<Self::Value, E> {
+        Ok(Err(not_a_list(self.0)))
+    }
+
+    fn visit_f64<E>(self, _: f64) -> Result<Self::Value, E> {
+        Ok(Err(not_a_list(self.0)))
+    }
+
+    fn visit_str<E>(self, _: &str) -> Result<Self::Value, E> {
+        Ok(Err(not_a_list(self.0)))
+    }
+
+    fn visit_unit<E>(self) -> Result<Self::Value, E> {
+        Ok(Err(not_a_list(self.0)))
+    }
+}
+
+/// Why field `name` is not a token list.
+fn not_a_list(name: &str) -> String {
+    format!("field {name:?} is missing or not a list of token ids")
+}
+
+impl<'de> serde::de::DeserializeSeed<'de> for TokenId {
+    type Value = Result<u32, String>;
+
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> serde::de::Visitor<'de> for TokenId {
+    type Value = Result<u32, String>;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("a token id")
+    }
+
+    fn visit_u64<E>(self, v: u64) -> Result<Self::Value, E> {
+        Ok(u32::try_from(v).map_err(|_| v.to_string()))
+    }
+
+    fn visit_i64<E>(self, v: i64) -> Result<Self::Value, E> {
+        Ok(u32::try_from(v).map_err(|_| v.to_string()))
+    }
+
+    fn visit_f64<E>(self, v: f64) -> Result<Self::Value, E> {
+        Ok(Err(serde_json::Number::from_f64(v).map_or_else(|| v.to_string(), |n| n.to_string())))
+    }
+
+    fn visit_bool<E>(self, v: bool) -> Result<Self::Value, E> {
+        Ok(Err(v.to_string()))
+    }
+
+    fn visit_str<E>(self, v: &str) -> Result<Self::Value, E> {
+        Ok(Err(serde_json::Value::from(v).to_string()))
+    }
+
+    fn visit_unit<E>(self) -> Result<Self::Value, E> {
+        Ok(Err("null".into()))
+    }
+
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut s: A) -> Result<Self::Value, A::Error> {
+        while s.next_element::<serde::de::IgnoredAny>()?.is_some() {}
+        Ok(Err("a list".into()))
+    }
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut m: A) -> Result<Self::Value, A::Error> {
+        while m.next_entry::<serde::de::IgnoredAny, serde::de::IgnoredAny>()?.is_some() {}
+        Ok(Err("an object".into()))
     }
 }
 
@@ -994,5 +1228,33 @@ mod tests {
         assert!(matches!(&e, IngestError::NotAStorageDirectory { file, .. } if file == "notes.txt"), "{e:?}");
         let names: Vec<_> = fs::read_dir(&mine).unwrap().map(|e| e.unwrap().file_name()).collect();
         assert_eq!(names, ["notes.txt"]);
+    }
+
+    /// Issue 19, class 3: token lists are parsed straight into ids (no `Value` per element),
+    /// with the same results and messages as before for good and bad lines.
+    #[test]
+    fn issue19_unbounded_memory_from_inputs_token_lists_parse_without_values() {
+        let field = JsonlField::Tokens("ids".into());
+        let parse = |t: &str| jsonl_tokens(t, &field, None);
+        assert_eq!(parse(r#"{"x":{"a":[1,[2]]},"ids":[0,1,4294967295],"y":"z"}"#), Ok(vec![0, 1, u32::MAX]));
+        assert_eq!(parse(r#"{"ids":[9],"ids":[5,6]}"#), Ok(vec![5, 6]));
+        assert_eq!(parse(r#"{"ids":[]}"#), Ok(vec![]));
+        let not_int = |j: usize, v: &str| {
+            Err(format!("token {j} of field \"ids\" is {v}, not an integer in [0, 2^32)"))
+        };
+        assert_eq!(parse(r#"{"ids":[1,4294967296,-1]}"#), not_int(1, "4294967296"));
+        assert_eq!(parse(r#"{"ids":[-1]}"#), not_int(0, "-1"));
+        assert_eq!(parse(r#"{"ids":[1,2.5]}"#), not_int(1, "2.5"));
+        assert_eq!(parse(r#"{"ids":[1,2,"7"]}"#), not_int(2, "\"7\""));
+        assert_eq!(parse(r#"{"ids":[null]}"#), not_int(0, "null"));
+        let not_list = Err("field \"ids\" is missing or not a list of token ids".to_string());
+        for line in
+            [r#"{"other":[1]}"#, r#"{"ids":5}"#, r#"{"ids":{"a":1}}"#, r#"{"ids":"abc"}"#, r#"{"ids":null}"#]
+        {
+            assert_eq!(parse(line), not_list, "{line}");
+        }
+        for line in [r#"{"ids":[1,2]"#, r#"{"ids":[1]} x"#, "[1,2]", ""] {
+            assert!(parse(line).is_err(), "{line}");
+        }
     }
 }

@@ -14,7 +14,7 @@
 
 use std::collections::VecDeque;
 use std::fs::File;
-use std::io::{BufRead, BufReader, Seek, SeekFrom};
+use std::io::{BufReader, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -46,10 +46,10 @@ fn shard_error(shard: u64, record: u64) -> impl FnOnce(IngestError) -> LoaderErr
 }
 
 /// Reads line `buf` (with its terminator) at byte `offset` of `path`; `Ok(None)` at the end.
+/// Lines longer than [`super::MAX_DOCUMENT_BYTES`] are an error (line number 0: the reader
+/// resumes at byte offsets, not line numbers).
 fn read_line(r: &mut BufReader<File>, buf: &mut Vec<u8>, path: &Path) -> Result<Option<u64>, IngestError> {
-    buf.clear();
-    let n =
-        r.read_until(b'\n', buf).map_err(|source| IngestError::Read { path: path.to_path_buf(), source })?;
+    let n = super::read_line_bounded(r, buf, path, 0)?;
     Ok((n > 0).then_some(n as u64))
 }
 

@@ -199,8 +199,15 @@ pub(crate) fn write_corpus(
             None => stats.over_u16.is_none(),
         },
     };
+    // The existing count comes from the storage's metadata: a user number, checked.
+    let documents = place.first_ordinal.checked_add(stats.documents).ok_or_else(|| {
+        IngestError::InvalidArgument(format!(
+            "{} new documents after the storage's {} pass the largest document count (u64::MAX)",
+            stats.documents, place.first_ordinal
+        ))
+    })?;
     if let Value::Object(m) = &mut meta {
-        m.insert("documents".into(), json!(place.first_ordinal + stats.documents));
+        m.insert("documents".into(), json!(documents));
     }
     let plan = ShardPlanner::new(write.shards, stats.tokens);
     let shards = plan.shards();

@@ -417,7 +417,7 @@ impl<K: ReaderKind> Reader<K> {
             dir,
             fingerprint: manifest.fingerprint(),
             manifest,
-            files: FileSet::new(files, options.max_open_files),
+            files: FileSet::for_storage(files, options.max_open_files),
             options,
             format,
             index,
@@ -442,7 +442,7 @@ impl<K: ReaderKind> Reader<K> {
             dir,
             fingerprint: manifest.fingerprint(),
             manifest,
-            files: FileSet::new(files, options.max_open_files),
+            files: FileSet::for_storage(files, options.max_open_files),
             options,
             format,
             index,
@@ -723,6 +723,9 @@ pub(crate) struct WriterCore {
     kind: StorageKind,
     files: &'static [&'static str],
     manifest: Manifest,
+    /// The manifest on disk as this writer last read or committed it (`None`: there was
+    /// none); a commit replaces only this one.
+    base: Option<Manifest>,
     open: BTreeMap<u64, OpenShard>,
     open_shards: OpenShards,
     _lock: Box<dyn fmt::Debug + Send + Sync>,
@@ -818,12 +821,14 @@ impl<K: WriterKind> Writer<K> {
         let (dtype, spec) = K::describe(&format);
         dir.create_dir()?;
         let lock = dir.lock()?;
-        let manifest = match Manifest::load_from(&*dir) {
+        // The lock is held before the manifest is read, so no other (locking) writer commits
+        // between this read and this writer's commits.
+        let (manifest, base) = match Manifest::load_from(&*dir) {
             Ok(m) => {
                 check_kind_dtype(&m, dir.path(), K::KIND, dtype.as_ref())?;
-                m
+                (m.clone(), Some(m))
             }
-            Err(StorageError::NotAStorage { .. }) => Manifest::new(K::KIND, dtype.as_ref(), spec)?,
+            Err(StorageError::NotAStorage { .. }) => (Manifest::new(K::KIND, dtype.as_ref(), spec)?, None),
             Err(e) => return Err(e),
         };
         let core = WriterCore {
@@ -831,6 +836,7 @@ impl<K: WriterKind> Writer<K> {
             kind: K::KIND,
             files: K::KIND.files(),
             manifest,
+            base,
             open: BTreeMap::new(),
             open_shards: OpenShards::default(),
             _lock: lock,
@@ -872,7 +878,8 @@ impl<K: WriterKind> Writer<K> {
     /// [`WriteDir`] for the exact sequence). A writer may keep appending and commit again.
     ///
     /// # Errors
-    /// I/O errors naming the file.
+    /// I/O errors naming the file; [`StorageError::ConcurrentCommit`] when the manifest on
+    /// disk is no longer the one this writer read or last committed.
     pub fn commit(&mut self) -> Result<()> {
         let core = &mut self.core;
         for (&id, s) in &mut core.open {
@@ -891,7 +898,21 @@ impl<K: WriterKind> Writer<K> {
                 files: core.files.iter().skip(1).map(|e| e.to_string()).zip(aux.iter().copied()).collect(),
             });
         }
-        core.manifest.commit(&*core.dir)
+        // Replace only the manifest this writer read or last committed: a writer that got
+        // around the lock (a lock file removed under it) must not have its commit lost.
+        let on_disk = match Manifest::load_from(&*core.dir) {
+            Ok(m) => Some(m),
+            Err(StorageError::NotAStorage { .. }) => None,
+            Err(e) => return Err(e),
+        };
+        if on_disk != core.base {
+            return Err(StorageError::ConcurrentCommit {
+                path: core.dir.path().join(crate::manifest::MANIFEST_FILE),
+            });
+        }
+        core.manifest.commit(&*core.dir)?;
+        core.base = Some(core.manifest.clone());
+        Ok(())
     }
 
     /// Commits and closes the writer.

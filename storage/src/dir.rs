@@ -15,7 +15,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::fs::File;
 use std::io::Read;
-use std::path::{Path, PathBuf};
+use std::path::{Component, Path, PathBuf};
 use std::sync::{Arc, PoisonError, RwLock};
 
 use crate::io::{read_exact_at, FileSet, ReadRequest};
@@ -107,6 +107,160 @@ pub(crate) fn file_name(path: &Path) -> Result<&str> {
     })
 }
 
+/// `dir/name` when `name` names a file inside `dir`: a non-empty relative path of plain
+/// components (no `..`, no root, no NUL or backslash). Every file a [`LocalDir`] reads or
+/// writes is named through here, so no name (from a manifest, an index, a caller) leaves the
+/// storage.
+///
+/// # Errors
+/// [`StorageError::UnsafeFile`] naming the file otherwise.
+pub(crate) fn resolve(dir: &Path, name: &str) -> Result<PathBuf> {
+    let plain = !name.is_empty()
+        && !name.contains(['\0', '\\'])
+        && Path::new(name).components().all(|c| matches!(c, Component::Normal(_) | Component::CurDir));
+    if !plain {
+        return Err(StorageError::UnsafeFile {
+            path: dir.join(name),
+            reason: "the name leaves the storage directory (only plain relative names are used)".into(),
+        });
+    }
+    Ok(dir.join(name))
+}
+
+/// The error for `path`, found to be of type `kind` instead of a regular file.
+fn not_regular(path: &Path, kind: std::fs::FileType) -> StorageError {
+    use std::os::unix::fs::FileTypeExt;
+    let what = if kind.is_symlink() {
+        "a symbolic link (links are never followed)"
+    } else if kind.is_dir() {
+        "a directory"
+    } else if kind.is_fifo() {
+        "a FIFO"
+    } else if kind.is_socket() {
+        "a socket"
+    } else if kind.is_block_device() || kind.is_char_device() {
+        "a device"
+    } else {
+        "not a regular file"
+    };
+    StorageError::UnsafeFile { path: path.to_path_buf(), reason: format!("it is {what}, not a regular file") }
+}
+
+/// The length of the regular file at `path` (not following a final symbolic link);
+/// `Ok(None)` when nothing is there.
+///
+/// # Errors
+/// [`StorageError::UnsafeFile`] when something other than a regular file is there (a link,
+/// a FIFO, a directory); [`StorageError::Io`] when it cannot be examined.
+pub(crate) fn regular_len(path: &Path) -> Result<Option<u64>> {
+    match std::fs::symlink_metadata(path) {
+        Ok(m) if m.file_type().is_file() => Ok(Some(m.len())),
+        Ok(m) => Err(not_regular(path, m.file_type())),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(StorageError::io(path, e)),
+    }
+}
+
+/// How [`open_regular`] opens a file.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Access {
+    /// Read only; `direct` adds `O_DIRECT` (Linux).
+    Read {
+        /// Open with `O_DIRECT`.
+        direct: bool,
+    },
+    /// Read and write, never truncating; `create` creates a missing file.
+    Write {
+        /// Create the file when it is missing.
+        create: bool,
+    },
+}
+
+/// Opens the file at `path` the one way every storage file is opened: without following a
+/// final symbolic link (`O_NOFOLLOW`), without blocking on a FIFO (`O_NONBLOCK` until the
+/// type is checked), and only when the opened file is a regular file (and, for writing, has
+/// no other hard link, so a write cannot reach a file outside the storage). `Ok(None)` when
+/// the file does not exist (and is not to be created).
+///
+/// # Errors
+/// [`StorageError::UnsafeFile`] naming the file when it is a link, FIFO, directory, device or
+/// socket, or a hard-linked file opened for writing; [`StorageError::Io`] when it cannot be
+/// opened.
+pub(crate) fn open_regular(path: &Path, access: Access) -> Result<Option<File>> {
+    use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+    use std::os::unix::io::AsRawFd;
+    let mut o = std::fs::OpenOptions::new();
+    let mut flags = libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC;
+    match access {
+        Access::Read { direct } => {
+            o.read(true);
+            if direct {
+                #[cfg(target_os = "linux")]
+                {
+                    flags |= libc::O_DIRECT;
+                }
+                #[cfg(not(target_os = "linux"))]
+                return Err(StorageError::io(
+                    path,
+                    std::io::Error::new(std::io::ErrorKind::Unsupported, "O_DIRECT is Linux-only here"),
+                ));
+            }
+        }
+        Access::Write { create } => {
+            o.read(true).write(true).create(create).truncate(false);
+        }
+    }
+    o.custom_flags(flags);
+    let file = match o.open(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) if e.raw_os_error() == Some(libc::ELOOP) => {
+            return Err(StorageError::UnsafeFile {
+                path: path.to_path_buf(),
+                reason: "it is a symbolic link (links are never followed)".into(),
+            })
+        }
+        // A FIFO without a reader (write) or a socket.
+        Err(e) if e.raw_os_error() == Some(libc::ENXIO) => {
+            return Err(StorageError::UnsafeFile {
+                path: path.to_path_buf(),
+                reason: "it is a FIFO, socket or device, not a regular file".into(),
+            })
+        }
+        Err(e) => return Err(StorageError::io(path, e)),
+    };
+    let meta = file.metadata().map_err(|e| StorageError::io(path, e))?;
+    if !meta.file_type().is_file() {
+        return Err(not_regular(path, meta.file_type()));
+    }
+    if matches!(access, Access::Write { .. }) && meta.nlink() > 1 {
+        return Err(StorageError::UnsafeFile {
+            path: path.to_path_buf(),
+            reason: format!("it has {} hard links; writing would change the other names too", meta.nlink()),
+        });
+    }
+    // Regular files never block; clear O_NONBLOCK anyway, since io_uring would otherwise
+    // answer a read that needs the disk with EAGAIN instead of waiting for it.
+    let fd = file.as_raw_fd();
+    // SAFETY: `fd` is a descriptor `file` owns and keeps open for both calls; F_GETFL and
+    // F_SETFL take and return plain integers and touch no memory.
+    let cleared = unsafe {
+        let fl = libc::fcntl(fd, libc::F_GETFL);
+        fl >= 0 && libc::fcntl(fd, libc::F_SETFL, fl & !libc::O_NONBLOCK) == 0
+    };
+    if !cleared {
+        return Err(StorageError::io(path, std::io::Error::last_os_error()));
+    }
+    Ok(Some(file))
+}
+
+/// [`open_regular`], with a missing file an [`StorageError::Io`] error of kind
+/// [`std::io::ErrorKind::NotFound`].
+pub(crate) fn open_existing(path: &Path, access: Access) -> Result<File> {
+    open_regular(path, access)?
+        .ok_or_else(|| StorageError::io(path, std::io::Error::from(std::io::ErrorKind::NotFound)))
+}
+
 /// A storage directory on the local file system: the default of every reader's `open`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LocalDir {
@@ -129,30 +283,22 @@ impl StorageDir for LocalDir {
         Some(&self.path)
     }
 
+    /// Refuses anything but a regular file (a link, FIFO or directory in a shard's place is
+    /// a [`StorageError::UnsafeFile`], not a length).
     fn file_len(&self, name: &str) -> Result<Option<u64>> {
-        let path = self.path.join(name);
-        match std::fs::metadata(&path) {
-            Ok(m) => Ok(Some(m.len())),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-            Err(e) => Err(StorageError::io(&path, e)),
-        }
+        regular_len(&resolve(&self.path, name)?)
     }
 
     fn read_at(&self, name: &str, offset: u64, out: &mut [u8]) -> Result<()> {
-        let path = self.path.join(name);
-        let file = File::open(&path).map_err(|e| StorageError::io(&path, e))?;
+        let path = resolve(&self.path, name)?;
+        let file = open_existing(&path, Access::Read { direct: false })?;
         read_exact_at(&file, out, offset, &path)
     }
 
-    /// Reads through the open file, so a file whose length the file system does not report
-    /// (a link to a device) is still cut at `max_len + 1` bytes.
+    /// Reads through the open file, cut at `max_len + 1` bytes.
     fn read_file(&self, name: &str, max_len: u64) -> Result<Option<Vec<u8>>> {
-        let path = self.path.join(name);
-        let file = match File::open(&path) {
-            Ok(f) => f,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-            Err(e) => return Err(StorageError::io(&path, e)),
-        };
+        let path = resolve(&self.path, name)?;
+        let Some(file) = open_regular(&path, Access::Read { direct: false })? else { return Ok(None) };
         let mut text = Vec::new();
         file.take(max_len.saturating_add(1))
             .read_to_end(&mut text)
@@ -395,21 +541,19 @@ impl WriteDir for LocalDir {
         Ok(Box::new(crate::lock::WriterLock::acquire(&self.path)?))
     }
 
+    /// Opens without following a link and only a regular file: a symbolic link, FIFO, directory or hard-linked file
+    /// in the file's place is a [`StorageError::UnsafeFile`], never written through.
     fn open_write(&self, name: &str, create: bool) -> Result<Box<dyn WriteFile>> {
-        let path = self.path.join(name);
-        let file = std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(create)
-            .truncate(false)
-            .open(&path)
-            .map_err(|e| StorageError::io(&path, e))?;
+        let path = resolve(&self.path, name)?;
+        let file = open_existing(&path, Access::Write { create })?;
         Ok(Box::new(LocalFile { path, file }))
     }
 
+    /// Renames within the directory; a link at `to` is replaced, never followed.
     fn rename(&self, from: &str, to: &str) -> Result<()> {
-        let to = self.path.join(to);
-        std::fs::rename(self.path.join(from), &to).map_err(|e| StorageError::io(&to, e))
+        let from = resolve(&self.path, from)?;
+        let to = resolve(&self.path, to)?;
+        std::fs::rename(from, &to).map_err(|e| StorageError::io(&to, e))
     }
 
     fn sync_dir(&self) -> Result<()> {

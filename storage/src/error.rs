@@ -215,6 +215,26 @@ pub enum StorageError {
         /// borrows it).
         error: Box<crate::foreign::ForeignError>,
     },
+    /// The manifest a writer was about to replace is not the one it read (or last
+    /// committed): another writer committed in between without holding the writer lock.
+    /// Nothing was committed, so neither writer's update is silently lost.
+    #[error("manifest {path} changed since this writer read it; another writer committed without the lock, so this commit was refused")]
+    ConcurrentCommit {
+        /// The manifest file.
+        path: PathBuf,
+    },
+    /// A storage file is not a regular file inside the storage: a symbolic link (never
+    /// followed), a FIFO, a directory, a device or socket, a file with other hard links (for
+    /// writing), or a name that would leave the storage directory (`..`, an absolute path).
+    /// Guideloom reads and writes only regular files it names itself, so a planted link or
+    /// FIFO can neither redirect a write nor block a read.
+    #[error("{path} is refused: {reason}")]
+    UnsafeFile {
+        /// The file as it was named.
+        path: PathBuf,
+        /// What it is instead of a regular file inside the storage.
+        reason: String,
+    },
     /// An I/O backend could not be set up or failed internally.
     #[error("I/O backend {backend}: {reason}")]
     Backend {

@@ -21,16 +21,13 @@ impl WriterLock {
     /// Takes the lock of `dir` (creating the lock file).
     ///
     /// # Errors
-    /// [`StorageError::Locked`] while another writer holds it; [`StorageError::Io`] when the
-    /// lock file cannot be created or locked.
+    /// [`StorageError::Locked`] while another writer holds it; [`StorageError::UnsafeFile`]
+    /// when the lock file is not a regular file; [`StorageError::Io`] when it cannot be
+    /// created or locked.
     pub(crate) fn acquire(dir: &Path) -> Result<Self> {
         let path = dir.join(LOCK_FILE);
-        let file = fs::OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(&path)
-            .map_err(|e| StorageError::io(&path, e))?;
+        // Never through a link or into a FIFO planted as the lock file.
+        let file = crate::dir::open_existing(&path, crate::dir::Access::Write { create: true })?;
         match file.try_lock() {
             Ok(()) => Ok(WriterLock { _file: file }),
             Err(fs::TryLockError::WouldBlock) => Err(StorageError::Locked { dir: dir.to_path_buf() }),

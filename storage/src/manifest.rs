@@ -277,6 +277,14 @@ impl Manifest {
             if !ok {
                 return Err(bad(format!("shard {} lacks its element or document count", s.id)));
             }
+            // File names come from the shard id and the kind's extensions, never from the
+            // manifest: a `files` key other than one of the kind's extensions is refused.
+            if let Some(key) = s.files.keys().find(|k| !self.kind.files()[1..].contains(&k.as_str())) {
+                return Err(bad(format!(
+                    "shard {} names file {key:?}, which a {} storage does not have",
+                    s.id, self.kind
+                )));
+            }
         }
         self.element_dtype = match self.kind {
             StorageKind::Stream | StorageKind::StreamWithMeta => {

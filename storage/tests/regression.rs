@@ -78,3 +78,238 @@ fn no_mmap_child() {
     assert!(raw == all);
     println!("child-checked");
 }
+
+/// Makes a FIFO at `path`.
+fn mkfifo(path: &Path) {
+    let c = std::ffi::CString::new(path.as_os_str().to_str().unwrap()).unwrap();
+    // SAFETY: `c` is a valid NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+}
+
+/// Runs `f` on another thread; panics when it does not finish within 20 s (a hang).
+fn within_watchdog<T: Send + 'static>(what: &str, f: impl FnOnce() -> T + Send + 'static) -> T {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(f());
+    });
+    rx.recv_timeout(std::time::Duration::from_secs(20)).unwrap_or_else(|_| panic!("{what} hung"))
+}
+
+/// Whether `e` is the refusal of file `name` as not being a regular file inside the storage.
+fn refused(e: &guideloom_storage::StorageError, name: &str) -> bool {
+    matches!(e, guideloom_storage::StorageError::UnsafeFile { path, .. } if path.ends_with(name))
+}
+
+#[test]
+fn issue19_files_outside_the_storage_are_never_read_or_written_through_links() {
+    use guideloom_storage::{verify, StreamWriter};
+    let dir = tempfile::tempdir().unwrap();
+    let outside = tempfile::tempdir().unwrap();
+    let victim = outside.path().join("victim");
+    let original: Vec<u8> = (0..4096u32).map(|i| (i * 31 % 251) as u8).collect();
+    std::fs::write(&victim, &original).unwrap();
+    token_storage(dir.path());
+    let shard = dir.path().join("shard-00000.stream");
+    let committed = std::fs::metadata(&shard).unwrap().len();
+    assert!(committed <= original.len() as u64);
+
+    // A shard replaced by a link to another file: the reader does not serve its bytes, the
+    // writer neither truncates nor appends to it.
+    std::fs::remove_file(&shard).unwrap();
+    std::os::unix::fs::symlink(&victim, &shard).unwrap();
+    let e = StreamReader::open(dir.path(), TokenFormat::<u16>::new()).unwrap_err();
+    assert!(refused(&e, "shard-00000.stream"), "{e}");
+    let e = verify(dir.path()).unwrap_err();
+    assert!(refused(&e, "shard-00000.stream"), "{e}");
+    let mut w = StreamWriter::open(dir.path(), TokenFormat::<u16>::new()).unwrap();
+    let e = w.append(0, &[1, 2, 3]).unwrap_err();
+    assert!(refused(&e, "shard-00000.stream"), "{e}");
+    drop(w);
+    // A link as a new shard: the writer does not create the file elsewhere.
+    let elsewhere = outside.path().join("created-elsewhere");
+    std::os::unix::fs::symlink(&elsewhere, dir.path().join("shard-00009.stream")).unwrap();
+    let mut w = StreamWriter::open(dir.path(), TokenFormat::<u16>::new()).unwrap();
+    let e = w.append(9, &[1, 2, 3]).unwrap_err();
+    assert!(refused(&e, "shard-00009.stream"), "{e}");
+    drop(w);
+    assert!(!elsewhere.exists());
+    // A link as the manifest's temp file: the commit does not write through it.
+    std::fs::remove_file(&shard).unwrap();
+    std::fs::remove_file(dir.path().join("shard-00009.stream")).unwrap();
+    std::fs::remove_dir_all(dir.path()).unwrap();
+    token_storage(dir.path());
+    std::os::unix::fs::symlink(&victim, dir.path().join("manifest.json.tmp")).unwrap();
+    let mut w = StreamWriter::open(dir.path(), TokenFormat::<u16>::new()).unwrap();
+    w.append(0, &[7]).unwrap();
+    let e = w.commit().unwrap_err();
+    assert!(refused(&e, "manifest.json.tmp"), "{e}");
+    drop(w);
+    // A link as the lock file: the writer does not open it.
+    std::fs::remove_file(dir.path().join(".writer.lock")).unwrap();
+    std::os::unix::fs::symlink(&victim, dir.path().join(".writer.lock")).unwrap();
+    let e = StreamWriter::open(dir.path(), TokenFormat::<u16>::new()).unwrap_err();
+    assert!(refused(&e, ".writer.lock"), "{e}");
+    // A hard link as a shard: a writer would change the other name too.
+    std::fs::remove_file(dir.path().join(".writer.lock")).unwrap();
+    let hard = outside.path().join("hard");
+    std::fs::hard_link(&shard, &hard).unwrap();
+    let hard_before = std::fs::read(&hard).unwrap();
+    let mut w = StreamWriter::open(dir.path(), TokenFormat::<u16>::new()).unwrap();
+    let e = w.append(0, &[1]).unwrap_err();
+    assert!(refused(&e, "shard-00000.stream"), "{e}");
+    drop(w);
+    assert_eq!(std::fs::read(&hard).unwrap(), hard_before);
+    // The outside file is unchanged, byte for byte.
+    assert_eq!(std::fs::read(&victim).unwrap(), original);
+
+    // A manifest whose shard names a file by a string of its own (`files` key) is refused
+    // before any file is opened.
+    let m = dir.path().join("manifest.json");
+    let mut v: serde_json::Value = serde_json::from_slice(&std::fs::read(&m).unwrap()).unwrap();
+    v["shards"][0]["files"] = serde_json::json!({"/../../../etc/passwd": {"bytes": 1, "checksum": 0}});
+    std::fs::write(&m, serde_json::to_vec(&v).unwrap()).unwrap();
+    match verify(dir.path()).unwrap_err() {
+        guideloom_storage::StorageError::InvalidManifest { reason, .. } => {
+            assert!(reason.contains("/../../../etc/passwd"), "{reason}")
+        }
+        e => panic!("unexpected {e}"),
+    }
+}
+
+#[test]
+fn issue19_hangs_on_non_regular_files_are_refused_before_opening() {
+    use guideloom_storage::{verify, Manifest, StorageError, StreamWriter};
+    // A FIFO as the manifest.
+    let dir = tempfile::tempdir().unwrap();
+    token_storage(dir.path());
+    std::fs::remove_file(dir.path().join("manifest.json")).unwrap();
+    mkfifo(&dir.path().join("manifest.json"));
+    let p = dir.path().to_path_buf();
+    let e = within_watchdog("loading a FIFO manifest", move || Manifest::load(&p).unwrap_err());
+    assert!(refused(&e, "manifest.json"), "{e}");
+
+    // A FIFO and a directory as a shard.
+    let dir = tempfile::tempdir().unwrap();
+    token_storage(dir.path());
+    let shard = dir.path().join("shard-00001.stream");
+    std::fs::remove_file(&shard).unwrap();
+    mkfifo(&shard);
+    let p = dir.path().to_path_buf();
+    let e = within_watchdog("opening a FIFO shard", move || {
+        StreamReader::open(&p, TokenFormat::<u16>::new()).unwrap_err()
+    });
+    assert!(refused(&e, "shard-00001.stream"), "{e}");
+    let p = dir.path().to_path_buf();
+    let e = within_watchdog("verifying a FIFO shard", move || verify(&p).unwrap_err());
+    assert!(refused(&e, "shard-00001.stream"), "{e}");
+    let p = dir.path().to_path_buf();
+    let e = within_watchdog("appending to a FIFO shard", move || {
+        let mut w = StreamWriter::open(&p, TokenFormat::<u16>::new()).unwrap();
+        w.append(1, &[1]).unwrap_err()
+    });
+    assert!(refused(&e, "shard-00001.stream"), "{e}");
+    std::fs::remove_file(&shard).unwrap();
+    std::fs::create_dir(&shard).unwrap();
+    let e = StreamReader::open(dir.path(), TokenFormat::<u16>::new()).unwrap_err();
+    assert!(
+        matches!(&e, StorageError::UnsafeFile { reason, .. } if reason.contains("directory")),
+        "a directory is not a short shard: {e}"
+    );
+
+    // A FIFO as the writer lock.
+    let dir = tempfile::tempdir().unwrap();
+    mkfifo(&dir.path().join(".writer.lock"));
+    let p = dir.path().to_path_buf();
+    let e = within_watchdog("locking through a FIFO", move || {
+        StreamWriter::open(&p, TokenFormat::<u16>::new()).unwrap_err()
+    });
+    assert!(refused(&e, ".writer.lock"), "{e}");
+}
+
+#[test]
+fn issue19_appends_that_lose_updates_are_refused_and_leftovers_reused() {
+    use guideloom_storage::{StorageError, StreamWriter};
+    let dir = tempfile::tempdir().unwrap();
+    let mut a = StreamWriter::open(dir.path(), TokenFormat::<u16>::new()).unwrap();
+    a.append(0, &[1, 2]).unwrap();
+    a.commit().unwrap();
+    // A second writer waits for the lock: it cannot read the manifest before the first commits.
+    let e = StreamWriter::open(dir.path(), TokenFormat::<u16>::new()).unwrap_err();
+    assert!(matches!(e, StorageError::Locked { .. }), "{e}");
+    // One that gets around the lock (its file removed under the first writer) commits; the
+    // first writer's next commit would replace that manifest, losing its update: refused.
+    std::fs::remove_file(dir.path().join(".writer.lock")).unwrap();
+    let mut b = StreamWriter::open(dir.path(), TokenFormat::<u16>::new()).unwrap();
+    b.append(1, &[9]).unwrap();
+    b.commit().unwrap();
+    drop(b);
+    a.append(0, &[3]).unwrap();
+    let e = a.commit().unwrap_err();
+    assert!(matches!(e, StorageError::ConcurrentCommit { .. }), "{e}");
+    drop(a);
+    let r = StreamReader::open(dir.path(), TokenFormat::<u16>::new()).unwrap();
+    assert_eq!(r.read(Window::new(0, 3)).unwrap(), vec![1, 2, 9]);
+
+    // An interrupted writer leaves a shard file no manifest names; the next writer reuses it.
+    let mut w = StreamWriter::open(dir.path(), TokenFormat::<u16>::new()).unwrap();
+    w.append(5, &[4, 4, 4, 4]).unwrap();
+    w.append(6, &vec![0; 600_000]).unwrap();
+    drop(w);
+    assert!(dir.path().join("shard-00006.stream").exists());
+    let mut w = StreamWriter::open(dir.path(), TokenFormat::<u16>::new()).unwrap();
+    w.append(6, &[8]).unwrap();
+    w.commit().unwrap();
+    drop(w);
+    assert_eq!(std::fs::metadata(dir.path().join("shard-00006.stream")).unwrap().len(), 2);
+    let r = StreamReader::open(dir.path(), TokenFormat::<u16>::new()).unwrap();
+    assert_eq!(r.read(Window::new(0, 4)).unwrap(), vec![1, 2, 9, 8]);
+}
+
+/// The storage of [`issue19_descriptors_under_any_limit_every_backend_reads_300_shards`]:
+/// 300 shards of 5 tokens (shard `s` holds `5s .. 5s + 5`).
+fn many_shards(dir: &Path) {
+    use guideloom_storage::StreamWriter;
+    let mut w = StreamWriter::open(dir, TokenFormat::<u16>::new()).unwrap();
+    for s in 0..300u32 {
+        w.append(u64::from(s), &(5 * s..5 * s + 5).collect::<Vec<u32>>()).unwrap();
+    }
+    w.commit().unwrap();
+}
+
+/// Issue 19, class 8 (descriptors under any limit): with 300 shards and `RLIMIT_NOFILE` 64,
+/// readers with the default cap of 128 descriptors failed with `EMFILE` on every backend. The
+/// cap now follows the process's free descriptors, and an `EMFILE` evicts and retries.
+#[test]
+fn issue19_descriptors_under_any_limit_every_backend_reads_300_shards() {
+    let dir = tempfile::tempdir().unwrap();
+    many_shards(dir.path());
+    run_child(
+        "regression::descriptors_child",
+        &[("GUIDELOOM_TEST_STORAGE", dir.path().to_str().unwrap()), ("GUIDELOOM_TEST_NOFILE", "64")],
+    );
+}
+
+/// Child half of [`issue19_descriptors_under_any_limit_every_backend_reads_300_shards`]; does
+/// nothing in a normal run.
+#[test]
+fn descriptors_child() {
+    let Ok(dir) = std::env::var("GUIDELOOM_TEST_STORAGE") else { return };
+    let n: u64 = std::env::var("GUIDELOOM_TEST_NOFILE").unwrap().parse().unwrap();
+    let limit = libc::rlimit { rlim_cur: n, rlim_max: n };
+    // SAFETY: `setrlimit` reads a valid, initialized `rlimit` for this process only.
+    assert_eq!(unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &limit) }, 0);
+    assert!(guideloom_storage::descriptor_budget() < 64);
+    let want: Vec<u16> = (0..1500u16).collect();
+    for (name, options) in crate::common::backends() {
+        let r = StreamReader::open_with(&dir, TokenFormat::<u16>::new(), options).unwrap();
+        // Windows crossing every shard boundary, in an order that revisits shards.
+        let keys: Vec<Window> = (0..299u64).map(|s| Window::new((s * 7 % 299) * 5 + 3, 4)).collect();
+        let got = r.read_many(&keys).unwrap_or_else(|e| panic!("{name}: {e}"));
+        for (k, g) in keys.iter().zip(&got) {
+            let start = k.offset as usize;
+            assert_eq!(g[..], want[start..start + 4], "{name}");
+        }
+        assert_eq!(r.read(Window::new(0, 1500)).unwrap_or_else(|e| panic!("{name}: {e}")), want, "{name}");
+    }
+    println!("child-checked");
+}

@@ -6,6 +6,7 @@ mod acceptance;
 mod elastic;
 mod foreign;
 mod golden;
+mod hostile_state;
 mod interop_order;
 #[cfg(feature = "oamap")]
 mod oamap_stars;

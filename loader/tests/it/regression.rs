@@ -139,3 +139,40 @@ fn issue12_resume_with_another_seq_len_or_stride_names_the_parameter() {
     assert_eq!(old.source.window, None);
     assert_eq!(loader(8).iter_from(&old).expect("fits").count(), 5);
 }
+
+/// Issue 19, class 4 (arithmetic on user numbers): a state at batch `u64::MAX` on an unbounded
+/// loader used to hang the iterator (its prefetch window saturated, so it never asked for the
+/// batch it then waited for). Batch numbers past `MAX_BATCH_NUMBER` are refused; the largest
+/// accepted one is served.
+#[test]
+fn issue19_arithmetic_on_user_numbers_state_at_u64_max_is_refused_not_a_hang() {
+    use guideloom_loader::{RangeSource, MAX_BATCH_NUMBER};
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let loader = Loader::builder(RangeSource::new(0, 10, 1).unwrap())
+            .batch_size(4)
+            .unbounded()
+            .workers(2)
+            .build()
+            .unwrap();
+        let mut results = Vec::new();
+        for next_batch in [u64::MAX, MAX_BATCH_NUMBER + 1, MAX_BATCH_NUMBER] {
+            let state = State { next_batch, ..loader.initial_state() };
+            results.push(match loader.iter_from(&state) {
+                Err(LoaderError::StatePastEnd { next_batch: n, total }) => Err((n, total)),
+                Err(e) => panic!("unexpected {e}"),
+                Ok(mut it) => Ok(it.next().unwrap().unwrap().number),
+            });
+        }
+        let _ = tx.send(results);
+    });
+    let results = rx.recv_timeout(std::time::Duration::from_secs(20)).expect("resuming hung");
+    assert_eq!(
+        results,
+        [
+            Err((u64::MAX, MAX_BATCH_NUMBER)),
+            Err((MAX_BATCH_NUMBER + 1, MAX_BATCH_NUMBER)),
+            Ok(MAX_BATCH_NUMBER)
+        ]
+    );
+}

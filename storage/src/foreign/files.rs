@@ -1,7 +1,6 @@
 //! File access for the foreign layouts: sizes, bounded reads, globs, and names from indexes
 //! checked to stay inside the dataset's directory.
 
-use std::fs::File;
 use std::io::Read;
 use std::path::{Component, Path, PathBuf};
 
@@ -89,9 +88,12 @@ impl Fs {
 }
 
 /// Whether the file at `path` starts with `magic`.
+/// Opened as every storage file is ([`crate::dir::open_regular`]): a link, FIFO or
+/// directory is not a match.
 pub(crate) fn starts_with(path: &Path, magic: &[u8]) -> bool {
     let mut head = vec![0u8; magic.len()];
-    File::open(path).and_then(|mut f| f.read_exact(&mut head)).is_ok() && head == magic
+    matches!(crate::dir::open_regular(path, crate::dir::Access::Read { direct: false }), Ok(Some(f))
+        if (&f).read_exact(&mut head).is_ok() && head == magic)
 }
 
 /// The regular files of `dir` whose names end in `.ext`, sorted byte-wise.
@@ -101,7 +103,7 @@ pub(crate) fn list_dir(format: ForeignFormat, dir: &Path, ext: &str) -> Result<V
     for entry in std::fs::read_dir(dir).map_err(|e| StorageError::io(dir, e))? {
         let entry = entry.map_err(|e| StorageError::io(dir, e))?;
         let Some(name) = entry.file_name().to_str().map(str::to_string) else { continue };
-        let is_file = entry.path().is_file();
+        let is_file = entry.file_type().is_ok_and(|t| t.is_file());
         if is_file && name.ends_with(&suffix) {
             names.push(name);
         }
@@ -141,13 +143,22 @@ pub(crate) fn expand(format: ForeignFormat, path: &Path, exts: &[&str]) -> Resul
     };
     let pattern = path.file_name().and_then(|n| n.to_str()).ok_or_else(no_files)?;
     if !pattern.contains(['*', '?']) {
-        return if path.is_file() { Ok((parent, vec![pattern.to_string()])) } else { Err(no_files()) };
+        // A file the user names directly may be a link (their choice): it is resolved here,
+        // once; files found by listing are taken only when they are regular files themselves.
+        if !path.is_file() {
+            return Err(no_files());
+        }
+        let real = path.canonicalize().map_err(|e| StorageError::io(path, e))?;
+        return match (real.parent(), real.file_name().and_then(|n| n.to_str())) {
+            (Some(dir), Some(name)) => Ok((dir.to_path_buf(), vec![name.to_string()])),
+            _ => Err(no_files()),
+        };
     }
     let mut names = Vec::new();
     for entry in std::fs::read_dir(&parent).map_err(|e| StorageError::io(&parent, e))? {
         let entry = entry.map_err(|e| StorageError::io(&parent, e))?;
         if let Some(name) = entry.file_name().to_str() {
-            if entry.path().is_file() && wildcard(pattern.as_bytes(), name.as_bytes()) {
+            if entry.file_type().is_ok_and(|t| t.is_file()) && wildcard(pattern.as_bytes(), name.as_bytes()) {
                 names.push(name.to_string());
             }
         }

@@ -80,7 +80,8 @@ pub(crate) fn open_nanogpt(path: &Path, options: &ForeignOptions) -> Result<Part
 /// version).
 pub(crate) fn has_llmc_header(path: &Path) -> bool {
     let mut head = [0u8; 8];
-    let ok = std::fs::File::open(path).and_then(|mut f| f.read_exact(&mut head)).is_ok();
+    let ok = matches!(crate::dir::open_regular(path, crate::dir::Access::Read { direct: false }),
+        Ok(Some(f)) if (&f).read_exact(&mut head).is_ok());
     ok && matches!((i32_at(&head, 0), i32_at(&head, 4)), (LLMC_GPT2, 1) | (LLMC_LLAMA3, 7))
 }
 

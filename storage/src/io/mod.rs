@@ -85,6 +85,9 @@ pub struct ReadRequest {
 pub struct FileSet {
     files: Vec<ShardFile>,
     max_open: usize,
+    /// Open only regular files, never through a link (the storage rule,
+    /// [`FileSet::for_storage`]); otherwise paths are opened as the caller gave them.
+    strict: bool,
     cache: Mutex<Lru>,
 }
 
@@ -144,9 +147,23 @@ impl fmt::Debug for FileSet {
 }
 
 impl FileSet {
-    /// A file set holding at most `max_open` descriptors (at least 1).
+    /// A file set holding at most `max_open` descriptors, over paths the caller chose: each is
+    /// opened as given (links followed, any file type), as `open(2)` would.
+    ///
+    /// The cap is also held to the process's [`descriptor_budget`] (what `RLIMIT_NOFILE` leaves
+    /// free now, less a margin), and is at least 1. An open that still fails with `EMFILE` or
+    /// `ENFILE` (other sets, threads or rings took descriptors meanwhile) closes this set's
+    /// unused descriptors and tries again before it reports the error.
     pub fn new(files: Vec<ShardFile>, max_open: usize) -> Self {
-        FileSet { files, max_open: max_open.max(1), cache: Mutex::new(Lru::default()) }
+        let max_open = max_open.min(descriptor_budget()).max(1);
+        FileSet { files, max_open, strict: false, cache: Mutex::new(Lru::default()) }
+    }
+
+    /// As [`FileSet::new`], for the files of a storage, which readers open this way: a file
+    /// is opened only when it is a regular file, never through a symbolic link and never
+    /// blocking on a FIFO put in its place (a [`StorageError::UnsafeFile`] otherwise).
+    pub fn for_storage(files: Vec<ShardFile>, max_open: usize) -> Self {
+        FileSet { strict: true, ..FileSet::new(files, max_open) }
     }
 
     /// Number of files.
@@ -226,7 +243,24 @@ impl FileSet {
             return Ok(Arc::clone(&slot.file));
         }
         let path = &self.get(i)?.path;
-        let file = Arc::new(open_file(path, direct).map_err(|e| StorageError::io(path, e))?);
+        let open = || {
+            if self.strict {
+                crate::dir::open_existing(path, crate::dir::Access::Read { direct })
+            } else {
+                open_file(path, direct).map_err(|e| StorageError::io(path, e))
+            }
+        };
+        let file = Arc::new(match open() {
+            Err(StorageError::Io { source, .. })
+                if matches!(source.raw_os_error(), Some(libc::EMFILE | libc::ENFILE)) =>
+            {
+                // Out of descriptors: close every unused one of this set, then retry once.
+                let gone = self.lock().evict(0);
+                drop(gone);
+                open()?
+            }
+            r => r?,
+        });
         let gone = {
             let mut lru = self.lock();
             lru.tick += 1;
@@ -283,6 +317,25 @@ impl FileSet {
         }
         Ok(Some(map))
     }
+}
+
+/// Descriptors a new [`FileSet`] may hold: the soft `RLIMIT_NOFILE` less the descriptors this
+/// process has open now, less a margin for everything else (a quarter of what is free, at
+/// least 16: io_uring rings, sockets, the caller's files), halved so two sets opened together
+/// still fit; at least 1. `usize::MAX` when the limit is unlimited or cannot be read.
+pub fn descriptor_budget() -> usize {
+    let mut limit = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    // SAFETY: `getrlimit` writes a `rlimit` through a valid pointer to one.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } != 0
+        || limit.rlim_cur == libc::RLIM_INFINITY
+    {
+        return usize::MAX;
+    }
+    let soft = usize::try_from(limit.rlim_cur).unwrap_or(usize::MAX);
+    let in_use = std::fs::read_dir("/proc/self/fd").map_or(0, |d| d.count());
+    let free = soft.saturating_sub(in_use);
+    let margin = (free / 4).max(16);
+    (free.saturating_sub(margin) / 2).max(1)
 }
 
 fn open_file(path: &std::path::Path, direct: bool) -> std::io::Result<File> {

@@ -106,10 +106,20 @@ impl Batches {
         // line is flushed, so a closed pipe saves the state of what the reader received.
         let mut delivered = it.state();
         let mut written: std::io::Result<()> = Ok(());
+        let mut failed = None;
+        let state_file = self.save_state.as_deref().map(super::state_file::StateFile::create).transpose()?;
         while self.max_batches.is_none_or(|k| printed < k) {
             let Some(batch) = it.next() else { break };
+            // On an error the state of the last delivered batch is still saved (below).
+            let batch = match batch {
+                Ok(b) => b,
+                Err(e) => {
+                    failed = Some(e);
+                    break;
+                }
+            };
             line.clear();
-            self.write_line(&mut line, &batch?);
+            self.write_line(&mut line, &batch);
             written = writeln!(out, "{line}").and_then(|()| match self.save_state {
                 Some(_) => out.flush(),
                 None => Ok(()),
@@ -123,9 +133,11 @@ impl Batches {
         if written.is_ok() {
             written = out.flush();
         }
-        if let Some(p) = &self.save_state {
-            std::fs::write(p, delivered.to_json())
-                .map_err(|e| format!("cannot write state file {}: {e}", p.display()))?;
+        if let Some(f) = state_file {
+            f.save(&delivered.to_json())?;
+        }
+        if let Some(e) = failed {
+            return Err(e.into());
         }
         Ok(written?)
     }
@@ -169,7 +181,6 @@ impl Batches {
 
 /// Reads a state file written by `--save-state`.
 pub(crate) fn read_state(p: &Path) -> CliResult<State> {
-    let text = std::fs::read_to_string(p)
-        .map_err(|e| super::context(format!("cannot read state file {}", p.display()), e))?;
+    let text = super::state_file::read(p)?;
     State::from_json(&text).map_err(|e| super::context(format!("state file {}", p.display()), e).into())
 }

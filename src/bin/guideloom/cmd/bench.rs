@@ -59,8 +59,7 @@ pub(crate) fn run(a: BenchArgs) -> CliResult {
     }
     let resume = match &a.resume {
         Some(p) if !a.sequential.on() => {
-            let text = std::fs::read_to_string(p)
-                .map_err(|e| format!("cannot read state file {}: {e}", p.display()))?;
+            let text = super::state_file::read(p)?;
             Some(State::from_json(&text).map_err(|e| format!("state file {}: {e}", p.display()))?)
         }
         _ => None,

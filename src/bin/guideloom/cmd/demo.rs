@@ -61,20 +61,24 @@ fn default_corpus() -> CliResult<Vec<PathBuf>> {
     Ok(files)
 }
 
-/// Where the demo writes: `--workdir`, or a temporary directory removed on drop.
+/// Where the demo writes: `--workdir`, or a fresh private temporary directory (created
+/// exclusively with a random name and mode 0700, so no other user can pre-create or plant
+/// links in it), removed on drop.
 struct Workdir {
     dir: PathBuf,
-    temporary: bool,
+    _temporary: Option<tempfile::TempDir>,
 }
 
 impl Workdir {
     fn new(workdir: Option<PathBuf>) -> CliResult<Self> {
         Ok(match workdir {
-            Some(dir) => Workdir { dir, temporary: false },
+            Some(dir) => Workdir { dir, _temporary: None },
             None => {
-                let dir = std::env::temp_dir().join(format!("guideloom-demo-{}", std::process::id()));
-                std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
-                Workdir { dir, temporary: true }
+                let tmp = tempfile::Builder::new()
+                    .prefix("guideloom-demo-")
+                    .tempdir()
+                    .map_err(|e| format!("cannot create a temporary directory: {e}"))?;
+                Workdir { dir: tmp.path().to_path_buf(), _temporary: Some(tmp) }
             }
         })
     }
@@ -94,14 +98,6 @@ impl Workdir {
             std::fs::remove_dir_all(&store).map_err(|e| format!("cannot clear {}: {e}", store.display()))?;
         }
         Ok(store)
-    }
-}
-
-impl Drop for Workdir {
-    fn drop(&mut self) {
-        if self.temporary {
-            let _ = std::fs::remove_dir_all(&self.dir);
-        }
     }
 }
 

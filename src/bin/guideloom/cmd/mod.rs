@@ -12,6 +12,7 @@ pub(crate) mod mixpack;
 pub(crate) mod oam;
 pub(crate) mod order;
 pub(crate) mod sequential;
+pub(crate) mod state_file;
 pub(crate) mod windows;
 
 /// An error with what the command was doing, and the library's error as its `source()`, so

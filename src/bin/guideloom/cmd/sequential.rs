@@ -168,8 +168,7 @@ impl Sequential<'_> {
 
 /// Reads a sequential state file written by `--save-state`.
 fn read_state(p: &Path) -> CliResult<SequentialState> {
-    let text =
-        std::fs::read_to_string(p).map_err(|e| format!("cannot read state file {}: {e}", p.display()))?;
+    let text = super::state_file::read(p)?;
     SequentialState::from_json(&text)
         .map_err(|e| format!("state file {}: {e} (is it a --sequential state?)", p.display()).into())
 }
@@ -244,10 +243,20 @@ pub(crate) fn batches(a: &BatchesArgs) -> CliResult {
     let (mut printed, mut line) = (0u64, String::new());
     let mut delivered = it.state();
     let mut written: std::io::Result<()> = Ok(());
+    let mut failed = None;
+    let state_file = a.save_state.as_deref().map(super::state_file::StateFile::create).transpose()?;
     while a.max_batches.is_none_or(|k| printed < k) {
         let Some(batch) = it.next() else { break };
+        // On an error the state of the last delivered batch is still saved (below).
+        let batch = match batch {
+            Ok(b) => b,
+            Err(e) => {
+                failed = Some(e);
+                break;
+            }
+        };
         line.clear();
-        write_line(&mut line, &batch?, !a.no_tokens);
+        write_line(&mut line, &batch, !a.no_tokens);
         written = writeln!(out, "{line}").and_then(|()| match a.save_state {
             Some(_) => out.flush(),
             None => Ok(()),
@@ -263,9 +272,11 @@ pub(crate) fn batches(a: &BatchesArgs) -> CliResult {
     if written.is_ok() {
         written = out.flush();
     }
-    if let Some(p) = &a.save_state {
-        std::fs::write(p, delivered.to_json())
-            .map_err(|e| format!("cannot write state file {}: {e}", p.display()))?;
+    if let Some(f) = state_file {
+        f.save(&delivered.to_json())?;
+    }
+    if let Some(e) = failed {
+        return Err(e.into());
     }
     Ok(written?)
 }
