@@ -481,22 +481,32 @@ pub(crate) struct IngestTextArgs {
     /// Append the tokenizer's end-of-text id after each document.
     #[arg(long)]
     pub(crate) eos: bool,
+    #[command(flatten)]
+    pub(crate) write: IngestWriteArgs,
+    /// Input files or directories.
+    #[arg(required = true)]
+    pub(crate) paths: Vec<PathBuf>,
+}
+
+/// How `ingest text` and `ingest jsonl` write their storage.
+#[derive(clap::Args, Debug)]
+pub(crate) struct IngestWriteArgs {
     /// Number of shards (contiguous runs of documents), at least 1.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
     pub(crate) shards: u64,
     /// Element type: auto = u16 when every id < 65,536, else u32.
     #[arg(long, value_enum, default_value = "auto")]
     pub(crate) dtype: DtypeArg,
-    /// Write a stream-with-meta storage whose runs are documents (ordinal + source path).
+    /// Write a stream-with-meta storage whose runs are documents (ordinal + source: path, with
+    /// the line for line splits and JSON Lines), so packing and `batches` see document
+    /// boundaries.
     #[arg(long)]
     pub(crate) doc_meta: bool,
-    /// Add the documents to the existing storage in --out (same tokenizer, split and --eos),
-    /// in new shards after its last one. Without it an existing storage is an error.
+    /// Add the documents to the existing storage in --out (written with the same tokenizer,
+    /// split and --eos, or the same JSON field), in new shards after its last one. Without it
+    /// an existing storage is an error.
     #[arg(long)]
     pub(crate) append: bool,
-    /// Input files or directories.
-    #[arg(required = true)]
-    pub(crate) paths: Vec<PathBuf>,
 }
 
 /// `guideloom ingest jsonl`.
@@ -515,20 +525,8 @@ pub(crate) struct IngestJsonlArgs {
     /// BPE vocabulary for --text-field.
     #[arg(long, value_enum, default_value = "cl100k")]
     pub(crate) tokenizer: TokenizerArg,
-    /// Number of shards (contiguous runs of documents), at least 1.
-    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
-    pub(crate) shards: u64,
-    /// Element type: auto = u16 when every id < 65,536, else u32.
-    #[arg(long, value_enum, default_value = "auto")]
-    pub(crate) dtype: DtypeArg,
-    /// Write a stream-with-meta storage whose runs are documents (one per line: ordinal +
-    /// source path), so packing and `batches` see document boundaries.
-    #[arg(long)]
-    pub(crate) doc_meta: bool,
-    /// Add the documents to the existing storage in --out (same fields and tokenizer), in new
-    /// shards after its last one. Without it an existing storage is an error.
-    #[arg(long)]
-    pub(crate) append: bool,
+    #[command(flatten)]
+    pub(crate) write: IngestWriteArgs,
     /// Input JSON Lines files.
     #[arg(required = true)]
     pub(crate) files: Vec<PathBuf>,

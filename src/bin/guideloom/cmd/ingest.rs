@@ -20,10 +20,10 @@ fn text(a: IngestTextArgs) -> CliResult {
         tokenizer: a.tokenizer.into(),
         split: a.split.into(),
         eos: a.eos,
-        shards: a.shards,
-        dtype: a.dtype.into(),
-        doc_meta: a.doc_meta,
-        append: a.append,
+        shards: a.write.shards,
+        dtype: a.write.dtype.into(),
+        doc_meta: a.write.doc_meta,
+        append: a.write.append,
         progress: true,
     };
     let r = ingest::ingest_text(&a.out, &a.paths, &opts).map_err(with_flags)?;
@@ -38,10 +38,10 @@ fn jsonl(a: IngestJsonlArgs) -> CliResult {
         (None, None) => return Err("one of --tokens-field or --text-field is required".into()),
     };
     let write = WriteOptions {
-        shards: a.shards,
-        dtype: a.dtype.into(),
-        target: if a.doc_meta { Target::DocMeta } else { Target::Stream },
-        append: a.append,
+        shards: a.write.shards,
+        dtype: a.write.dtype.into(),
+        target: if a.write.doc_meta { Target::DocMeta } else { Target::Stream },
+        append: a.write.append,
         progress: true,
     };
     let r = ingest::ingest_jsonl(&a.out, &a.files, &field, &write).map_err(with_flags)?;
