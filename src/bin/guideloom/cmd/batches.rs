@@ -2,7 +2,6 @@
 //! object per line.
 
 use std::fmt::Write as _;
-use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
 use guideloom::formats::{DocumentTokensFormat, TokenElement, TokenFormat};
@@ -99,47 +98,13 @@ impl Batches {
             Some(p) => loader.iter_from_with(&read_state(p)?, options)?,
             None => loader.iter(),
         };
-        let mut out = std::io::BufWriter::new(std::io::stdout().lock());
-        let mut printed = 0u64;
-        let mut line = String::new();
-        // The state after the last batch known to have reached stdout: with --save-state each
-        // line is flushed, so a closed pipe saves the state of what the reader received.
-        let mut delivered = it.state();
-        let mut written: std::io::Result<()> = Ok(());
-        let mut failed = None;
-        let state_file = self.save_state.as_deref().map(super::state_file::StateFile::create).transpose()?;
-        while self.max_batches.is_none_or(|k| printed < k) {
-            let Some(batch) = it.next() else { break };
-            // On an error the state of the last delivered batch is still saved (below).
-            let batch = match batch {
-                Ok(b) => b,
-                Err(e) => {
-                    failed = Some(e);
-                    break;
-                }
-            };
-            line.clear();
-            self.write_line(&mut line, &batch);
-            written = writeln!(out, "{line}").and_then(|()| match self.save_state {
-                Some(_) => out.flush(),
-                None => Ok(()),
-            });
-            if written.is_err() {
-                break;
-            }
-            printed += 1;
-            delivered = it.state();
-        }
-        if written.is_ok() {
-            written = out.flush();
-        }
-        if let Some(f) = state_file {
-            f.save(&delivered.to_json())?;
-        }
-        if let Some(e) = failed {
-            return Err(e.into());
-        }
-        Ok(written?)
+        super::print::print_batches(
+            &mut it,
+            self.max_batches,
+            self.save_state.as_deref(),
+            |line, batch| self.write_line(line, batch),
+            |_| {},
+        )
     }
 
     /// One batch as a JSON object: `{"batch", "epoch", "windows", "tokens"?, "padding"?,

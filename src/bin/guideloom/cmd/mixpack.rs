@@ -2,7 +2,6 @@
 //! and document packing, one JSON object per batch.
 
 use std::fmt::Write as _;
-use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -266,34 +265,18 @@ fn print<T: Send + 'static>(
         Some(p) => loader.iter_from(&crate::cmd::batches::read_state(p)?)?,
         None => loader.iter(),
     };
-    // Checked before the first batch; on an error the last delivered state is still saved.
-    let state_file = a.save_state.as_deref().map(super::state_file::StateFile::create).transpose()?;
-    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
-    let mut delivered = it.state();
-    let mut printed = 0u64;
-    let mut line = String::new();
-    let mut run = || -> CliResult {
-        while a.max_batches.is_none_or(|k| printed < k) {
-            let Some(batch) = it.next() else { break };
-            let batch: Batch<Vec<T>> = batch?;
-            line.clear();
+    super::print::print_batches(
+        &mut it,
+        a.max_batches,
+        a.save_state.as_deref(),
+        |line, batch: &Batch<Vec<T>>| {
             let _ = write!(line, "{{\"batch\":{},\"epoch\":{},\"records\":", batch.number, batch.epoch);
-            write_list(&mut line, batch.indices.iter());
+            write_list(line, batch.indices.iter());
             if !a.no_tokens {
-                fields(&mut line, &batch.data);
+                fields(line, &batch.data);
             }
             line.push('}');
-            writeln!(out, "{line}")?;
-            out.flush()?;
-            printed += 1;
-            delivered = it.state();
-        }
-        Ok(())
-    };
-    let result = run();
-    if let Some(f) = state_file {
-        f.save(&delivered.to_json())?;
-    }
-    result?;
-    Ok(())
+        },
+        |_| {},
+    )
 }

@@ -11,6 +11,7 @@ pub(crate) mod inspect;
 pub(crate) mod mixpack;
 pub(crate) mod oam;
 pub(crate) mod order;
+pub(crate) mod print;
 pub(crate) mod sequential;
 pub(crate) mod state_file;
 pub(crate) mod windows;

@@ -3,7 +3,6 @@
 //! into windows of `--seq-len` tokens), with exact and elastic resume.
 
 use std::fmt::Write as _;
-use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
 use guideloom::ingest::{collect_files, JsonlField, JsonlReader, JsonlShards, TextReader, TextShards};
@@ -239,46 +238,19 @@ pub(crate) fn batches(a: &BatchesArgs) -> CliResult {
     s.refuse_storage_options(&a.elastic, a.drop_remainder)?;
     let loader = s.loader()?;
     let mut it = s.start(&loader, a.resume.as_deref())?;
-    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
-    let (mut printed, mut line) = (0u64, String::new());
-    let mut delivered = it.state();
-    let mut written: std::io::Result<()> = Ok(());
-    let mut failed = None;
-    let state_file = a.save_state.as_deref().map(super::state_file::StateFile::create).transpose()?;
-    while a.max_batches.is_none_or(|k| printed < k) {
-        let Some(batch) = it.next() else { break };
-        // On an error the state of the last delivered batch is still saved (below).
-        let batch = match batch {
-            Ok(b) => b,
-            Err(e) => {
-                failed = Some(e);
-                break;
-            }
-        };
-        line.clear();
-        write_line(&mut line, &batch, !a.no_tokens);
-        written = writeln!(out, "{line}").and_then(|()| match a.save_state {
-            Some(_) => out.flush(),
-            None => Ok(()),
-        });
-        if written.is_err() {
-            break;
-        }
-        printed += 1;
-        delivered = it.state();
-        report_dropped(&mut it);
+    super::print::print_batches(
+        &mut it,
+        a.max_batches,
+        a.save_state.as_deref(),
+        |line, batch| write_line(line, batch, !a.no_tokens),
+        report_dropped,
+    )
+}
+
+impl super::print::StateJson for FilesIter {
+    fn state_json(&self) -> String {
+        self.state().to_json()
     }
-    report_dropped(&mut it);
-    if written.is_ok() {
-        written = out.flush();
-    }
-    if let Some(f) = state_file {
-        f.save(&delivered.to_json())?;
-    }
-    if let Some(e) = failed {
-        return Err(e.into());
-    }
-    Ok(written?)
 }
 
 /// The batches of a sequential bench run, counted as `bench` counts them: windows, tokens,
