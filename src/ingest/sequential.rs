@@ -255,13 +255,10 @@ impl SequentialSource for JsonlShards {
     type Item = Vec<u32>;
     type Reader = JsonlReader;
     fn shards(&self) -> Vec<ShardInfo> {
-        (0..self.files.len()).map(|i| ShardInfo { len_hint: self.hints.as_ref().map(|h| h[i]) }).collect()
+        shard_infos(self.files.len(), self.hints.as_deref())
     }
     fn open(&self, shard: u64, at: ShardPos) -> Result<JsonlReader, LoaderError> {
-        let path = usize::try_from(shard)
-            .ok()
-            .and_then(|i| self.files.get(i))
-            .ok_or(LoaderError::IndexOutOfRange { index: shard, len: self.files.len() as u64 })?;
+        let path = shard_path(&self.files, shard)?;
         let file = open_at(path, at.offset).map_err(shard_error(shard, at.record))?;
         Ok(JsonlReader {
             shard,
@@ -480,13 +477,10 @@ impl SequentialSource for TextShards {
     type Item = Vec<u32>;
     type Reader = TextReader;
     fn shards(&self) -> Vec<ShardInfo> {
-        (0..self.files.len()).map(|i| ShardInfo { len_hint: self.hints.as_ref().map(|h| h[i]) }).collect()
+        shard_infos(self.files.len(), self.hints.as_deref())
     }
     fn open(&self, shard: u64, at: ShardPos) -> Result<TextReader, LoaderError> {
-        let path = usize::try_from(shard)
-            .ok()
-            .and_then(|i| self.files.get(i))
-            .ok_or(LoaderError::IndexOutOfRange { index: shard, len: self.files.len() as u64 })?;
+        let path = shard_path(&self.files, shard)?;
         let file = open_at(path, at.offset).map_err(shard_error(shard, at.record))?;
         Ok(TextReader {
             shard,
@@ -547,4 +541,17 @@ where
         Some(s) => s.for_each(f),
         None => Ok(()),
     })
+}
+
+/// The shards of a source of `files` files, with their length hints when counted.
+fn shard_infos(files: usize, hints: Option<&[u64]>) -> Vec<ShardInfo> {
+    (0..files).map(|i| ShardInfo { len_hint: hints.and_then(|h| h.get(i).copied()) }).collect()
+}
+
+/// The file of shard `shard`.
+fn shard_path(files: &[PathBuf], shard: u64) -> Result<&PathBuf, LoaderError> {
+    usize::try_from(shard)
+        .ok()
+        .and_then(|i| files.get(i))
+        .ok_or(LoaderError::IndexOutOfRange { index: shard, len: files.len() as u64 })
 }
