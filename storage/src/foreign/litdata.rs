@@ -229,27 +229,7 @@ pub(crate) fn open(path: &Path, options: &ForeignOptions) -> Result<Parts> {
                 }
             }
         }
-        for (k, &o) in offsets.iter().enumerate() {
-            if o > size || o < header {
-                return Err(err(ForeignError::OffsetOutOfRange {
-                    entry: k as u64,
-                    offset: o,
-                    min: header,
-                    size,
-                }));
-            }
-            if k > 0 && o < offsets[k - 1] {
-                return Err(err(ForeignError::OffsetsNotMonotonic { entry: k as u64 }));
-            }
-        }
-        if offsets[n as usize] != size {
-            return Err(err(ForeignError::OffsetOutOfRange {
-                entry: n,
-                offset: offsets[n as usize],
-                min: header,
-                size,
-            }));
-        }
+        super::check_offsets(&offsets, header, size).map_err(err)?;
         let chunk_start = documents[documents.len() - 1];
         if tokens_loader {
             let p = dtype.unwrap_or(Primitive::U8);

@@ -394,27 +394,7 @@ pub(crate) fn open(path: &Path, options: &ForeignOptions) -> Result<Parts> {
         }
         let raw_offsets = bytes.read(&fs, 4, 4 * (n + 1))?;
         let offsets: Vec<u64> = (0..=n as usize).map(|k| u64::from(u32_at(&raw_offsets, 4 * k))).collect();
-        for (k, &o) in offsets.iter().enumerate() {
-            if o > size || o < header {
-                return Err(err(ForeignError::OffsetOutOfRange {
-                    entry: k as u64,
-                    offset: o,
-                    min: header,
-                    size,
-                }));
-            }
-            if k > 0 && o < offsets[k - 1] {
-                return Err(err(ForeignError::OffsetsNotMonotonic { entry: k as u64 }));
-            }
-        }
-        if offsets[n as usize] != size {
-            return Err(err(ForeignError::OffsetOutOfRange {
-                entry: n,
-                offset: offsets[n as usize],
-                min: header,
-                size,
-            }));
-        }
+        super::check_offsets(&offsets, header, size).map_err(err)?;
         let col = e.names.iter().position(|c| *c == column).unwrap_or(0);
         let var: Vec<usize> = (0..e.sizes.len()).filter(|&c| e.sizes[c].is_none()).collect();
         for k in 0..n as usize {
