@@ -145,6 +145,37 @@ pub enum OamapError {
         #[source]
         source: Box<OamapError>,
     },
+    /// JSON text nests deeper than this crate parses or stores
+    /// ([`MAX_JSON_DEPTH`](crate::MAX_JSON_DEPTH)).
+    #[error("{name}: JSON nested {found} levels deep, more than the limit of {limit}")]
+    TooDeep {
+        /// What holds the JSON: a file path, an archive member, or the schema being stored.
+        name: String,
+        /// The limit.
+        limit: usize,
+        /// The depth found (the first level past the limit when measuring stopped there).
+        found: usize,
+    },
+    /// Something would grow past a stated bound: an array the writer builds, an archive
+    /// member, an input file, or the JSON output of a pointer structure.
+    #[error("{what}: {found} exceeds the limit of {limit}")]
+    TooLarge {
+        /// What grew (`array "object-L-Ds8" (bytes)`, `npz member ...`, `JSON output (values)`).
+        what: String,
+        /// The limit, in the unit `what` names.
+        limit: u64,
+        /// How much it would be (at least), in the same unit.
+        found: u64,
+    },
+    /// A file to read or replace is not a regular file inside its directory: a symbolic
+    /// link, a FIFO, a device or a directory (never followed or opened for reading).
+    #[error("{path} is not a regular file ({reason}); refused")]
+    UnsafeFile {
+        /// The file.
+        path: PathBuf,
+        /// What it is instead.
+        reason: String,
+    },
 }
 
 impl OamapError {

@@ -5,6 +5,15 @@
 //! array file is [`OamapError::MissingArray`]); writes are atomic per file: a temporary file
 //! is written and fsynced, renamed over the target, and the directory fsynced, as the
 //! storage manifest's commit does.
+//!
+//! Files inside a dataset (array files, `dataset.json`, the directories holding them) are
+//! never reached through a symbolic link: each file is opened with `O_NOFOLLOW` and
+//! non-blocking, then checked to be a regular file before a byte is read (a FIFO would
+//! otherwise block for ever); each directory below the dataset's own is checked not to be a
+//! link; a temporary file is created exclusively, never opened through a planted link.
+//! Anything else is [`OamapError::UnsafeFile`] naming the file. A file named by the caller
+//! (an `.npz` path, a JSON file given on the command line) may itself be a link, but must
+//! still be a regular file. Whole-file reads are bounded ([`MAX_FILE_BYTES`]).
 
 use std::fs::File;
 use std::io::{ErrorKind, Write};
@@ -27,8 +36,92 @@ use crate::{open_npz, NpzSource};
 /// [`open_npz`].
 #[cfg(feature = "npz")]
 pub fn open_npz_file(path: &Path) -> Result<crate::Reader, OamapError> {
-    let bytes = std::fs::read(path).map_err(|e| OamapError::io(path, e))?;
-    open_npz(bytes)
+    open_npz(read_regular_file(path)?)
+}
+
+/// The largest file this module reads whole (4 GiB): an array file, an `.npz`, a JSON file.
+pub const MAX_FILE_BYTES: u64 = 1 << 32;
+
+/// Reads a whole file named by the caller: a symbolic link is followed, but the file must be
+/// a regular file (a FIFO, a device or a directory is refused before it is read, so nothing
+/// blocks) of at most [`MAX_FILE_BYTES`].
+///
+/// # Errors
+/// [`OamapError::Io`] naming the file when it cannot be opened or read (a directory gives
+/// `IsADirectory`); [`OamapError::UnsafeFile`] for a FIFO or device;
+/// [`OamapError::TooLarge`] past the size bound.
+pub fn read_regular_file(path: &Path) -> Result<Vec<u8>, OamapError> {
+    read_checked(path, true)
+}
+
+/// Opens `path` for reading without blocking (and, unless `follow`, without following a
+/// final symbolic link), checks it is a regular file within the size bound, and reads it.
+fn read_checked(path: &Path, follow: bool) -> Result<Vec<u8>, OamapError> {
+    use std::io::Read;
+    let mut opts = std::fs::OpenOptions::new();
+    opts.read(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        let nofollow = if follow { 0 } else { libc::O_NOFOLLOW };
+        opts.custom_flags(libc::O_NONBLOCK | nofollow);
+    }
+    #[cfg(not(unix))]
+    if !follow && std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink()) {
+        return Err(OamapError::UnsafeFile { path: path.into(), reason: "a symbolic link".into() });
+    }
+    let mut f = match opts.open(path) {
+        Ok(f) => f,
+        #[cfg(unix)]
+        Err(e) if !follow && e.raw_os_error() == Some(libc::ELOOP) => {
+            return Err(OamapError::UnsafeFile { path: path.into(), reason: "a symbolic link".into() })
+        }
+        Err(e) => return Err(OamapError::io(path, e)),
+    };
+    let meta = f.metadata().map_err(|e| OamapError::io(path, e))?;
+    if meta.is_dir() {
+        return Err(OamapError::io(path, std::io::Error::from(ErrorKind::IsADirectory)));
+    }
+    if !meta.is_file() {
+        return Err(OamapError::UnsafeFile { path: path.into(), reason: "a FIFO, socket or device".into() });
+    }
+    if meta.len() > MAX_FILE_BYTES {
+        return Err(OamapError::TooLarge {
+            what: format!("file {} (bytes)", path.display()),
+            limit: MAX_FILE_BYTES,
+            found: meta.len(),
+        });
+    }
+    let mut out = Vec::new();
+    // Bounded even if the file grows while it is read.
+    (&mut f).take(MAX_FILE_BYTES).read_to_end(&mut out).map_err(|e| OamapError::io(path, e))?;
+    Ok(out)
+}
+
+/// Checks that every directory from `base` down to `path`'s parent is a real directory, not
+/// a symbolic link (the components below `base` only; `base` itself is the caller's).
+fn check_dirs_below(base: &Path, path: &Path) -> Result<(), OamapError> {
+    let Ok(rel) = path.strip_prefix(base) else { return Ok(()) };
+    let mut at = base.to_path_buf();
+    let parts: Vec<_> = rel.components().collect();
+    for c in parts.iter().take(parts.len().saturating_sub(1)) {
+        at.push(c);
+        match std::fs::symlink_metadata(&at) {
+            Ok(m) if m.file_type().is_symlink() => {
+                return Err(OamapError::UnsafeFile {
+                    path: at,
+                    reason: "a symbolic link to a directory".into(),
+                })
+            }
+            Ok(m) if !m.is_dir() => {
+                return Err(OamapError::io(&at, std::io::Error::from(ErrorKind::NotADirectory)))
+            }
+            Ok(_) => {}
+            Err(e) if e.kind() == ErrorKind::NotFound => return Ok(()),
+            Err(e) => return Err(OamapError::io(&at, e)),
+        }
+    }
+    Ok(())
 }
 
 /// A lazy source over an `.npz` file (no schema needed). Feature `npz`.
@@ -38,12 +131,12 @@ pub fn open_npz_file(path: &Path) -> Result<crate::Reader, OamapError> {
 /// it is not a zip archive.
 #[cfg(feature = "npz")]
 pub fn npz_file_source(path: &Path) -> Result<NpzSource, OamapError> {
-    let bytes = std::fs::read(path).map_err(|e| OamapError::io(path, e))?;
-    NpzSource::new(bytes)
+    NpzSource::new(read_regular_file(path)?)
 }
 
 /// A directory of `.npy` files, one per array (`<dir>/<array name>.npy`), read on demand
-/// (OAMap's `NumpyFileBackend` layout for one partition).
+/// (OAMap's `NumpyFileBackend` layout for one partition). An array file that is a symbolic
+/// link, a FIFO or a device is [`OamapError::UnsafeFile`].
 #[derive(Debug, Clone)]
 pub struct NpyDir {
     dir: PathBuf,
@@ -59,12 +152,12 @@ impl NpyDir {
 /// The array in the `.npy` file at `path`: [`OamapError::MissingArray`] naming `name` when
 /// there is no such file, [`OamapError::Io`] when it cannot be read.
 fn read_npy(name: &str, path: &Path) -> Result<Arc<Array>, OamapError> {
-    let bytes = match std::fs::read(path) {
+    let bytes = match read_checked(path, false) {
         Ok(b) => b,
-        Err(e) if e.kind() == ErrorKind::NotFound => {
+        Err(OamapError::Io { source, .. }) if source.kind() == ErrorKind::NotFound => {
             return Err(OamapError::MissingArray { name: name.to_string() })
         }
-        Err(e) => return Err(OamapError::io(path, e)),
+        Err(e) => return Err(e),
     };
     parse_npy(name, &bytes).map(Arc::new)
 }
@@ -117,6 +210,7 @@ impl NumpyFilePartition {
 impl ArraySource for NumpyFilePartition {
     fn get(&self, name: &str) -> Result<Arc<Array>, OamapError> {
         let path = self.path_of(name).ok_or_else(|| OamapError::MissingArray { name: name.to_string() })?;
+        check_dirs_below(&self.dir, &path)?;
         read_npy(name, &path)
     }
 }
@@ -139,9 +233,9 @@ pub fn open_numpy_file_dataset(dir: &Path, dataset: &str) -> Result<Dataset, Oam
         return Err(OamapError::Dataset(format!("bad dataset name {dataset:?}")));
     }
     let path = dir.join("data").join(dataset).join("dataset.json");
-    let text = std::fs::read(&path).map_err(|e| OamapError::io(&path, e))?;
-    let json: Value = serde_json::from_slice(&text)
-        .map_err(|source| OamapError::Json { name: path.display().to_string(), source })?;
+    check_dirs_below(dir, &path)?;
+    let text = read_checked(&path, false)?;
+    let json: Value = crate::parse_json(&path.display().to_string(), &text)?;
     let description = DatasetDescription::from_json(&json, &numpy_file_prefix(dataset))?;
     let sources = (0..description.num_partitions())
         .map(|p| Arc::new(NumpyFilePartition::new(dir, p)) as Arc<dyn ArraySource>)
@@ -176,16 +270,20 @@ pub fn write_numpy_file_dataset(
         let src = NumpyFilePartition::new(dir, p);
         for (name, array) in set.iter() {
             let path = src.path_of(name).ok_or_else(|| OamapError::MissingArray { name: name.clone() })?;
+            check_dirs_below(dir, &path)?;
             write_atomic(&path, &write_npy(array))?;
         }
     }
     let path = dir.join("data").join(dataset).join("dataset.json");
+    check_dirs_below(dir, &path)?;
     write_atomic(&path, description.to_json().to_string().as_bytes())?;
     let backend = serde_json::json!({
         "class": "oamap.backend.numpyfile.NumpyFileBackend",
         "directory": dir.display().to_string(),
     });
-    write_atomic(&dir.join("backends").join("_.json"), backend.to_string().as_bytes())?;
+    let path = dir.join("backends").join("_.json");
+    check_dirs_below(dir, &path)?;
+    write_atomic(&path, backend.to_string().as_bytes())?;
     Ok(description)
 }
 
@@ -218,15 +316,28 @@ fn create_dirs(dir: &Path) -> Result<(), OamapError> {
     }
 }
 
-/// Writes `bytes` to `path` atomically: `<path>.tmp` is written and fsynced, then renamed
-/// over `path`, then the directory is fsynced. Missing directories are created.
+/// Writes `bytes` to `path` atomically: `<path>.tmp` is created exclusively (a leftover one,
+/// or a link planted under that name, is removed first, never written through), written and
+/// fsynced, then renamed over `path` (which replaces a link there rather than writing to its
+/// target), then the directory is fsynced. Missing directories are created.
 fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), OamapError> {
     let dir = parent_of(path);
     create_dirs(dir)?;
     let mut tmp_name = path.file_name().unwrap_or_default().to_os_string();
     tmp_name.push(".tmp");
     let tmp = dir.join(tmp_name);
-    let mut f = File::create(&tmp).map_err(|e| OamapError::io(&tmp, e))?;
+    match std::fs::remove_file(&tmp) {
+        Err(e) if e.kind() != ErrorKind::NotFound => return Err(OamapError::io(&tmp, e)),
+        _ => {}
+    }
+    let mut opts = std::fs::OpenOptions::new();
+    opts.write(true).create_new(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        opts.custom_flags(libc::O_NOFOLLOW).mode(0o644);
+    }
+    let mut f = opts.open(&tmp).map_err(|e| OamapError::io(&tmp, e))?;
     f.write_all(bytes).map_err(|e| OamapError::io(&tmp, e))?;
     f.sync_all().map_err(|e| OamapError::io(&tmp, e))?;
     drop(f);

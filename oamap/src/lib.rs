@@ -49,6 +49,7 @@ mod error;
 pub mod fs;
 mod gather;
 mod json;
+mod limits;
 mod npy;
 mod reader;
 mod schema;
@@ -64,10 +65,11 @@ pub use gather::{
 };
 pub use guideloom_formats::{Column, DtypeKind};
 pub use json::{arrays_from_json, arrays_to_json};
+pub use limits::{parse_json, MAX_JSON_DEPTH, MAX_WRITE_ARRAY_BYTES};
 #[cfg(feature = "npz")]
-pub use npy::{open_npz, write_npz, write_npz_with_schema, NpzSource};
+pub use npy::{open_npz, write_npz, write_npz_with_schema, NpzSource, DEFAULT_MAX_NPZ_MEMBER};
 pub use npy::{parse_npy, write_npy};
-pub use reader::{ListView, Reader, RecordView, Value};
+pub use reader::{ListView, Reader, RecordView, Value, MAX_OUTPUT_DEPTH};
 pub use schema::{ArrayNames, ExplicitNames, Extension, Node, NodeId, NodeKind, Schema};
 #[cfg(any(test, feature = "test-util"))]
 pub use source::RecordingSource;

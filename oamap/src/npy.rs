@@ -33,11 +33,25 @@ fn npy_err(name: &str, reason: impl Into<String>) -> OamapError {
 /// [`OamapError::Npy`] naming `name` for a bad magic, header, dtype, a multi-dimensional
 /// shape, or fewer data bytes than the shape needs.
 pub fn parse_npy(name: &str, bytes: &[u8]) -> Result<Array, OamapError> {
+    let (dtype, need, data_at) = npy_layout(name, bytes)?;
+    let body = &bytes[data_at..];
+    if body.len() < need {
+        return Err(npy_err(name, format!("data has {} bytes, the shape needs {need}", body.len())));
+    }
+    Array::from_bytes(name, dtype, &body[..need])
+}
+
+/// The longest `.npy` header read (1 MiB; numpy writes 64-byte aligned headers of a few
+/// dozen bytes).
+const MAX_HEADER: usize = 1 << 20;
+
+/// The length of the header prefix (magic, version, header length) and the header's length,
+/// from the first 12 bytes (or fewer) of a `.npy` byte string.
+fn header_span(name: &str, bytes: &[u8]) -> Result<(usize, usize), OamapError> {
     if bytes.len() < 10 || &bytes[..6] != MAGIC {
         return Err(npy_err(name, "not a .npy byte string (bad magic)"));
     }
-    let major = bytes[6];
-    let (hlen, hstart): (usize, usize) = match major {
+    let (hlen, hstart): (usize, usize) = match bytes[6] {
         1 => (u16::from_le_bytes([bytes[8], bytes[9]]) as usize, 10),
         2 | 3 => {
             let b = bytes.get(8..12).ok_or_else(|| npy_err(name, "truncated header"))?;
@@ -45,6 +59,16 @@ pub fn parse_npy(name: &str, bytes: &[u8]) -> Result<Array, OamapError> {
         }
         v => return Err(npy_err(name, format!("unsupported .npy version {v}"))),
     };
+    if hlen > MAX_HEADER {
+        return Err(npy_err(name, format!("header of {hlen} bytes (more than {MAX_HEADER})")));
+    }
+    Ok((hstart, hlen))
+}
+
+/// The dtype, the data's byte count and where the data starts, from a `.npy` byte string
+/// holding at least its whole header.
+fn npy_layout(name: &str, bytes: &[u8]) -> Result<(Dtype, usize, usize), OamapError> {
+    let (hstart, hlen) = header_span(name, bytes)?;
     let header = hstart
         .checked_add(hlen)
         .and_then(|end| bytes.get(hstart..end))
@@ -62,11 +86,39 @@ pub fn parse_npy(name: &str, bytes: &[u8]) -> Result<Array, OamapError> {
         }
     };
     let need = count.checked_mul(dtype.width()).ok_or_else(|| npy_err(name, "shape overflows"))?;
-    let body = &bytes[hstart + hlen..];
-    if body.len() < need {
-        return Err(npy_err(name, format!("data has {} bytes, the shape needs {need}", body.len())));
+    Ok((dtype, need, hstart + hlen))
+}
+
+/// Reads one `.npy` member from a decompressing reader: the header, then exactly the bytes
+/// its shape and dtype need, and nothing after them (a member inflating to more than it
+/// declares, a zip bomb, is never inflated past its declared data). A declared size above
+/// `limit` bytes is refused before any data is read.
+#[cfg(feature = "npz")]
+fn read_npy_member(name: &str, mut r: impl Read, limit: u64) -> Result<Vec<u8>, OamapError> {
+    let mut out = Vec::new();
+    (&mut r).take(12).read_to_end(&mut out).map_err(|e| archive_err(name, e))?;
+    let (hstart, hlen) = header_span(name, &out)?;
+    let header_end = (hstart + hlen) as u64;
+    let have = out.len() as u64;
+    if header_end > have {
+        (&mut r).take(header_end - have).read_to_end(&mut out).map_err(|e| archive_err(name, e))?;
     }
-    Array::from_bytes(name, dtype, &body[..need])
+    let (_, need, data_at) = npy_layout(name, &out)?;
+    let total = (data_at as u64).saturating_add(need as u64);
+    if total > limit {
+        return Err(OamapError::TooLarge {
+            what: format!("npz member {name:?} (bytes declared by its header)"),
+            limit,
+            found: total,
+        });
+    }
+    let have = out.len() as u64;
+    if total > have {
+        // Grown as bytes arrive: a header may declare more than the member holds.
+        (&mut r).take(total - have).read_to_end(&mut out).map_err(|e| archive_err(name, e))?;
+    }
+    out.truncate(total as usize);
+    Ok(out)
 }
 
 fn dict_str(header: &str, key: &str) -> Option<String> {
@@ -112,10 +164,10 @@ pub fn write_npy(array: &Array) -> Vec<u8> {
     out
 }
 
-/// Upper bound on one decompressed `.npz` member (4 GiB): guards against a member whose
-/// header claims more than it holds or a decompression bomb.
+/// The default bound on one `.npz` member's declared size, header included (4 GiB; see
+/// [`NpzSource::with_max_member_bytes`]).
 #[cfg(feature = "npz")]
-const MAX_MEMBER: u64 = 1 << 32;
+pub const DEFAULT_MAX_NPZ_MEMBER: u64 = 1 << 32;
 
 #[cfg(feature = "npz")]
 fn archive_err(name: &str, source: impl Into<crate::BoxError>) -> OamapError {
@@ -128,6 +180,7 @@ fn archive_err(name: &str, source: impl Into<crate::BoxError>) -> OamapError {
 pub struct NpzSource {
     archive: Mutex<zip::ZipArchive<Cursor<Arc<[u8]>>>>,
     names: Vec<String>,
+    max_member: u64,
 }
 
 #[cfg(feature = "npz")]
@@ -146,7 +199,15 @@ impl NpzSource {
     pub fn new(bytes: impl Into<Arc<[u8]>>) -> Result<Self, OamapError> {
         let archive = zip::ZipArchive::new(Cursor::new(bytes.into())).map_err(|e| archive_err("<npz>", e))?;
         let names = archive.file_names().map(|n| n.strip_suffix(".npy").unwrap_or(n).to_string()).collect();
-        Ok(NpzSource { archive: Mutex::new(archive), names })
+        Ok(NpzSource { archive: Mutex::new(archive), names, max_member: DEFAULT_MAX_NPZ_MEMBER })
+    }
+
+    /// Sets the largest member this source decodes, in bytes as its `.npy` header declares
+    /// them (header included; default [`DEFAULT_MAX_NPZ_MEMBER`], 4 GiB). Whatever the limit,
+    /// a member is inflated only up to the size its header declares.
+    pub fn with_max_member_bytes(mut self, limit: u64) -> Self {
+        self.max_member = limit;
+        self
     }
 
     /// The array names in the archive (member names without `.npy`), in archive order.
@@ -154,11 +215,14 @@ impl NpzSource {
         &self.names
     }
 
-    /// The raw `.npy` bytes of member `name`.
+    /// The raw `.npy` bytes of member `name`: its header and the data the header declares
+    /// (bytes after that are not inflated).
     ///
     /// # Errors
-    /// [`OamapError::MissingArray`] when absent; [`OamapError::Npy`] when it declares more
-    /// than 4 GiB; [`OamapError::Archive`] when it cannot be decompressed.
+    /// [`OamapError::MissingArray`] when absent; [`OamapError::Npy`] for a bad header;
+    /// [`OamapError::TooLarge`] when the header declares more than the limit
+    /// ([`NpzSource::with_max_member_bytes`]); [`OamapError::Archive`] when it cannot be
+    /// decompressed.
     pub fn member_bytes(&self, name: &str) -> Result<Vec<u8>, OamapError> {
         let mut archive = self.archive.lock().map_err(|_| npy_err(name, "archive lock poisoned"))?;
         let member = if archive.index_for_name(&format!("{name}.npy")).is_some() {
@@ -169,13 +233,7 @@ impl NpzSource {
             return Err(OamapError::MissingArray { name: name.to_string() });
         };
         let file = archive.by_name(&member).map_err(|e| archive_err(name, e))?;
-        let declared = file.size();
-        if declared > MAX_MEMBER {
-            return Err(npy_err(name, format!("member declares {declared} bytes")));
-        }
-        let mut out = Vec::with_capacity(declared as usize);
-        file.take(MAX_MEMBER).read_to_end(&mut out).map_err(|e| archive_err(name, e))?;
-        Ok(out)
+        read_npy_member(name, file, self.max_member)
     }
 
     /// Decodes every member into an in-memory map.
@@ -225,10 +283,20 @@ pub fn write_npz(arrays: &ArrayMap, extra: &[(String, Array)]) -> Result<Vec<u8>
 /// the schema with the arrays. [`open_npz`] reads it back.
 ///
 /// # Errors
-/// As [`write_npz`].
+/// As [`write_npz`]; [`OamapError::TooDeep`] for a schema whose JSON nests deeper than
+/// [`MAX_JSON_DEPTH`](crate::MAX_JSON_DEPTH) (which [`open_npz`] could not read back).
 #[cfg(feature = "npz")]
 pub fn write_npz_with_schema(schema: &Schema, arrays: &ArrayMap) -> Result<Vec<u8>, OamapError> {
     let doc = json!({"schema": schema.to_oamap_json(false), "prefix": schema.prefix(), "delimiter": schema.delimiter()});
+    // What open_npz can read back: refuse to store a schema nested deeper than it parses.
+    let depth = crate::limits::value_depth(&doc);
+    if depth > crate::MAX_JSON_DEPTH {
+        return Err(OamapError::TooDeep {
+            name: "the schema to store (member 'object')".into(),
+            limit: crate::MAX_JSON_DEPTH,
+            found: depth,
+        });
+    }
     let bytes = Array::new(Dtype::UINT8, Column::U8(doc.to_string().into_bytes()))?;
     write_npz(arrays, &[(schema.prefix().to_string(), bytes)])
 }
@@ -249,8 +317,7 @@ pub fn open_npz(bytes: impl Into<Arc<[u8]>>) -> Result<Reader, OamapError> {
         Column::Bytes { data, .. } => data.iter().copied().filter(|&b| b != 0).collect(),
         _ => return Err(OamapError::schema("member 'object' is not uint8 bytes")),
     };
-    let doc: Value = serde_json::from_slice(&text)
-        .map_err(|source| OamapError::Json { name: "npz member 'object'".into(), source })?;
+    let doc: Value = crate::parse_json("npz member 'object'", &text)?;
     let schema_json =
         doc.get("schema").ok_or_else(|| OamapError::schema("member 'object' has no \"schema\""))?;
     let prefix = doc.get("prefix").and_then(Value::as_str).unwrap_or("object");

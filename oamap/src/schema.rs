@@ -344,6 +344,10 @@ impl Schema {
     }
 
     fn derive(&mut self, id: NodeId, prefix: String, assigned: &mut [bool]) -> Result<(), OamapError> {
+        crate::limits::deep(|| self.derive_at(id, prefix, assigned))
+    }
+
+    fn derive_at(&mut self, id: NodeId, prefix: String, assigned: &mut [bool]) -> Result<(), OamapError> {
         if assigned[id.0] {
             return Err(OamapError::schema("a node is reached twice while naming arrays"));
         }
@@ -424,6 +428,10 @@ impl Schema {
     }
 
     fn node_json(&self, id: NodeId, explicit: bool, labels: &BTreeMap<NodeId, String>) -> Value {
+        crate::limits::deep(|| self.node_json_at(id, explicit, labels))
+    }
+
+    fn node_json_at(&self, id: NodeId, explicit: bool, labels: &BTreeMap<NodeId, String>) -> Value {
         let node = self.node(id);
         let mut m = Map::new();
         let nm = &node.names;
@@ -600,6 +608,7 @@ impl Parser {
             }
             nodes.push(*node);
         }
+        refuse_empty_cycles(&nodes)?;
         Ok((nodes, NodeId(stands_for[root.0])))
     }
 
@@ -609,6 +618,10 @@ impl Parser {
     }
 
     fn parse(&mut self, v: &Value) -> Result<NodeId, OamapError> {
+        crate::limits::deep(|| self.parse_at(v))
+    }
+
+    fn parse_at(&mut self, v: &Value) -> Result<NodeId, OamapError> {
         let obj = match v {
             Value::String(s) if s.starts_with('#') => return Ok(self.push_ref(s)),
             Value::String(s) => {
@@ -737,6 +750,54 @@ impl Parser {
         }
         Ok(id)
     }
+}
+
+/// Refuses a cycle made only of pointers and unions (`a -> b -> a`, or a union with a
+/// pointer to itself): following it never reaches a list, record, tuple or primitive, so a
+/// reader or writer walking it would never stop. A cycle through a list, record or tuple (a
+/// linked list, a tree) is fine: each step consumes data.
+fn refuse_empty_cycles(nodes: &[Node]) -> Result<(), OamapError> {
+    let passes = |id: usize| -> &[NodeId] {
+        match &nodes[id].kind {
+            NodeKind::Pointer { target, .. } => std::slice::from_ref(target),
+            NodeKind::Union { possibilities } => possibilities,
+            _ => &[],
+        }
+    };
+    // Iterative depth-first search: 0 = unseen, 1 = on the path, 2 = done.
+    let mut state = vec![0u8; nodes.len()];
+    for start in 0..nodes.len() {
+        if state[start] != 0 {
+            continue;
+        }
+        let mut path: Vec<(usize, usize)> = vec![(start, 0)];
+        state[start] = 1;
+        while let Some(&mut (id, ref mut next)) = path.last_mut() {
+            let out = passes(id);
+            if let Some(&t) = out.get(*next) {
+                *next += 1;
+                match state[t.0] {
+                    0 => {
+                        state[t.0] = 1;
+                        path.push((t.0, 0));
+                    }
+                    1 => {
+                        let label = |i: usize| nodes[i].label.clone().unwrap_or_else(|| format!("node {i}"));
+                        return Err(OamapError::schema(format!(
+                            "pointers and unions form a cycle with no list, record or tuple in it ({} -> {})",
+                            label(id),
+                            label(t.0)
+                        )));
+                    }
+                    _ => {}
+                }
+            } else {
+                state[id] = 2;
+                path.pop();
+            }
+        }
+    }
+    Ok(())
 }
 
 impl Node {

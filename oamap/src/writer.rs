@@ -60,6 +60,27 @@ struct Pending<'v> {
     slot: usize,
     value: &'v Value,
     path: String,
+    /// The lists, records and tuples around the pointer (what a `$ref` inside the value may
+    /// name).
+    ancestors: Vec<Ancestor>,
+}
+
+/// A list, record or tuple being filled: its path, node and index (in the node's index
+/// space, masked entries included, as pointer positions count).
+#[derive(Clone)]
+struct Ancestor {
+    path: String,
+    node: NodeId,
+    index: usize,
+}
+
+/// The path a pointer value `{"$ref": "<path>"}` names (the golden files' convention for a
+/// pointer back to an ancestor); `None` for any other value.
+fn ref_path(v: &Value) -> Option<&str> {
+    match v.as_object() {
+        Some(o) if o.len() == 1 => o.get("$ref").and_then(Value::as_str),
+        _ => None,
+    }
 }
 
 struct Writer<'s, 'v> {
@@ -68,6 +89,7 @@ struct Writer<'s, 'v> {
     /// For pointer targets: canonical JSON of a filled value -> its index.
     registry: HashMap<NodeId, HashMap<String, usize>>,
     pending: Vec<Pending<'v>>,
+    ancestors: Vec<Ancestor>,
 }
 
 fn fill_err(path: &str, reason: impl Into<String>) -> OamapError {
@@ -101,10 +123,14 @@ impl<'s, 'v> Writer<'s, 'v> {
                 own_count: 0,
             });
         }
-        Writer { schema, bufs, registry, pending: Vec::new() }
+        Writer { schema, bufs, registry, pending: Vec::new(), ancestors: Vec::new() }
     }
 
     fn accepts(&self, id: NodeId, v: &Value) -> bool {
+        crate::limits::deep(|| self.accepts_at(id, v))
+    }
+
+    fn accepts_at(&self, id: NodeId, v: &Value) -> bool {
         let node = self.schema.node(id);
         if v.is_null() {
             return node.nullable
@@ -143,11 +169,29 @@ impl<'s, 'v> Writer<'s, 'v> {
                 a.len() == types.len() && a.iter().zip(types).all(|(x, t)| self.accepts(*t, x))
             }),
             NodeKind::Union { possibilities } => possibilities.iter().any(|p| self.accepts(*p, v)),
-            NodeKind::Pointer { target, .. } => self.accepts(*target, v),
+            NodeKind::Pointer { target, .. } => ref_path(v).is_some() || self.accepts(*target, v),
         }
     }
 
     fn fill(&mut self, id: NodeId, v: &'v Value, path: &mut String) -> Result<(), OamapError> {
+        crate::limits::deep(|| self.fill_at(id, v, path))
+    }
+
+    /// Fills a list, record or tuple's children with it on the ancestor stack.
+    fn fill_within(
+        &mut self,
+        id: NodeId,
+        index: usize,
+        path: &mut String,
+        f: impl FnOnce(&mut Self, &mut String) -> Result<(), OamapError>,
+    ) -> Result<(), OamapError> {
+        self.ancestors.push(Ancestor { path: path.clone(), node: id, index });
+        let r = f(self, path);
+        self.ancestors.pop();
+        r
+    }
+
+    fn fill_at(&mut self, id: NodeId, v: &'v Value, path: &mut String) -> Result<(), OamapError> {
         let node = self.schema.node(id);
         let index = self.bufs[id.0].index_count;
         if node.nullable {
@@ -172,6 +216,17 @@ impl<'s, 'v> Writer<'s, 'v> {
                     return Err(fill_err(path, format!("{v} is not a {}", self.dtype_name(id))));
                 }
                 let buf = self.bufs[id.0].data.as_mut().ok_or_else(|| fill_err(path, "no data buffer"))?;
+                let bytes = (buf.len() as u64 + 1).saturating_mul(buf.dtype().width() as u64);
+                if bytes > crate::MAX_WRITE_ARRAY_BYTES {
+                    return Err(OamapError::TooLarge {
+                        what: format!(
+                            "array {:?} (bytes) at {path}",
+                            node.names.first.as_deref().unwrap_or("")
+                        ),
+                        limit: crate::MAX_WRITE_ARRAY_BYTES,
+                        found: bytes,
+                    });
+                }
                 buf.push_json(v).map_err(|r| fill_err(path, r))?;
             }
             NodeKind::List { content } => {
@@ -192,12 +247,15 @@ impl<'s, 'v> Writer<'s, 'v> {
                     b.own_count += bytes.len();
                 } else {
                     let items = v.as_array().ok_or_else(|| fill_err(path, format!("{v} is not a list")))?;
-                    for (k, x) in items.iter().enumerate() {
-                        let len = path.len();
-                        path.push_str(&format!("/{k}"));
-                        self.fill(content, x, path)?;
-                        path.truncate(len);
-                    }
+                    self.fill_within(id, index, path, |w, path| {
+                        for (k, x) in items.iter().enumerate() {
+                            let len = path.len();
+                            path.push_str(&format!("/{k}"));
+                            w.fill(content, x, path)?;
+                            path.truncate(len);
+                        }
+                        Ok(())
+                    })?;
                 }
                 let stop = to_i32(path, self.bufs[content.0].index_count)?;
                 self.bufs[id.0].first.push(start);
@@ -205,26 +263,32 @@ impl<'s, 'v> Writer<'s, 'v> {
             }
             NodeKind::Record { fields } => {
                 let obj = v.as_object().ok_or_else(|| fill_err(path, format!("{v} is not a record")))?;
-                for (name, f) in fields {
-                    let x = obj.get(name).unwrap_or(&Value::Null);
-                    let len = path.len();
-                    path.push('/');
-                    path.push_str(name);
-                    self.fill(*f, x, path)?;
-                    path.truncate(len);
-                }
+                self.fill_within(id, index, path, |w, path| {
+                    for (name, f) in fields {
+                        let x = obj.get(name).unwrap_or(&Value::Null);
+                        let len = path.len();
+                        path.push('/');
+                        path.push_str(name);
+                        w.fill(*f, x, path)?;
+                        path.truncate(len);
+                    }
+                    Ok(())
+                })?;
             }
             NodeKind::Tuple { types } => {
                 let items = v
                     .as_array()
                     .filter(|a| a.len() == types.len())
                     .ok_or_else(|| fill_err(path, format!("{v} is not a tuple of {}", types.len())))?;
-                for (k, (x, t)) in items.iter().zip(types).enumerate() {
-                    let len = path.len();
-                    path.push_str(&format!("/{k}"));
-                    self.fill(*t, x, path)?;
-                    path.truncate(len);
-                }
+                self.fill_within(id, index, path, |w, path| {
+                    for (k, (x, t)) in items.iter().zip(types).enumerate() {
+                        let len = path.len();
+                        path.push_str(&format!("/{k}"));
+                        w.fill(*t, x, path)?;
+                        path.truncate(len);
+                    }
+                    Ok(())
+                })?;
             }
             NodeKind::Union { possibilities } => {
                 let k = possibilities
@@ -237,10 +301,25 @@ impl<'s, 'v> Writer<'s, 'v> {
                 self.bufs[id.0].second.push(off);
                 self.fill(p, v, path)?;
             }
-            NodeKind::Pointer { .. } => {
-                let slot = self.bufs[id.0].first.len();
-                self.bufs[id.0].first.push(0);
-                self.pending.push(Pending { pointer: id, slot, value: v, path: path.clone() });
+            NodeKind::Pointer { target, .. } => {
+                let target = *target;
+                if let Some(p) = ref_path(v) {
+                    // A pointer back to an ancestor: its position is that ancestor's index.
+                    let found = self.ancestors.iter().rev().find(|a| a.path == p && a.node == target);
+                    let a = found.ok_or_else(|| {
+                        fill_err(
+                            path,
+                            format!("$ref {p:?} names no enclosing value of the pointer's target type"),
+                        )
+                    })?;
+                    let pos = to_i32(path, a.index)?;
+                    self.bufs[id.0].first.push(pos);
+                } else {
+                    let slot = self.bufs[id.0].first.len();
+                    self.bufs[id.0].first.push(0);
+                    let ancestors = self.ancestors.clone();
+                    self.pending.push(Pending { pointer: id, slot, value: v, path: path.clone(), ancestors });
+                }
             }
         }
         Ok(())
@@ -273,7 +352,10 @@ impl<'s, 'v> Writer<'s, 'v> {
                         }
                         let pos = self.bufs[target.0].index_count;
                         let mut path = p.path.clone();
-                        self.fill(target, p.value, &mut path)?;
+                        let outer = std::mem::replace(&mut self.ancestors, p.ancestors);
+                        let r = self.fill(target, p.value, &mut path);
+                        self.ancestors = outer;
+                        r?;
                         pos
                     }
                 };

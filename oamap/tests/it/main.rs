@@ -6,3 +6,4 @@ mod gather;
 mod golden;
 #[cfg(feature = "npz")]
 mod planets;
+mod regression;

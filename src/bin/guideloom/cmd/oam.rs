@@ -3,16 +3,23 @@
 use std::path::Path;
 use std::sync::Arc;
 
+use guideloom::oamap::fs::read_regular_file;
 use guideloom::oamap::{
-    arrays_from_json, arrays_to_json, from_data, open_npz, write_npz_with_schema, OamapError, Reader, Schema,
+    arrays_from_json, arrays_to_json, from_data, open_npz, parse_json, write_npz_with_schema, OamapError,
+    Reader, Schema,
 };
 use serde_json::Value;
 
 use crate::cli::OamCommand;
 use crate::CliResult;
 
-/// Runs one `oam` subcommand.
+/// Runs one `oam` subcommand, on a stack grown to fit the deepest value the library
+/// writes (`MAX_OUTPUT_DEPTH` levels are serialized and dropped recursively).
 pub(crate) fn run(c: OamCommand) -> CliResult {
+    stacker::grow(256 << 20, || run_on_big_stack(c))
+}
+
+fn run_on_big_stack(c: OamCommand) -> CliResult {
     match c {
         OamCommand::Fromdata { schema, data, out } => {
             let (schema, data) = (read_json(&schema)?, read_json(&data)?);
@@ -27,10 +34,7 @@ pub(crate) fn run(c: OamCommand) -> CliResult {
         }
         OamCommand::Read { npz, schema, arrays, index } => {
             let value = match (npz, schema, arrays) {
-                (Some(p), _, _) => {
-                    let bytes = std::fs::read(&p).map_err(|e| format!("cannot read {}: {e}", p.display()))?;
-                    read_index(&open_npz(bytes)?, index)?
-                }
+                (Some(p), _, _) => read_index(&open_npz(read_regular_file(&p)?)?, index)?,
                 (None, Some(s), Some(a)) => read_json_arrays(&read_json(&s)?, &read_json(&a)?, index)?,
                 _ => return Err("give an .npz file, or --schema and --arrays".into()),
             };
@@ -40,9 +44,11 @@ pub(crate) fn run(c: OamCommand) -> CliResult {
     Ok(())
 }
 
+/// A JSON file named on the command line: a regular file (never a FIFO or device) of at most
+/// `MAX_FILE_BYTES`, nested at most `MAX_JSON_DEPTH` levels.
 fn read_json(p: &Path) -> CliResult<Value> {
-    let text = std::fs::read(p).map_err(|e| format!("cannot read {}: {e}", p.display()))?;
-    serde_json::from_slice(&text).map_err(|e| format!("{} is not valid JSON: {e}", p.display()).into())
+    let text = read_regular_file(p)?;
+    Ok(parse_json(&p.display().to_string(), &text)?)
 }
 
 /// `oam fromdata --schema S --data D`: the arrays OAMap's writer makes for `data`, as
