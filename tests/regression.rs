@@ -315,6 +315,46 @@ fn issue19_unbounded_memory_from_inputs_stops_at_the_document_limit() {
     }
 }
 
+/// Issue 19, class 3: the document limit was a constant; `--max-document-bytes` sets it for
+/// `ingest jsonl` and `ingest text` (every split), and the error names the file, the line and
+/// the limit given.
+#[test]
+fn issue19_unbounded_memory_from_inputs_the_document_limit_is_a_flag() {
+    let tmp = tempfile::tempdir().unwrap();
+    let jsonl = tmp.path().join("in.jsonl");
+    // Line 1 is 16 bytes with its newline, line 2 is 49.
+    std::fs::write(&jsonl, "{\"ids\":[1,2,3]}\n{\"ids\":[1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16]}\n")
+        .unwrap();
+    let text = tmp.path().join("in.txt");
+    std::fs::write(&text, "short line\na line that is longer than thirty bytes\n").unwrap();
+    let run = |args: &[&str], input: &Path, limit: u64, out: &str| {
+        bin()
+            .args(args)
+            .args(["--max-document-bytes", &limit.to_string(), "--out"])
+            .arg(tmp.path().join(out))
+            .arg(input)
+            .output()
+            .unwrap()
+    };
+    let jsonl_args: &[&str] = &["ingest", "jsonl", "--tokens-field", "ids"];
+    let o = run(jsonl_args, &jsonl, 30, "a");
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("in.jsonl line 2: a document longer than the 30-byte limit"), "{err}");
+    let o = run(jsonl_args, &jsonl, 49, "b");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    for (split, line) in [("line", 2), ("file", 1), ("blank-line", 2)] {
+        let args: &[&str] = &["ingest", "text", "--tokenizer", "gpt2", "--split", split];
+        let o = run(args, &text, 30, &format!("t-{split}"));
+        assert!(!o.status.success(), "{split}");
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(
+            err.contains(&format!("in.txt line {line}: a document longer than the 30-byte limit")),
+            "{split}: {err}"
+        );
+    }
+}
+
 /// Issue 19, class 4 (arithmetic on user numbers) on `--append`: document counts read from a
 /// storage's metadata wrapped past `u64::MAX` to 0; a count that would overflow is an error
 /// that leaves the storage as it was (shard ids were already checked).

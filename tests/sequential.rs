@@ -52,6 +52,7 @@ const WRITE: WriteOptions = WriteOptions {
     target: Target::Stream,
     append: false,
     progress: false,
+    max_document_bytes: guideloom::ingest::MAX_DOCUMENT_BYTES,
 };
 
 /// Item 11: JSON Lines read sequentially (one rank, cycle 1, no shuffle) with the text field

@@ -320,6 +320,10 @@ pub struct IngestOptions {
     pub append: bool,
     /// Show a progress bar on stderr (hidden anyway when stderr is not a terminal).
     pub progress: bool,
+    /// The most bytes of one input document (a line, a blank-line block or a whole file);
+    /// past it reading stops with [`IngestError::DocumentTooLarge`] naming the file and line
+    /// (default [`MAX_DOCUMENT_BYTES`], 256 MiB).
+    pub max_document_bytes: u64,
 }
 
 impl Default for IngestOptions {
@@ -333,6 +337,7 @@ impl Default for IngestOptions {
             doc_meta: false,
             append: false,
             progress: false,
+            max_document_bytes: MAX_DOCUMENT_BYTES,
         }
     }
 }
@@ -456,51 +461,46 @@ fn progress_bar(enabled: bool, total: u64) -> ProgressBar {
     pb
 }
 
-/// The most bytes of one input document: a JSON Lines line, a text line or blank-line block,
-/// or a whole-file document (256 MiB). Every input reader stops at it with
+/// The default bound on one input document: a JSON Lines line, a text line or blank-line
+/// block, or a whole-file document (256 MiB; `IngestOptions::max_document_bytes`,
+/// `WriteOptions::max_document_bytes` and `--max-document-bytes` set another; the sequential
+/// sources use this one). Every input reader stops at its bound with
 /// [`IngestError::DocumentTooLarge`], so an endless input (`/dev/zero`) or a huge line never
-/// takes more memory than this.
+/// takes more memory than that.
 pub const MAX_DOCUMENT_BYTES: u64 = 256 << 20;
 
 /// Reads line `line` of `path` from `r` into `buf` (cleared first), its terminator included:
 /// its length in bytes, 0 at the end of the input.
 ///
 /// # Errors
-/// [`IngestError::Read`]; [`IngestError::DocumentTooLarge`] past [`MAX_DOCUMENT_BYTES`].
+/// [`IngestError::Read`]; [`IngestError::DocumentTooLarge`] past `limit` bytes.
 pub(crate) fn read_line_bounded(
     r: &mut (impl BufRead + ?Sized),
     buf: &mut Vec<u8>,
     path: &Path,
     line: u64,
+    limit: u64,
 ) -> Result<usize, IngestError> {
     buf.clear();
-    let n = std::io::Read::take(r, MAX_DOCUMENT_BYTES + 1)
+    let n = std::io::Read::take(r, limit.saturating_add(1))
         .read_until(b'\n', buf)
         .map_err(|source| IngestError::Read { path: path.to_path_buf(), source })?;
-    if n as u64 > MAX_DOCUMENT_BYTES {
-        return Err(IngestError::DocumentTooLarge {
-            path: path.to_path_buf(),
-            line,
-            limit: MAX_DOCUMENT_BYTES,
-        });
+    if n as u64 > limit {
+        return Err(IngestError::DocumentTooLarge { path: path.to_path_buf(), line, limit });
     }
     Ok(n)
 }
 
-fn read_text(path: &Path) -> Result<String, IngestError> {
+fn read_text(path: &Path, limit: u64) -> Result<String, IngestError> {
     let read = |source| IngestError::Read { path: path.to_path_buf(), source };
     let mut bytes = Vec::new();
     fs::File::open(path)
         .and_then(|f| {
-            std::io::Read::read_to_end(&mut std::io::Read::take(f, MAX_DOCUMENT_BYTES + 1), &mut bytes)
+            std::io::Read::read_to_end(&mut std::io::Read::take(f, limit.saturating_add(1)), &mut bytes)
         })
         .map_err(read)?;
-    if bytes.len() as u64 > MAX_DOCUMENT_BYTES {
-        return Err(IngestError::DocumentTooLarge {
-            path: path.to_path_buf(),
-            line: 1,
-            limit: MAX_DOCUMENT_BYTES,
-        });
+    if bytes.len() as u64 > limit {
+        return Err(IngestError::DocumentTooLarge { path: path.to_path_buf(), line: 1, limit });
     }
     String::from_utf8(bytes).map_err(|e| IngestError::NotUtf8 {
         path: path.to_path_buf(),
@@ -552,6 +552,7 @@ fn ingest_text_in_chunks(
         target: if opts.doc_meta { Target::DocMeta } else { Target::Stream },
         append: opts.append,
         progress: opts.progress,
+        max_document_bytes: opts.max_document_bytes,
     };
     check_output(out, &meta, &write)?;
     let pb = progress_bar(opts.progress, total_bytes);
@@ -577,7 +578,7 @@ fn ingest_text_in_chunks(
         Ok::<_, IngestError>(())
     };
     for f in &files {
-        for_each_document(f, opts.split, &mut |suffix, doc| {
+        for_each_document(f, opts.split, opts.max_document_bytes, &mut |suffix, doc| {
             chunk_bytes += doc.len();
             chunk.push((format!("{}{suffix}", f.display()), doc));
             if chunk_bytes >= chunk_bytes_max {
@@ -602,10 +603,11 @@ fn ingest_text_in_chunks(
 fn for_each_document(
     path: &Path,
     split: Split,
+    limit: u64,
     f: &mut dyn FnMut(String, String) -> Result<(), IngestError>,
 ) -> Result<(), IngestError> {
     if split == Split::File {
-        return f(String::new(), read_text(path)?);
+        return f(String::new(), read_text(path, limit)?);
     }
     let read_error = |source| IngestError::Read { path: path.to_path_buf(), source };
     let file = fs::File::open(path).map_err(read_error)?;
@@ -616,7 +618,7 @@ fn for_each_document(
     let mut block_start = 0u64;
     loop {
         raw.clear();
-        let n = read_line_bounded(&mut reader, &mut raw, path, number + 1)?;
+        let n = read_line_bounded(&mut reader, &mut raw, path, number + 1, limit)?;
         if n == 0 {
             break;
         }
@@ -638,13 +640,9 @@ fn for_each_document(
                 f(format!(":{block_start}"), std::mem::take(&mut block))?;
             }
             Split::BlankLine if !blank => {
-                if block.len() as u64 + line.len() as u64 >= MAX_DOCUMENT_BYTES {
+                if block.len() as u64 + line.len() as u64 >= limit {
                     let line = if block.is_empty() { number } else { block_start };
-                    return Err(IngestError::DocumentTooLarge {
-                        path: path.to_path_buf(),
-                        line,
-                        limit: MAX_DOCUMENT_BYTES,
-                    });
+                    return Err(IngestError::DocumentTooLarge { path: path.to_path_buf(), line, limit });
                 }
                 if block.is_empty() {
                     block_start = number;
@@ -692,6 +690,10 @@ pub struct WriteOptions {
     pub append: bool,
     /// Show progress bars on stderr.
     pub progress: bool,
+    /// The most bytes of one input line (JSON Lines); past it reading stops with
+    /// [`IngestError::DocumentTooLarge`] naming the file and line ([`MAX_DOCUMENT_BYTES`],
+    /// 256 MiB, is the usual value).
+    pub max_document_bytes: u64,
 }
 
 /// The storage kind [`write_documents`] writes.
@@ -771,7 +773,7 @@ fn ingest_jsonl_in_chunks(
         let mut reader = std::io::BufReader::new(file);
         let mut raw = Vec::new();
         for i in 0u64.. {
-            match read_line_bounded(&mut reader, &mut raw, path, i + 1) {
+            match read_line_bounded(&mut reader, &mut raw, path, i + 1, write.max_document_bytes) {
                 Ok(0) => break,
                 Ok(_) => {}
                 Err(e) => {
@@ -1124,6 +1126,7 @@ mod tests {
             target: Target::Stream,
             append: false,
             progress: false,
+            max_document_bytes: MAX_DOCUMENT_BYTES,
         };
         for chunk in [1, 20, usize::MAX] {
             let out = tmp.path().join(format!("out{chunk}"));
@@ -1184,7 +1187,7 @@ mod tests {
             fs::write(&path, text).unwrap();
             for split in [Split::File, Split::Line, Split::BlankLine] {
                 let mut got = Vec::new();
-                for_each_document(&path, split, &mut |suffix, doc| {
+                for_each_document(&path, split, MAX_DOCUMENT_BYTES, &mut |suffix, doc| {
                     got.push((suffix, doc));
                     Ok(())
                 })
@@ -1195,7 +1198,7 @@ mod tests {
         let bad = tmp.path().join("bad.txt");
         fs::write(&bad, b"ok line\nsecond \xff line\n").unwrap();
         for split in [Split::File, Split::Line, Split::BlankLine] {
-            let e = for_each_document(&bad, split, &mut |_, _| Ok(())).unwrap_err();
+            let e = for_each_document(&bad, split, MAX_DOCUMENT_BYTES, &mut |_, _| Ok(())).unwrap_err();
             assert!(matches!(e, IngestError::NotUtf8 { offset: 15, .. }), "{split:?}: {e:?}");
         }
     }

@@ -49,7 +49,7 @@ fn shard_error(shard: u64, record: u64) -> impl FnOnce(IngestError) -> LoaderErr
 /// Lines longer than [`super::MAX_DOCUMENT_BYTES`] are an error (line number 0: the reader
 /// resumes at byte offsets, not line numbers).
 fn read_line(r: &mut BufReader<File>, buf: &mut Vec<u8>, path: &Path) -> Result<Option<u64>, IngestError> {
-    let n = super::read_line_bounded(r, buf, path, 0)?;
+    let n = super::read_line_bounded(r, buf, path, 0, super::MAX_DOCUMENT_BYTES)?;
     Ok((n > 0).then_some(n as u64))
 }
 

@@ -507,6 +507,12 @@ pub(crate) struct IngestWriteArgs {
     /// an existing storage is an error.
     #[arg(long)]
     pub(crate) append: bool,
+    /// The most bytes of one input document (a JSON Lines line, a text line or blank-line
+    /// block, a whole file); a longer one stops the ingest with an error naming its file and
+    /// line.
+    #[arg(long, default_value_t = guideloom::ingest::MAX_DOCUMENT_BYTES,
+          value_parser = clap::value_parser!(u64).range(1..))]
+    pub(crate) max_document_bytes: u64,
 }
 
 /// `guideloom ingest jsonl`.

@@ -25,6 +25,7 @@ fn text(a: IngestTextArgs) -> CliResult {
         doc_meta: a.write.doc_meta,
         append: a.write.append,
         progress: true,
+        max_document_bytes: a.write.max_document_bytes,
     };
     let r = ingest::ingest_text(&a.out, &a.paths, &opts).map_err(with_flags)?;
     print_report(&a.out, &r);
@@ -43,6 +44,7 @@ fn jsonl(a: IngestJsonlArgs) -> CliResult {
         target: if a.write.doc_meta { Target::DocMeta } else { Target::Stream },
         append: a.write.append,
         progress: true,
+        max_document_bytes: a.write.max_document_bytes,
     };
     let r = ingest::ingest_jsonl(&a.out, &a.files, &field, &write).map_err(with_flags)?;
     print_report(&a.out, &r);
