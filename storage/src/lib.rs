@@ -91,9 +91,10 @@ pub use document::{DocumentReader, DocumentWriter};
 pub use error::{Result, StorageError};
 pub use foreign::{ForeignDataset, ForeignError, ForeignFormat, ForeignOptions};
 pub use io::{
-    auto_backend_choice, choose_backend, descriptor_budget, io_uring_probe, AutoBackend, BackendChoice,
-    BackendKind, DirectBackend, FileSet, MappedBytes, MmapBackend, PreadBackend, ReadBackend, ReadOptions,
-    ReadRequest, ShardFile, UringBackend, DIRECT_ALIGN, IO_ENV_VAR,
+    auto_backend_choice, choose_backend, descriptor_budget, io_uring_probe, open_descriptors,
+    shared_descriptor_budget, AutoBackend, BackendChoice, BackendKind, DirectBackend, FileSet, MappedBytes,
+    MmapBackend, PreadBackend, ReadBackend, ReadOptions, ReadRequest, ShardFile, UringBackend, DIRECT_ALIGN,
+    IO_ENV_VAR,
 };
 pub use manifest::{
     FileEntry, FormatSpec, Manifest, ShardEntry, StorageKind, FORMAT_VERSION, MANIFEST_FILE,

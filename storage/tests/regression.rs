@@ -289,6 +289,62 @@ fn issue19_descriptors_under_any_limit_every_backend_reads_300_shards() {
     );
 }
 
+/// Issue 19, class 8: the budget was computed per reader, at open, so four readers opened one
+/// after another each took half of what was free and together ran the process into its
+/// limit (surviving only through the `EMFILE` retry). All readers now share one count of the
+/// descriptors they cache, held to one process-wide budget.
+#[test]
+fn issue19_descriptors_under_any_limit_are_one_budget_shared_by_every_reader() {
+    let dir = tempfile::tempdir().unwrap();
+    many_shards(dir.path());
+    run_child(
+        "regression::shared_budget_child",
+        &[("GUIDELOOM_TEST_SHARED", dir.path().to_str().unwrap()), ("GUIDELOOM_TEST_NOFILE", "64")],
+    );
+}
+
+/// Child half of [`issue19_descriptors_under_any_limit_are_one_budget_shared_by_every_reader`];
+/// does nothing in a normal run.
+#[test]
+fn shared_budget_child() {
+    let Ok(dir) = std::env::var("GUIDELOOM_TEST_SHARED") else { return };
+    let n: u64 = std::env::var("GUIDELOOM_TEST_NOFILE").unwrap().parse().unwrap();
+    let limit = libc::rlimit { rlim_cur: n, rlim_max: n };
+    // SAFETY: `setrlimit` reads a valid, initialized `rlimit` for this process only.
+    assert_eq!(unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &limit) }, 0);
+    let fds = || std::fs::read_dir("/proc/self/fd").unwrap().count();
+    let baseline = fds();
+    let options = ReadOptions { backend: std::sync::Arc::new(PreadBackend), ..ReadOptions::default() };
+    let readers: Vec<StreamReader<TokenFormat<u16>>> = (0..4)
+        .map(|_| StreamReader::open_with(&dir, TokenFormat::<u16>::new(), options.clone()).unwrap())
+        .collect();
+    let budget = guideloom_storage::shared_descriptor_budget();
+    assert!(budget < 64 && budget >= 8, "{budget}");
+    let mut most = 0;
+    // Every reader reads every shard, the readers taking turns shard by shard.
+    for s in 0..300u64 {
+        for r in &readers {
+            assert_eq!(
+                r.read(Window::new(s * 5, 5)).unwrap(),
+                (s as u16 * 5..s as u16 * 5 + 5).collect::<Vec<_>>()
+            );
+            assert!(
+                guideloom_storage::open_descriptors() <= budget,
+                "{} > {budget}",
+                guideloom_storage::open_descriptors()
+            );
+            most = most.max(fds());
+        }
+    }
+    // Before: each reader cached up to its own cap, 4 x (free - margin) / 2, and the process hit
+    // its limit of 64 (EMFILE, then a retry). Now the cached descriptors stay within one budget.
+    assert!(most <= baseline + budget + 1, "{most} descriptors open, baseline {baseline}, budget {budget}");
+    assert!(most < 64);
+    drop(readers);
+    assert_eq!(guideloom_storage::open_descriptors(), 0);
+    println!("child-checked");
+}
+
 /// Child half of [`issue19_descriptors_under_any_limit_every_backend_reads_300_shards`]; does
 /// nothing in a normal run.
 #[test]

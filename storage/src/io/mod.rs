@@ -140,6 +140,49 @@ impl Lru {
     }
 }
 
+/// Descriptors cached open by every [`FileSet`] of the process together.
+static LIVE: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// Descriptors cached open by every [`FileSet`] of this process, now (all threads, readers
+/// and backends together; descriptors a read holds outside the cache are not counted).
+pub fn open_descriptors() -> usize {
+    LIVE.load(std::sync::atomic::Ordering::Relaxed)
+}
+
+/// The descriptors all [`FileSet`]s of this process may cache together: computed once, on
+/// first use, from the soft `RLIMIT_NOFILE` less the descriptors open then, less a margin (a
+/// quarter of what is free, at least 16); `usize::MAX` when unlimited. A set whose insertion
+/// takes the process past it closes its own unused descriptors first, so readers opened one
+/// after another (each within its own cap) cannot together run the process out.
+pub fn shared_descriptor_budget() -> usize {
+    static BUDGET: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *BUDGET.get_or_init(|| match free_descriptors() {
+        None => usize::MAX,
+        Some(free) => free.saturating_sub((free / 4).max(16)).max(1),
+    })
+}
+
+/// The soft `RLIMIT_NOFILE` less the descriptors open now; `None` when unlimited or unknown.
+fn free_descriptors() -> Option<usize> {
+    let mut limit = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    // SAFETY: `getrlimit` writes a `rlimit` through a valid pointer to one.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } != 0
+        || limit.rlim_cur == libc::RLIM_INFINITY
+    {
+        return None;
+    }
+    let soft = usize::try_from(limit.rlim_cur).unwrap_or(usize::MAX);
+    let in_use = std::fs::read_dir("/proc/self/fd").map_or(0, |d| d.count());
+    Some(soft.saturating_sub(in_use))
+}
+
+impl Drop for FileSet {
+    fn drop(&mut self) {
+        let n = self.lock().open.len();
+        LIVE.fetch_sub(n, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
 impl fmt::Debug for FileSet {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("FileSet").field("files", &self.files.len()).field("max_open", &self.max_open).finish()
@@ -163,7 +206,9 @@ impl FileSet {
     /// is opened only when it is a regular file, never through a symbolic link and never
     /// blocking on a FIFO put in its place (a [`StorageError::UnsafeFile`] otherwise).
     pub fn for_storage(files: Vec<ShardFile>, max_open: usize) -> Self {
-        FileSet { strict: true, ..FileSet::new(files, max_open) }
+        let mut set = FileSet::new(files, max_open);
+        set.strict = true;
+        set
     }
 
     /// Number of files.
@@ -256,6 +301,7 @@ impl FileSet {
             {
                 // Out of descriptors: close every unused one of this set, then retry once.
                 let gone = self.lock().evict(0);
+                LIVE.fetch_sub(gone.len(), std::sync::atomic::Ordering::Relaxed);
                 drop(gone);
                 open()?
             }
@@ -266,11 +312,23 @@ impl FileSet {
             lru.tick += 1;
             let tick = lru.tick;
             let slot = Slot { file: Arc::clone(&file), map: None, tick };
-            if let Some(old) = lru.open.insert(key, slot) {
-                lru.by_tick.remove(&old.tick);
+            match lru.open.insert(key, slot) {
+                Some(old) => {
+                    lru.by_tick.remove(&old.tick);
+                }
+                None => {
+                    LIVE.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                }
             }
             lru.by_tick.insert(tick, key);
-            lru.evict(self.max_open)
+            // This set's own cap, and the process's: past the shared budget, close this set's
+            // unused descriptors until the process is back within it (or none is unused).
+            let over =
+                LIVE.load(std::sync::atomic::Ordering::Relaxed).saturating_sub(shared_descriptor_budget());
+            let keep = self.max_open.min(lru.open.len().saturating_sub(over));
+            let gone = lru.evict(keep);
+            LIVE.fetch_sub(gone.len(), std::sync::atomic::Ordering::Relaxed);
+            gone
         };
         drop(gone);
         Ok(file)
@@ -324,16 +382,7 @@ impl FileSet {
 /// least 16: io_uring rings, sockets, the caller's files), halved so two sets opened together
 /// still fit; at least 1. `usize::MAX` when the limit is unlimited or cannot be read.
 pub fn descriptor_budget() -> usize {
-    let mut limit = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
-    // SAFETY: `getrlimit` writes a `rlimit` through a valid pointer to one.
-    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } != 0
-        || limit.rlim_cur == libc::RLIM_INFINITY
-    {
-        return usize::MAX;
-    }
-    let soft = usize::try_from(limit.rlim_cur).unwrap_or(usize::MAX);
-    let in_use = std::fs::read_dir("/proc/self/fd").map_or(0, |d| d.count());
-    let free = soft.saturating_sub(in_use);
+    let Some(free) = free_descriptors() else { return usize::MAX };
     let margin = (free / 4).max(16);
     (free.saturating_sub(margin) / 2).max(1)
 }
