@@ -319,7 +319,7 @@ fn shared_budget_child() {
         .map(|_| StreamReader::open_with(&dir, TokenFormat::<u16>::new(), options.clone()).unwrap())
         .collect();
     let budget = guideloom_storage::shared_descriptor_budget();
-    assert!(budget < 64 && budget >= 8, "{budget}");
+    assert!((8..64).contains(&budget), "{budget}");
     let mut most = 0;
     // Every reader reads every shard, the readers taking turns shard by shard.
     for s in 0..300u64 {
