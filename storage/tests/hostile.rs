@@ -103,7 +103,7 @@ unsafe impl GlobalAlloc for CountingAlloc {
 
 /// Runs `f` with allocations on this thread capped (recorded) at `cap`; returns its result
 /// and the largest single allocation it made.
-fn with_alloc_cap<T>(cap: usize, f: impl FnOnce() -> T) -> (T, usize) {
+pub(crate) fn with_alloc_cap<T>(cap: usize, f: impl FnOnce() -> T) -> (T, usize) {
     LARGEST.with(|l| l.set(0));
     ARMED_CAP.with(|c| c.set(cap));
     let out = f();
@@ -489,7 +489,7 @@ fn variant(e: &StorageError) -> String {
     d.split([' ', '{', '(']).next().unwrap_or("").to_string()
 }
 
-fn panic_text(p: &(dyn std::any::Any + Send)) -> String {
+pub(crate) fn panic_text(p: &(dyn std::any::Any + Send)) -> String {
     p.downcast_ref::<&str>()
         .map(|s| s.to_string())
         .or_else(|| p.downcast_ref::<String>().cloned())
