@@ -80,6 +80,12 @@ impl Mt19937 {
         self.index = 0;
     }
 
+    /// The untempered state words and the position of the next one (624: a twist comes
+    /// first), to compare with a generator state another program saved.
+    pub(crate) fn words(&self) -> (&[u32; 624], usize) {
+        (&self.state, self.index)
+    }
+
     /// The next 32-bit output (tempered).
     pub fn next_u32(&mut self) -> u32 {
         if self.index >= 624 {
