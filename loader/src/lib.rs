@@ -14,7 +14,7 @@
 //!   `GatherColumns`).
 //! - [`MegatronSamples`]: Megatron-Core's `GPTDataset` / `BlendedDataset` samples in
 //!   Megatron's order, computed in Rust ([`GptIndex`], [`BlendIndex`], [`Mt19937`]), and
-//!   [`megatron_resume_state`] to continue a run at Megatron's `consumed_samples`;
+//!   [`megatron_resume_state`] / [`megatron_resume_source`] to continue a run at Megatron's `consumed_samples`;
 //!   [`llmc_windows`], [`llmc_shuffled_windows`]: llm.c's sequential and shuffled batch orders as
 //!   [`Spans`] records, and [`LlmcCheckpoint`] to continue from llm.c's checkpoints.
 //! - [`Sampler`]: a pure function from batch number to record indices: one keyed
@@ -106,8 +106,8 @@ pub use loader::{
     SHUTDOWN_GRACE,
 };
 pub use megatron::{
-    megatron_blending_indices, megatron_resume_state, megatron_split_ranges, BlendIndex, GptConfig, GptIndex,
-    MegatronSample, MegatronSamples, MegatronSplit, Mt19937, SamplePiece,
+    megatron_blending_indices, megatron_resume_source, megatron_resume_state, megatron_split_ranges,
+    BlendIndex, GptConfig, GptIndex, MegatronSample, MegatronSamples, MegatronSplit, Mt19937, SamplePiece,
 };
 pub use meta_documents::MetaDocuments;
 pub use mix::{Mix, MixConfig, MixPlan, MixSchedule, MixSlot, MixStop, Sourced};

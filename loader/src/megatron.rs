@@ -26,7 +26,7 @@ use guideloom_storage::foreign::{ForeignDataset, ForeignFormat, ForeignOptions};
 use guideloom_storage::{ReadOptions, StorageError, StreamReader, Window};
 
 use crate::storage_sources::open_error;
-use crate::{fingerprint_words, DataSource, LoaderError, State, WindowReader};
+use crate::{fingerprint_words, DataSource, LoaderError, Slice, State, WindowReader};
 
 /// The MT19937 Mersenne Twister (32-bit), seeded as `init_genrand` (Matsumoto & Nishimura,
 /// 1998) — the generator of `numpy.random.RandomState(seed)` for an integer seed.
@@ -880,11 +880,47 @@ impl DataSource for MegatronSamples {
 ///
 /// # Errors
 /// [`LoaderError::ElasticResume`] when `consumed_samples` is not a multiple of the global
-/// batch (Megatron consumes whole steps).
+/// batch; [`megatron_resume_source`] continues such a count exactly.
 pub fn megatron_resume_state(initial: &State, consumed_samples: u64) -> Result<State, LoaderError> {
     let g = initial.global_batch.max(1);
     if !consumed_samples.is_multiple_of(g) {
         return Err(LoaderError::ElasticResume { consumed: consumed_samples, global_batch: g });
     }
     Ok(State { next_batch: consumed_samples / g, ..*initial })
+}
+
+/// Continues a Megatron run at any `consumed_samples`, also one that is not a whole number
+/// of this run's steps (the earlier run used another micro batch × data-parallel size, or
+/// stopped inside a batch-size ramp-up): returns `source` without its first
+/// `consumed_samples mod global_batch` samples, and the step `consumed_samples div
+/// global_batch` to start a loader over it at (set it as the `next_batch` of the loader's
+/// [`Loader::initial_state`](crate::Loader::initial_state)). Step `t` then holds Megatron's
+/// samples `[consumed + (t - next_batch) * G, consumed + (t - next_batch + 1) * G)`, as
+/// Megatron's `MegatronPretrainingSampler` deals them from `consumed_samples` on: the resumed
+/// run's samples equal the uninterrupted run's after `consumed_samples`, with whole steps
+/// (a loader with `drop_remainder` drops the incomplete last one, as Megatron does). A state
+/// saved by such a loader resumes only onto a source with the same offset (the offset is
+/// part of the source's fingerprint).
+///
+/// ```
+/// use guideloom_loader::{megatron_resume_source, DataSource, Loader, RangeSource, State};
+/// let (source, next_batch) = megatron_resume_source(RangeSource::new(0, 10, 1)?, 3, 2)?;
+/// let loader = Loader::builder(source).batch_size(2).drop_remainder(true).workers(0).build()?;
+/// let state = State { next_batch, ..loader.initial_state() };
+/// let rest: Vec<Vec<u64>> = loader.iter_from(&state)?.map(|b| b.map(|b| b.data)).collect::<Result<_, _>>()?;
+/// assert_eq!(rest, [[3, 4], [5, 6], [7, 8]]);
+/// # Ok::<(), guideloom_loader::LoaderError>(())
+/// ```
+///
+/// # Errors
+/// [`LoaderError::InvalidConfig`] (field `global_batch`) when `global_batch` is 0.
+pub fn megatron_resume_source<S: DataSource>(
+    source: S,
+    consumed_samples: u64,
+    global_batch: u64,
+) -> Result<(Slice<S>, u64), LoaderError> {
+    if global_batch == 0 {
+        return Err(LoaderError::InvalidConfig { field: "global_batch", detail: "must be > 0".into() });
+    }
+    Ok((Slice::skip(source, consumed_samples % global_batch), consumed_samples / global_batch))
 }

@@ -9,8 +9,9 @@ use std::path::{Path, PathBuf};
 use guideloom_formats::IntTokenFormat;
 use guideloom_loader::{
     llmc_resume_state, llmc_shuffled_resume_state, llmc_shuffled_windows, llmc_windows,
-    megatron_blending_indices, megatron_resume_state, megatron_split_ranges, BlendIndex, DataSource,
-    GptConfig, GptIndex, LlmcCheckpoint, Loader, LoaderError, MegatronSamples, MegatronSplit, Mt19937, Spans,
+    megatron_blending_indices, megatron_resume_source, megatron_resume_state, megatron_split_ranges,
+    BlendIndex, DataSource, GptConfig, GptIndex, LlmcCheckpoint, Loader, LoaderError, MegatronSamples,
+    MegatronSplit, Mt19937, Spans,
 };
 use guideloom_storage::foreign::{ForeignDataset, ForeignFormat, ForeignOptions};
 use guideloom_storage::ReadOptions;
@@ -517,4 +518,52 @@ fn llmc_checkpoints_resume_at_the_next_batch() {
     assert!(LlmcCheckpoint::parse_header(&bad[..1000]).is_err());
     bad[0] ^= 1;
     assert!(matches!(LlmcCheckpoint::parse_header(&bad), Err(LoaderError::ForeignCheckpoint { .. })));
+}
+
+/// Every consumed-sample count `k`, also one that is not a whole number of steps (a run
+/// with another micro batch x data-parallel size, or inside a batch-size ramp-up), resumes
+/// onto the uninterrupted order after `k` in whole steps (the incomplete last one dropped,
+/// as Megatron's sampler does), on data-parallel sizes 1, 2 and 4.
+#[test]
+fn resume_from_any_consumed_samples_on_dp_1_2_4() {
+    let data = megatron(&sample("megatron/gpt2_text_document"));
+    let c = GptConfig::new(2, 7).split("1,0,0").num_samples(23);
+    let source =
+        std::sync::Arc::new(MegatronSamples::open(&[(1.0, &data)], &c, ReadOptions::default()).unwrap());
+    let order: Vec<Vec<i64>> = samples_of(&source);
+    let total = order.len() as u64;
+    assert!(total >= 23);
+    let micro = 3u64;
+    for dp in [1u64, 2, 4] {
+        let g = micro * dp;
+        for k in 0..=total {
+            let per_rank: Vec<Vec<Vec<Vec<i64>>>> = (0..dp)
+                .map(|r| {
+                    let (s, next_batch) = megatron_resume_source(source.clone(), k, g).unwrap();
+                    let loader = Loader::builder(s)
+                        .batch_size(micro)
+                        .shard(r, dp)
+                        .drop_remainder(true)
+                        .workers(0)
+                        .build()
+                        .unwrap();
+                    let state = guideloom_loader::State { next_batch, ..loader.initial_state() };
+                    loader
+                        .iter_from(&state)
+                        .unwrap()
+                        .map(|b| b.unwrap().data.into_iter().map(|s| s.tokens).collect())
+                        .collect()
+                })
+                .collect();
+            let mut got = Vec::new();
+            for step in 0..per_rank[0].len() {
+                for rank in &per_rank {
+                    got.extend(rank[step].iter().cloned());
+                }
+            }
+            let whole = (total - k) / g * g;
+            assert_eq!(got, order[k as usize..(k + whole) as usize], "dp {dp}, consumed {k}");
+        }
+    }
+    assert!(megatron_resume_source(source, 1, 0).is_err());
 }
