@@ -907,7 +907,7 @@ pub fn megatron_resume_state(initial: &State, consumed_samples: u64) -> Result<S
 /// let (source, next_batch) = megatron_resume_source(RangeSource::new(0, 10, 1)?, 3, 2)?;
 /// let loader = Loader::builder(source).batch_size(2).drop_remainder(true).workers(0).build()?;
 /// let state = State { next_batch, ..loader.initial_state() };
-/// let rest: Vec<Vec<u64>> = loader.iter_from(&state)?.map(|b| b.map(|b| b.data)).collect::<Result<_, _>>()?;
+/// let rest: Vec<Vec<i64>> = loader.iter_from(&state)?.map(|b| b.map(|b| b.data)).collect::<Result<_, _>>()?;
 /// assert_eq!(rest, [[3, 4], [5, 6], [7, 8]]);
 /// # Ok::<(), guideloom_loader::LoaderError>(())
 /// ```
