@@ -1,13 +1,16 @@
 //! `guideloom batches --order megatron|llmc`: samples in Megatron-Core's or llm.c's order,
-//! one JSON object per batch.
+//! one JSON object per batch, through the shared printing loop (`--save-state`, `--resume`),
+//! continuing a Megatron run at `--consumed-samples` or an llm.c run at its position or
+//! checkpoint.
 
 use std::fmt::Write as _;
-use std::io::Write as _;
-use std::path::PathBuf;
+use std::io::{Read, Seek, SeekFrom};
+use std::path::{Path, PathBuf};
 
 use guideloom::loader::{
-    llmc_windows, megatron_resume_state, megatron_split_ranges, DataSource, GptConfig, Loader,
-    MegatronSamples, MegatronSplit, Spans,
+    llmc_resume_state, llmc_shuffled_resume_state, llmc_shuffled_windows, llmc_windows,
+    megatron_resume_source, megatron_split_ranges, DataSource, GptConfig, LlmcCheckpoint, Loader,
+    MegatronSamples, MegatronSplit, Spans, State,
 };
 use guideloom::storage::foreign::{ForeignDataset, ForeignFormat, ForeignOptions};
 use guideloom::storage::ReadOptions;
@@ -15,6 +18,9 @@ use serde_json::json;
 
 use crate::cli::{BatchesArgs, InspectArgs, OrderKind};
 use crate::cmd::backend::read_options;
+use crate::cmd::batches::read_state;
+use crate::cmd::context;
+use crate::cmd::print::print_batches;
 use crate::cmd::windows::write_list;
 use crate::CliResult;
 
@@ -140,6 +146,12 @@ fn megatron(a: &BatchesArgs) -> CliResult {
     )?;
     let refs: Vec<(f64, &ForeignDataset)> = datasets.iter().map(|(w, d)| (*w, d)).collect();
     let source = MegatronSamples::open(&refs, &config, read_options(a.window.backend)?)?;
+    // Megatron's sampler deals whole global batches from consumed_samples on: the source
+    // starts at consumed mod G, the run at step consumed div G.
+    let global =
+        a.window.batch_size.checked_mul(a.world_size).ok_or("--batch-size x --world-size overflows")?;
+    let (source, next_batch) = megatron_resume_source(source, o.consumed_samples, global)?;
+    let offset = o.consumed_samples % global;
     let loader = Loader::builder(source)
         .batch_size(a.window.batch_size)
         .shard(a.rank, a.world_size)
@@ -148,37 +160,100 @@ fn megatron(a: &BatchesArgs) -> CliResult {
         .drop_remainder(true)
         .workers(a.window.workers)
         .build()?;
-    let state = megatron_resume_state(&loader.initial_state(), o.consumed_samples)?;
+    let state = match &a.resume {
+        Some(p) => read_state(p)?,
+        None => State { next_batch, ..loader.initial_state() },
+    };
     let blend = refs.len() > 1;
-    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
-    let mut line = String::new();
-    for (i, batch) in loader.iter_from(&state)?.enumerate() {
-        if a.max_batches.is_some_and(|k| i as u64 >= k) {
-            break;
-        }
-        let batch = batch?;
-        line.clear();
-        let _ = write!(line, "{{\"batch\":{},\"epoch\":{},\"samples\":", batch.number, batch.epoch);
-        write_list(&mut line, batch.indices.iter());
-        if !a.no_tokens {
-            line.push_str(",\"tokens\":[");
-            for (j, s) in batch.data.iter().enumerate() {
-                if j > 0 {
-                    line.push(',');
+    let mut it = loader.iter_from(&state)?;
+    print_batches(
+        &mut it,
+        a.max_batches,
+        a.save_state.as_deref(),
+        |line, batch| {
+            let _ = write!(line, "{{\"batch\":{},\"epoch\":{},\"samples\":", batch.number, batch.epoch);
+            write_list(line, batch.indices.iter().map(|i| i + offset));
+            if !a.no_tokens {
+                line.push_str(",\"tokens\":[");
+                for (j, s) in batch.data.iter().enumerate() {
+                    if j > 0 {
+                        line.push(',');
+                    }
+                    write_list(line, s.tokens.iter());
                 }
-                write_list(&mut line, s.tokens.iter());
+                line.push(']');
             }
-            line.push(']');
-        }
-        if blend {
-            line.push_str(",\"sources\":");
-            write_list(&mut line, batch.data.iter().map(|s| s.dataset));
-        }
-        line.push('}');
-        writeln!(out, "{line}")?;
+            if blend {
+                line.push_str(",\"sources\":");
+                write_list(line, batch.data.iter().map(|s| s.dataset));
+            }
+            line.push('}');
+        },
+        |_| {},
+    )
+}
+
+/// The loader state that continues llm.c's run: `--resume` (a guideloom state), an llm.c
+/// checkpoint (`--llmc-state`) or position (`--llmc-shard-idx`/`--llmc-sample-idx`), or the
+/// start.
+fn llmc_state(a: &BatchesArgs, data: &ForeignDataset, initial: &State, epochs: u64) -> CliResult<State> {
+    let o = &a.order;
+    let w = &a.window;
+    let shape = (w.batch_size, w.seq_len, a.world_size);
+    if let Some(p) = &a.resume {
+        return read_state(p);
     }
-    out.flush()?;
-    Ok(())
+    let (epoch, shard, sample) = if let Some(p) = &o.llmc_state {
+        let (c, tail) = read_llmc_checkpoint(p, data, (w.batch_size, w.seq_len))?;
+        if (c.processes, c.rank) != (a.world_size, a.rank) {
+            return Err(format!(
+                "{}: written by rank {} of {} processes; this is --rank {} of --world-size {}",
+                p.display(),
+                c.rank,
+                c.processes,
+                a.rank,
+                a.world_size
+            )
+            .into());
+        }
+        if c.shuffle != o.llmc_shuffle {
+            let (was, flag) = if c.shuffle { ("shuffled", "add") } else { ("did not shuffle", "drop") };
+            return Err(format!("{}: the run {was}; {flag} --llmc-shuffle", p.display()).into());
+        }
+        let epoch = if c.shuffle { c.epoch(&tail, data, (w.batch_size, w.seq_len), epochs)? } else { 0 };
+        (epoch, c.shard, c.sample)
+    } else if let (Some(shard), Some(sample)) = (o.llmc_shard_idx, o.llmc_sample_idx) {
+        (o.llmc_epoch, shard, sample)
+    } else {
+        return Ok(*initial);
+    };
+    Ok(if o.llmc_shuffle {
+        llmc_shuffled_resume_state(initial, data, shape, a.rank, (epoch, shard, sample))?
+    } else {
+        llmc_resume_state(initial, data, shape, shard, sample)?
+    })
+}
+
+/// The header of llm.c's checkpoint at `path` and its last bytes (as many as its shuffle
+/// tail can take over `data`), without reading the optimizer state between them.
+fn read_llmc_checkpoint(
+    path: &Path,
+    data: &ForeignDataset,
+    (batch, seq): (u64, u64),
+) -> CliResult<(LlmcCheckpoint, Vec<u8>)> {
+    let what = || format!("llm.c checkpoint {}", path.display());
+    let mut f = std::fs::File::open(path).map_err(|e| context(what(), e))?;
+    let len = f.metadata().map_err(|e| context(what(), e))?.len();
+    let mut header = vec![0u8; LlmcCheckpoint::HEADER_BYTES.min(len as usize)];
+    f.read_exact(&mut header).map_err(|e| context(what(), e))?;
+    let c = LlmcCheckpoint::parse_header(&header).map_err(|e| context(what(), e))?;
+    let mut tail = Vec::new();
+    if c.shuffle {
+        let want = c.tail_bytes(data, (batch, seq))?.min(len - LlmcCheckpoint::HEADER_BYTES as u64);
+        f.seek(SeekFrom::Start(len - want)).map_err(|e| context(what(), e))?;
+        f.take(want).read_to_end(&mut tail).map_err(|e| context(what(), e))?;
+    }
+    Ok((c, tail))
 }
 
 fn llmc(a: &BatchesArgs) -> CliResult {
@@ -188,33 +263,42 @@ fn llmc(a: &BatchesArgs) -> CliResult {
     let data = ForeignDataset::open(&w.dir, &options)?;
     let format = guideloom::formats::IntTokenFormat::new(data.dtype())?;
     let reader = data.reader(format, read_options(w.backend)?)?;
-    let windows = llmc_windows(&data, w.batch_size, w.seq_len, a.world_size)?;
+    let shuffle = a.order.llmc_shuffle;
+    // Shuffled, every process has its own order and every epoch another: the windows of
+    // --rank for all --epochs, one loader epoch, one loader rank.
+    let (windows, rank, world, epochs) = if shuffle {
+        let windows =
+            llmc_shuffled_windows(&data, (w.batch_size, w.seq_len, a.world_size), a.rank, a.epochs)?;
+        (windows, 0, 1, 1)
+    } else {
+        (llmc_windows(&data, w.batch_size, w.seq_len, a.world_size)?, a.rank, a.world_size, a.epochs)
+    };
+    let per_epoch = if shuffle { (windows.len() as u64 / a.epochs.max(1)).max(1) } else { u64::MAX };
     let loader = Loader::builder(Spans::new(reader, windows)?)
         .batch_size(1)
-        .shard(a.rank, a.world_size)
-        .epochs(a.epochs)
+        .shard(rank, world)
+        .epochs(epochs)
         .workers(w.workers)
         .build()?;
     if loader.source().is_empty() {
         eprintln!("note: no batch: the shards hold fewer than B x T x processes + 1 tokens each");
     }
-    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
-    let mut line = String::new();
-    for (i, batch) in loader.iter().enumerate() {
-        if a.max_batches.is_some_and(|k| i as u64 >= k) {
-            break;
-        }
-        let batch = batch?;
-        line.clear();
-        let _ = write!(line, "{{\"batch\":{},\"epoch\":{},\"windows\":", batch.number, batch.epoch);
-        write_list(&mut line, batch.indices.iter());
-        if !a.no_tokens {
-            line.push_str(",\"tokens\":");
-            write_list(&mut line, batch.data.iter().flatten());
-        }
-        line.push('}');
-        writeln!(out, "{line}")?;
-    }
-    out.flush()?;
-    Ok(())
+    let state = llmc_state(a, &data, &loader.initial_state(), a.epochs)?;
+    let mut it = loader.iter_from(&state)?;
+    print_batches(
+        &mut it,
+        a.max_batches,
+        a.save_state.as_deref(),
+        |line, batch| {
+            let epoch = if shuffle { batch.number / per_epoch } else { batch.epoch };
+            let _ = write!(line, "{{\"batch\":{},\"epoch\":{epoch},\"windows\":", batch.number);
+            write_list(line, batch.indices.iter());
+            if !a.no_tokens {
+                line.push_str(",\"tokens\":");
+                write_list(line, batch.data.iter().flatten());
+            }
+            line.push('}');
+        },
+        |_| {},
+    )
 }
