@@ -287,6 +287,10 @@ pub struct GptConfig {
     pub drop_last_partial_validation: bool,
     /// `mid_level_dataset_surplus` of a blend (default 0.005).
     pub surplus: f64,
+    /// The pad id a kept partial validation sample is padded with to `L + x` tokens
+    /// (`GPTDataset._pad_token_id`: the tokenizer's pad, default -1, Megatron-Core's
+    /// `_PAD_TOKEN_ID`; Megatron later maps it to token 0 with loss mask 0).
+    pub pad_token_id: i64,
 }
 
 impl GptConfig {
@@ -301,6 +305,7 @@ impl GptConfig {
             add_extra_token: true,
             drop_last_partial_validation: true,
             surplus: 0.005,
+            pad_token_id: -1,
         }
     }
 
@@ -325,6 +330,12 @@ impl GptConfig {
     /// Sets [`GptConfig::add_extra_token`].
     pub fn add_extra_token(mut self, on: bool) -> Self {
         self.add_extra_token = on;
+        self
+    }
+
+    /// Sets [`GptConfig::pad_token_id`].
+    pub fn pad_token_id(mut self, id: i64) -> Self {
+        self.pad_token_id = id;
         self
     }
 
@@ -699,9 +710,11 @@ pub struct MegatronSample {
     pub index: u64,
     /// The blend component it comes from (0 without a blend).
     pub dataset: u16,
-    /// Its tokens, `seq_length + 1` (with the extra token); fewer only for the partial last
-    /// sample of a validation split kept with `drop_last_partial_validation` off (Megatron
-    /// pads that one with its pad id and masks the padding out of the loss).
+    /// Its tokens, `seq_length + 1` (with the extra token). The partial last sample of a
+    /// validation split kept with `drop_last_partial_validation` off ends in
+    /// [`GptConfig::pad_token_id`]s up to that length, as Megatron's
+    /// `_query_document_sample_shuffle_indices` pads it (Megatron then masks the padding out
+    /// of the loss).
     pub tokens: Vec<i64>,
 }
 
@@ -731,6 +744,10 @@ pub struct MegatronSamples {
     components: Vec<Component>,
     blend: Option<BlendIndex>,
     fingerprint: u64,
+    /// `L + x`: a shorter sample is padded to it ...
+    sample_len: usize,
+    /// ... with this id.
+    pad_token_id: i64,
 }
 
 impl std::fmt::Debug for MegatronSamples {
@@ -793,7 +810,22 @@ impl MegatronSamples {
             return Err(LoaderError::InvalidConfig { field: "data_path", detail: "no dataset".into() });
         }
         words.push(config.num_samples.unwrap_or(u64::MAX));
-        Ok(MegatronSamples { components, blend, fingerprint: fingerprint_words(&words) })
+        if config.which == MegatronSplit::Valid && !config.drop_last_partial_validation {
+            words.push(config.pad_token_id as u64);
+        }
+        let sample_len = usize::try_from(config.seq_length.saturating_add(config.extra())).map_err(|_| {
+            LoaderError::InvalidConfig {
+                field: "seq_length",
+                detail: format!("{} is too long", config.seq_length),
+            }
+        })?;
+        Ok(MegatronSamples {
+            components,
+            blend,
+            fingerprint: fingerprint_words(&words),
+            sample_len,
+            pad_token_id: config.pad_token_id,
+        })
     }
 
     /// The index of component `i` (0 without a blend).
@@ -862,6 +894,11 @@ impl DataSource for MegatronSamples {
                 .map_err(|source| LoaderError::Storage { index: indices[first], source })?;
             for (row, tokens) in per[ci].iter().zip(pieces) {
                 out[*row].tokens.extend(tokens);
+            }
+        }
+        for s in &mut out {
+            if s.tokens.len() < self.sample_len {
+                s.tokens.resize(self.sample_len, self.pad_token_id);
             }
         }
         Ok(out)

@@ -334,7 +334,8 @@ fn llmc_sequential_order_matches_llmc_dataloader() {
 
 /// The validation split with `drop_last_partial_validation_sequence` off keeps a partial last
 /// sample (`ceil(float32(E*T - x) / L)` samples): 13 tokens after the extra one make three
-/// samples of 4 and one of 1, so their lengths (with the shared token) are 5, 5, 5 and 2.
+/// samples of 4 and one of 1, so their real lengths (with the shared token) are 5, 5, 5 and
+/// 2; Megatron pads the short one to `L + 1` with its pad id (-1 by default).
 #[test]
 fn validation_keeps_the_partial_last_sample_when_asked() {
     let data = megatron(&sample("megatron/gpt2_text_document"));
@@ -344,9 +345,30 @@ fn validation_keeps_the_partial_last_sample_when_asked() {
     assert!(samples_of(&dropped).iter().all(|s| s.len() == 5));
     c.drop_last_partial_validation = false;
     let kept = MegatronSamples::open(&[(1.0, &data)], &c, ReadOptions::default()).unwrap();
-    let mut lens: Vec<usize> = samples_of(&kept).iter().map(Vec::len).collect();
-    lens.sort_unstable();
-    assert_eq!(lens, [2, 5, 5, 5]);
+    let samples = samples_of(&kept);
+    assert!(samples.iter().all(|s| s.len() == 5));
+    let mut real: Vec<usize> = samples.iter().map(|s| s.iter().filter(|&&t| t != -1).count()).collect();
+    real.sort_unstable();
+    assert_eq!(real, [2, 5, 5, 5]);
+    // The partial sample: the last two tokens of the index's walk, then three pads; another
+    // pad id pads with it (and changes the source's fingerprint).
+    let ix = kept.index(0).unwrap();
+    let last = ix.shuffle_index().iter().position(|&j| u64::from(j) == ix.len() - 1).unwrap();
+    let partial = &samples[last];
+    assert_eq!(partial[2..], [-1, -1, -1]);
+    assert_eq!(partial[1], 50256, "{partial:?}: the walk ends at the end of a document");
+    let padded0 =
+        MegatronSamples::open(&[(1.0, &data)], &c.clone().pad_token_id(0), ReadOptions::default()).unwrap();
+    let mut with0 = partial.clone();
+    with0[2..].fill(0);
+    assert_eq!(samples_of(&padded0)[last], with0);
+    assert_ne!(padded0.fingerprint(), kept.fingerprint());
+    // The train split's fingerprint does not depend on the pad id (it never pads).
+    let t = GptConfig::new(4, 1234).split("1,0,0");
+    let a = MegatronSamples::open(&[(1.0, &data)], &t, ReadOptions::default()).unwrap();
+    let b =
+        MegatronSamples::open(&[(1.0, &data)], &t.clone().pad_token_id(7), ReadOptions::default()).unwrap();
+    assert_eq!(a.fingerprint(), b.fingerprint());
 }
 
 /// One configuration llm.c's own `DataLoader` ran (`tests/data/llmc_order/expected.txt`,
