@@ -97,6 +97,53 @@ fn megatron_blend_prints_each_samples_dataset_in_sources() {
     );
 }
 
+/// `--data-path "A B"` without weights: Megatron's exhaustive blend of one epoch of each
+/// (3 and 2 samples: sources 0, 1, 0, 1, 0), each sample its component's own.
+#[test]
+fn megatron_prefixes_without_weights_blend_exhaustively() {
+    let (a, b) = (sample("megatron/gpt2_text_document"), sample("megatron/other_text_document"));
+    let run = |data_path: &str| {
+        lines(&[
+            "batches",
+            "--order",
+            "megatron",
+            "--data-path",
+            data_path,
+            "--megatron-split",
+            "1,0,0",
+            "--seq-length",
+            "4",
+            "--seed",
+            "1234",
+            "--batch-size",
+            "1",
+        ])
+    };
+    let blend = run(&format!("{a} {b}"));
+    let sources: Vec<i64> = blend
+        .iter()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()["sources"][0].as_i64().unwrap())
+        .collect();
+    assert_eq!(sources, [0, 1, 0, 1, 0]);
+    let (ta, tb) = (tokens_of_rows(&run(&a)), tokens_of_rows(&run(&b)));
+    assert_eq!(
+        tokens_of_rows(&blend),
+        [ta[0].clone(), tb[0].clone(), ta[1].clone(), tb[1].clone(), ta[2].clone()]
+    );
+    assert_eq!(ta[0], [201, 202, 50256, 301, 302]);
+}
+
+/// The one sample of each batch line of `batches --order megatron --batch-size 1`.
+fn tokens_of_rows(lines: &[String]) -> Vec<Vec<i64>> {
+    lines
+        .iter()
+        .map(|l| {
+            let v: serde_json::Value = serde_json::from_str(l).unwrap();
+            v["tokens"][0].as_array().unwrap().iter().map(|t| t.as_i64().unwrap()).collect()
+        })
+        .collect()
+}
+
 #[test]
 fn llmc_order_prints_llmc_batches_and_wraps() {
     let out = lines(&[

@@ -106,8 +106,9 @@ pub use loader::{
     SHUTDOWN_GRACE,
 };
 pub use megatron::{
-    megatron_blending_indices, megatron_resume_source, megatron_resume_state, megatron_split_ranges,
-    BlendIndex, GptConfig, GptIndex, MegatronSample, MegatronSamples, MegatronSplit, Mt19937, SamplePiece,
+    megatron_blending_indices, megatron_exhaustive_blending_indices, megatron_resume_source,
+    megatron_resume_state, megatron_split_ranges, BlendIndex, GptConfig, GptIndex, MegatronSample,
+    MegatronSamples, MegatronSplit, Mt19937, SamplePiece,
 };
 pub use meta_documents::MetaDocuments;
 pub use mix::{Mix, MixConfig, MixPlan, MixSchedule, MixSlot, MixStop, Sourced};

@@ -9,9 +9,9 @@ use std::path::{Path, PathBuf};
 use guideloom_formats::IntTokenFormat;
 use guideloom_loader::{
     llmc_resume_state, llmc_shuffled_resume_state, llmc_shuffled_windows, llmc_windows,
-    megatron_blending_indices, megatron_resume_source, megatron_resume_state, megatron_split_ranges,
-    BlendIndex, DataSource, GptConfig, GptIndex, LlmcCheckpoint, Loader, LoaderError, MegatronSamples,
-    MegatronSplit, Mt19937, Spans,
+    megatron_blending_indices, megatron_exhaustive_blending_indices, megatron_resume_source,
+    megatron_resume_state, megatron_split_ranges, BlendIndex, DataSource, GptConfig, GptIndex,
+    LlmcCheckpoint, Loader, LoaderError, MegatronSamples, MegatronSplit, Mt19937, Spans,
 };
 use guideloom_storage::foreign::{ForeignDataset, ForeignFormat, ForeignOptions};
 use guideloom_storage::ReadOptions;
@@ -588,4 +588,60 @@ fn resume_from_any_consumed_samples_on_dp_1_2_4() {
         }
     }
     assert!(megatron_resume_source(source, 1, 0).is_err());
+}
+
+/// Megatron's exhaustive blend (`build_exhaustive_blending_indices`, prefixes without
+/// weights and no requested size), worked by hand: sizes [2, 3] weigh 0.4 / 0.6; the errors
+/// `w_i * max(s, 1) - count_i` pick 1 (0.6 > 0.4), 0 (0.4 > -0.4), 1 (0.2 > -0.2),
+/// 0 (0.2 > -0.2, which exhausts component 0), then 1 alone.
+#[test]
+fn exhaustive_blend_draws_every_component_until_exhausted() {
+    assert_eq!(megatron_exhaustive_blending_indices(&[2, 3]), (vec![1, 0, 1, 0, 1], vec![0, 0, 1, 1, 2]));
+    // Sizes [3, 2]: 0, 1, 0, 1 (exhausts 1), then 0 alone.
+    assert_eq!(megatron_exhaustive_blending_indices(&[3, 2]), (vec![0, 1, 0, 1, 0], vec![0, 0, 1, 1, 2]));
+    // The law: component i gives exactly its samples 0 .. sizes[i], in order.
+    for sizes in [vec![5u64, 1, 9], vec![1, 1, 1, 1], vec![40, 3], vec![7]] {
+        let (ds, sample) = megatron_exhaustive_blending_indices(&sizes);
+        assert_eq!(ds.len() as u64, sizes.iter().sum::<u64>());
+        for (i, &n) in sizes.iter().enumerate() {
+            let mine: Vec<u64> =
+                ds.iter().zip(&sample).filter(|(d, _)| **d as usize == i).map(|(_, s)| *s).collect();
+            assert_eq!(mine, (0..n).collect::<Vec<_>>(), "{sizes:?}");
+        }
+    }
+    // With a requested size: the greedy schedule over the normalised sizes, capped by their sum.
+    let b = BlendIndex::unweighted(&[3, 2], Some(4)).unwrap();
+    assert_eq!((b.dataset_index(), b.dataset_sample_index()), (&[0u16, 1, 0, 1][..], &[0u64, 0, 1, 1][..]));
+    assert_eq!(BlendIndex::unweighted(&[3, 2], Some(100)).unwrap().len(), 5);
+    assert!(BlendIndex::unweighted(&[3, 0], None).is_err());
+    assert!(BlendIndex::unweighted(&[], None).is_err());
+}
+
+/// `--data-path A B` (no weights): one-epoch components, blended exhaustively; every blended
+/// sample is its component's sample, and the fingerprint differs from a weighted blend's.
+#[test]
+fn unweighted_prefixes_blend_one_epoch_components_exhaustively() {
+    let a = megatron(&sample("megatron/gpt2_text_document"));
+    let b = megatron(&sample("megatron/other_text_document"));
+    let c = GptConfig::new(4, 1234).split("1,0,0");
+    let blend = MegatronSamples::open_unweighted(&[&a, &b], &c, ReadOptions::default()).unwrap();
+    let one = |d: &ForeignDataset| {
+        samples_of(&MegatronSamples::open(&[(1.0, d)], &c, ReadOptions::default()).unwrap())
+    };
+    let (sa, sb) = (one(&a), one(&b));
+    assert_eq!((sa.len(), sb.len()), (3, 2));
+    let got = samples_of_full(&blend);
+    assert_eq!(got.iter().map(|s| s.dataset).collect::<Vec<_>>(), [0, 1, 0, 1, 0]);
+    let want = [&sa[0], &sb[0], &sa[1], &sb[1], &sa[2]];
+    assert_eq!(got.iter().map(|s| &s.tokens).collect::<Vec<_>>(), want);
+    assert_eq!(got[0].tokens, [201, 202, 50256, 301, 302]);
+    // With --train-samples 4: the first four of the size-weighted schedule.
+    let capped =
+        MegatronSamples::open_unweighted(&[&a, &b], &c.clone().num_samples(4), ReadOptions::default())
+            .unwrap();
+    assert_eq!(samples_of(&capped), [sa[0].clone(), sb[0].clone(), sa[1].clone(), sb[1].clone()]);
+    let weighted =
+        MegatronSamples::open(&[(3.0, &a), (2.0, &b)], &c.clone().num_samples(5), ReadOptions::default())
+            .unwrap();
+    assert_ne!(weighted.fingerprint(), blend.fingerprint());
 }

@@ -262,7 +262,9 @@ pub(crate) struct OrderArgs {
     /// Print samples in another trainer's order (then --shuffle does not apply).
     #[arg(long, value_enum, conflicts_with = "sequential")]
     pub(crate) order: Option<OrderKind>,
-    /// Megatron's --data-path: "PREFIX", or "W1 PREFIX1 W2 PREFIX2 ..." for a blend.
+    /// Megatron's --data-path: "PREFIX", "W1 PREFIX1 W2 PREFIX2 ..." for a blend, or
+    /// "PREFIX1 PREFIX2 ..." (no weights: one epoch of each, blended by their sizes, each
+    /// drawn until exhausted unless --train-samples caps the blend).
     #[arg(long)]
     pub(crate) data_path: Option<String>,
     /// Megatron's --split ("969,30,1"); named so because --split belongs to --text.

@@ -33,22 +33,44 @@ pub(crate) fn batches(a: &BatchesArgs) -> CliResult {
     }
 }
 
-/// Megatron's `--data-path`: one prefix, or weight/prefix pairs.
-fn data_path(text: &str) -> CliResult<Vec<(f64, PathBuf)>> {
+/// Megatron's `--data-path` (`get_blend_from_list`): one prefix, weight/prefix pairs, or
+/// several prefixes without weights (an odd count, or pairs whose first words are not all
+/// numbers); the weights are `None` in that last case (and for one prefix).
+fn data_path(text: &str) -> CliResult<Vec<(Option<f64>, PathBuf)>> {
     let words: Vec<&str> = text.split_whitespace().collect();
-    match words.len() {
-        0 => Err("--data-path is empty".into()),
-        1 => Ok(vec![(1.0, PathBuf::from(words[0]))]),
-        n if n % 2 == 1 => {
-            Err(format!("--data-path {text:?}: weights and prefixes must come in pairs").into())
+    if words.is_empty() {
+        return Err("--data-path is empty".into());
+    }
+    let prefixes = || Ok(words.iter().map(|w| (None, PathBuf::from(w))).collect());
+    if words.len() % 2 == 1 {
+        return prefixes();
+    }
+    let weights: Vec<Option<f64>> = words.iter().step_by(2).map(|w| w.parse().ok()).collect();
+    match (weights.iter().all(Option::is_some), weights.iter().all(Option::is_none)) {
+        (true, _) => {
+            Ok(weights.into_iter().zip(words.iter().skip(1).step_by(2).map(PathBuf::from)).collect())
         }
-        _ => words
-            .chunks(2)
-            .map(|p| {
-                let w: f64 = p[0].parse().map_err(|_| format!("--data-path: {:?} is not a weight", p[0]))?;
-                Ok((w, PathBuf::from(p[1])))
-            })
-            .collect(),
+        (_, true) => prefixes(),
+        _ => Err(format!("--data-path {text:?}: either every prefix has a weight or none has").into()),
+    }
+}
+
+/// A dataset of `--data-path` and its weight (`None`: prefixes without weights).
+type Weighted = (Option<f64>, ForeignDataset);
+
+/// The samples of `datasets` under `config`: a weighted blend, or Megatron's blend of
+/// prefixes without weights.
+fn megatron_source(
+    datasets: &[Weighted],
+    config: &GptConfig,
+    options: ReadOptions,
+) -> CliResult<MegatronSamples> {
+    if datasets.iter().all(|(w, _)| w.is_some()) {
+        let refs: Vec<(f64, &ForeignDataset)> = datasets.iter().map(|(w, d)| (w.unwrap_or(1.0), d)).collect();
+        Ok(MegatronSamples::open(&refs, config, options)?)
+    } else {
+        let refs: Vec<&ForeignDataset> = datasets.iter().map(|(_, d)| d).collect();
+        Ok(MegatronSamples::open_unweighted(&refs, config, options)?)
     }
 }
 
@@ -60,10 +82,10 @@ fn megatron_config(
     train_samples: Option<u64>,
     seq_length: u64,
     seed: u64,
-) -> CliResult<(Vec<(f64, ForeignDataset)>, GptConfig)> {
+) -> CliResult<(Vec<Weighted>, GptConfig)> {
     let paths = data_path(text)?;
     let options = ForeignOptions::new().format(ForeignFormat::Megatron);
-    let datasets: Vec<(f64, ForeignDataset)> =
+    let datasets: Vec<Weighted> =
         paths.iter().map(|(w, p)| Ok((*w, ForeignDataset::open(p, &options)?))).collect::<CliResult<_>>()?;
     let which = match which {
         "valid" => MegatronSplit::Valid,
@@ -90,8 +112,7 @@ pub(crate) fn inspect(a: &InspectArgs) -> CliResult {
         seq_length,
         o.seed,
     )?;
-    let refs: Vec<(f64, &ForeignDataset)> = datasets.iter().map(|(w, d)| (*w, d)).collect();
-    let source = MegatronSamples::open(&refs, &config, ReadOptions::default())?;
+    let source = megatron_source(&datasets, &config, ReadOptions::default())?;
     let mut components = Vec::new();
     for (i, (w, d)) in datasets.iter().enumerate() {
         let ix = source.index(i).ok_or("missing component")?;
@@ -144,8 +165,7 @@ fn megatron(a: &BatchesArgs) -> CliResult {
         a.window.seq_len,
         a.window.seed,
     )?;
-    let refs: Vec<(f64, &ForeignDataset)> = datasets.iter().map(|(w, d)| (*w, d)).collect();
-    let source = MegatronSamples::open(&refs, &config, read_options(a.window.backend)?)?;
+    let source = megatron_source(&datasets, &config, read_options(a.window.backend)?)?;
     // Megatron's sampler deals whole global batches from consumed_samples on: the source
     // starts at consumed mod G, the run at step consumed div G.
     let global =
@@ -164,7 +184,7 @@ fn megatron(a: &BatchesArgs) -> CliResult {
         Some(p) => read_state(p)?,
         None => State { next_batch, ..loader.initial_state() },
     };
-    let blend = refs.len() > 1;
+    let blend = datasets.len() > 1;
     let mut it = loader.iter_from(&state)?;
     print_batches(
         &mut it,
