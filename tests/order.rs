@@ -411,6 +411,35 @@ fn llmc_order_resumes_from_saved_state_and_from_llmc_checkpoints() {
         "1",
     ]);
     assert_eq!(tokens_of(&out), want[9..18]);
+    // A shuffled position in an epoch the run does not list, or more epochs than can be
+    // listed, is refused.
+    for (extra, why) in [
+        (
+            &["--llmc-shard-idx", "0", "--llmc-sample-idx", "0", "--llmc-epoch", "2"][..],
+            "--llmc-epoch 2 is not one of the 1 --epochs",
+        ),
+        (&["--epochs", "1000000000000"][..], "ask for fewer --epochs"),
+    ] {
+        let mut args = vec![
+            "batches",
+            "--order",
+            "llmc",
+            &shards,
+            "--batch-size",
+            "1",
+            "--seq-len",
+            "4",
+            "--llmc-shuffle",
+        ];
+        args.extend(extra);
+        let out = crate::cli::bin().args(&args).output().unwrap();
+        assert!(!out.status.success(), "{extra:?}");
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains(why),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
     // A checkpoint of another rank, or a shuffled one read as sequential, is refused.
     let state = dir.join("state_shuffled_p2_r0.bin");
     for (extra, why) in [

@@ -262,7 +262,8 @@ pub fn llmc_shuffled_resume_state(
     let per_epoch: u64 = per.iter().sum();
     let mut before = epoch.checked_mul(per_epoch).ok_or_else(|| bad(format!("epoch {epoch} overflows")))?;
     let mut found = None;
-    walk_shuffled(&per, rank, epoch + 1, |e, order, at, _, _| {
+    // O(epoch x batches per epoch): the generator is replayed up to that epoch.
+    walk_shuffled(&per, rank, epoch.saturating_add(1), |e, order, at, _, _| {
         let s = order[at];
         if e < epoch {
             return true;

@@ -243,6 +243,9 @@ fn llmc_state(a: &BatchesArgs, data: &ForeignDataset, initial: &State, epochs: u
         let epoch = if c.shuffle { c.epoch(&tail, data, (w.batch_size, w.seq_len), epochs)? } else { 0 };
         (epoch, c.shard, c.sample)
     } else if let (Some(shard), Some(sample)) = (o.llmc_shard_idx, o.llmc_sample_idx) {
+        if o.llmc_shuffle && o.llmc_epoch >= epochs {
+            return Err(format!("--llmc-epoch {} is not one of the {epochs} --epochs", o.llmc_epoch).into());
+        }
         (o.llmc_epoch, shard, sample)
     } else {
         return Ok(*initial);
@@ -276,6 +279,9 @@ fn read_llmc_checkpoint(
     Ok((c, tail))
 }
 
+/// The most windows `--llmc-shuffle` lists (16 bytes each).
+const MAX_SHUFFLED_WINDOWS: u64 = 1 << 27;
+
 fn llmc(a: &BatchesArgs) -> CliResult {
     let w = &a.window;
     let mut options = crate::cmd::foreign::options(&w.foreign);
@@ -287,6 +293,16 @@ fn llmc(a: &BatchesArgs) -> CliResult {
     // Shuffled, every process has its own order and every epoch another: the windows of
     // --rank for all --epochs, one loader epoch, one loader rank.
     let (windows, rank, world, epochs) = if shuffle {
+        let per_epoch = data.files().iter().map(|f| f.elements.saturating_sub(1)).sum::<u64>()
+            / w.batch_size.saturating_mul(w.seq_len).saturating_mul(a.world_size).max(1);
+        if per_epoch.saturating_mul(a.epochs) > MAX_SHUFFLED_WINDOWS {
+            return Err(format!(
+                "--llmc-shuffle lists every epoch's windows: {} epochs of about {per_epoch} are more than \
+                 {MAX_SHUFFLED_WINDOWS}; ask for fewer --epochs",
+                a.epochs
+            )
+            .into());
+        }
         let windows =
             llmc_shuffled_windows(&data, (w.batch_size, w.seq_len, a.world_size), a.rank, a.epochs)?;
         (windows, 0, 1, 1)
