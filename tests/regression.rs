@@ -440,4 +440,56 @@ fn issue19_oamap_inputs_oam_reads_back_what_it_writes_and_refuses_cycles_and_fif
     let o = child.wait_with_output().unwrap();
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(!o.status.success() && err.contains("pipe.npz") && err.contains("not a regular file"), "{err}");
+
+/// Regression (issue 14): the llm.c acceptance case was checked on copies of the two sample
+/// shards renamed so that val sorted first; under their real names llm.c's `glob()` (sorted
+/// names) reads `tiny_train_000001.bin` before `tiny_val_000000.bin`, and so does
+/// `--order llmc` (llm.c's own loader gives these batches, loader/tests/data/llmc_order).
+#[test]
+fn issue14_llmc_order_reads_shards_in_llmcs_glob_order_train_before_val() {
+    let tmp = tempfile::tempdir().unwrap();
+    let samples = Path::new(env!("CARGO_MANIFEST_DIR")).join("storage/tests/data/interop/llmc");
+    for name in ["tiny_val_000000.bin", "tiny_train_000001.bin"] {
+        std::fs::copy(samples.join(name), tmp.path().join(name)).unwrap();
+    }
+    let glob = tmp.path().join("tiny_*.bin");
+    let out = run_ok(&[
+        "batches",
+        "--order",
+        "llmc",
+        glob.to_str().unwrap(),
+        "--seq-len",
+        "2",
+        "--batch-size",
+        "1",
+        "--no-tokens",
+        "--max-batches",
+        "1",
+    ]);
+    assert_eq!(String::from_utf8(out.stdout).unwrap(), "{\"batch\":0,\"epoch\":0,\"windows\":[0]}\n");
+    let out = run_ok(&[
+        "batches",
+        "--order",
+        "llmc",
+        glob.to_str().unwrap(),
+        "--seq-len",
+        "2",
+        "--batch-size",
+        "1",
+    ]);
+    let first = String::from_utf8(out.stdout).unwrap();
+    assert_eq!(
+        first
+            .lines()
+            .map(|l| l.split("\"tokens\":").nth(1).unwrap().trim_end_matches('}'))
+            .collect::<Vec<_>>(),
+        [
+            "[50256,301,302]",
+            "[302,303,304]",
+            "[304,50256,401]",
+            "[50256,101,102]",
+            "[102,103,50256]",
+            "[50256,201,202]"
+        ]
+    );
 }

@@ -185,6 +185,15 @@ pub enum LoaderError {
         /// Why it is refused.
         detail: String,
     },
+    /// Another trainer's checkpoint (llm.c's `state_*.bin`) is not one, or does not match the
+    /// data and configuration it is resumed onto.
+    #[error("{what}: {detail}")]
+    ForeignCheckpoint {
+        /// The checkpoint kind (for example `"llm.c checkpoint"`).
+        what: &'static str,
+        /// What is wrong, with the expected and found values.
+        detail: String,
+    },
     /// A state was written by an unsupported state format version.
     #[error("state version {found} is not supported (this loader writes version {expected})")]
     StateVersion {

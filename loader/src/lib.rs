@@ -14,8 +14,9 @@
 //!   `GatherColumns`).
 //! - [`MegatronSamples`]: Megatron-Core's `GPTDataset` / `BlendedDataset` samples in
 //!   Megatron's order, computed in Rust ([`GptIndex`], [`BlendIndex`], [`Mt19937`]), and
-//!   [`megatron_resume_state`] to continue a run at Megatron's `consumed_samples`;
-//!   [`llmc_windows`]: llm.c's sequential batch order as [`Spans`] records.
+//!   [`megatron_resume_state`] / [`megatron_resume_source`] to continue a run at Megatron's `consumed_samples`;
+//!   [`llmc_windows`], [`llmc_shuffled_windows`]: llm.c's sequential and shuffled batch orders as
+//!   [`Spans`] records, and [`LlmcCheckpoint`] to continue from llm.c's checkpoints.
 //! - [`Sampler`]: a pure function from batch number to record indices: one keyed
 //!   [`Permutation`] per epoch, shuffled globally, then sharded over ranks.
 //! - [`Loader`]: the builder and the iterator ([`LoaderIter`]); output is identical for every
@@ -97,14 +98,17 @@ pub use rand;
 pub use aliases::{DocumentLoader, TokenLoader, WindowLoader};
 pub use batch::{Batch, Collate, StackTokens, TokenBatch, VecCollate};
 pub use error::{BoxError, LoaderError};
-pub use llmc::{llmc_resume_state, llmc_windows};
+pub use llmc::{
+    llmc_resume_state, llmc_shuffled_resume_state, llmc_shuffled_windows, llmc_windows, LlmcCheckpoint,
+};
 pub use loader::{
     Loader, LoaderBuilder, LoaderIter, ResumeOptions, DEFAULT_WORKERS, MAX_BATCH_NUMBER, MAX_WORKERS,
     SHUTDOWN_GRACE,
 };
 pub use megatron::{
-    megatron_blending_indices, megatron_resume_state, megatron_split_ranges, BlendIndex, GptConfig, GptIndex,
-    MegatronSample, MegatronSamples, MegatronSplit, Mt19937, SamplePiece,
+    megatron_blending_indices, megatron_exhaustive_blending_indices, megatron_resume_source,
+    megatron_resume_state, megatron_split_ranges, BlendIndex, GptConfig, GptIndex, MegatronSample,
+    MegatronSamples, MegatronSplit, Mt19937, SamplePiece,
 };
 pub use meta_documents::MetaDocuments;
 pub use mix::{Mix, MixConfig, MixPlan, MixSchedule, MixSlot, MixStop, Sourced};

@@ -26,7 +26,7 @@ use guideloom_storage::foreign::{ForeignDataset, ForeignFormat, ForeignOptions};
 use guideloom_storage::{ReadOptions, StorageError, StreamReader, Window};
 
 use crate::storage_sources::open_error;
-use crate::{fingerprint_words, DataSource, LoaderError, State, WindowReader};
+use crate::{fingerprint_words, DataSource, LoaderError, Slice, State, WindowReader};
 
 /// The MT19937 Mersenne Twister (32-bit), seeded as `init_genrand` (Matsumoto & Nishimura,
 /// 1998) — the generator of `numpy.random.RandomState(seed)` for an integer seed.
@@ -78,6 +78,12 @@ impl Mt19937 {
             mt[i] = v;
         }
         self.index = 0;
+    }
+
+    /// The untempered state words and the position of the next one (624: a twist comes
+    /// first), to compare with a generator state another program saved.
+    pub(crate) fn words(&self) -> (&[u32; 624], usize) {
+        (&self.state, self.index)
     }
 
     /// The next 32-bit output (tempered).
@@ -255,6 +261,48 @@ pub fn megatron_blending_indices(weights: &[f64], size: u64) -> (Vec<u16>, Vec<u
     (index, sample)
 }
 
+/// `build_exhaustive_blending_indices` (Megatron-Core `helpers.cpp`): draws exactly
+/// `sizes[i]` samples from each component `i`, `sum(sizes)` in all: for each blended sample
+/// `s`, among the components not yet exhausted (in index order), the one maximising
+/// `w_i * max(s, 1) - count_i` with `w_i = sizes[i] / sum(sizes)` (f64; ties to the lowest
+/// `i`), and that component's sample number `count_i`. A component of size 0 is never drawn
+/// (Megatron refuses it before this point).
+///
+/// ```
+/// use guideloom_loader::megatron_exhaustive_blending_indices;
+/// let (ds, sample) = megatron_exhaustive_blending_indices(&[1, 3]);
+/// assert_eq!((ds, sample), (vec![1, 0, 1, 1], vec![0, 0, 1, 2]));
+/// ```
+pub fn megatron_exhaustive_blending_indices(sizes: &[u64]) -> (Vec<u16>, Vec<u64>) {
+    let total: u64 = sizes.iter().sum();
+    let weights: Vec<f64> = sizes.iter().map(|&n| n as f64 / total as f64).collect();
+    let mut counts = vec![0u64; sizes.len()];
+    let mut unspent: Vec<usize> = (0..sizes.len()).filter(|&i| sizes[i] > 0).collect();
+    let mut index = Vec::with_capacity(total as usize);
+    let mut sample = Vec::with_capacity(total as usize);
+    let mut s = 0u64;
+    while !unspent.is_empty() {
+        let x = (s as f64).max(1.0);
+        let (mut at, mut best_err) = (0usize, f64::MIN);
+        for (k, &i) in unspent.iter().enumerate() {
+            let err = weights[i] * x - counts[i] as f64;
+            if err > best_err {
+                best_err = err;
+                at = k;
+            }
+        }
+        let best = unspent[at];
+        index.push(best as u16);
+        sample.push(counts[best]);
+        counts[best] += 1;
+        if counts[best] == sizes[best] {
+            unspent.remove(at);
+        }
+        s += 1;
+    }
+    (index, sample)
+}
+
 /// The configuration of one `GPTDataset` (`GPTDatasetConfig` and the builder's arguments).
 ///
 /// ```
@@ -281,6 +329,10 @@ pub struct GptConfig {
     pub drop_last_partial_validation: bool,
     /// `mid_level_dataset_surplus` of a blend (default 0.005).
     pub surplus: f64,
+    /// The pad id a kept partial validation sample is padded with to `L + x` tokens
+    /// (`GPTDataset._pad_token_id`: the tokenizer's pad, default -1, Megatron-Core's
+    /// `_PAD_TOKEN_ID`; Megatron later maps it to token 0 with loss mask 0).
+    pub pad_token_id: i64,
 }
 
 impl GptConfig {
@@ -295,6 +347,7 @@ impl GptConfig {
             add_extra_token: true,
             drop_last_partial_validation: true,
             surplus: 0.005,
+            pad_token_id: -1,
         }
     }
 
@@ -319,6 +372,12 @@ impl GptConfig {
     /// Sets [`GptConfig::add_extra_token`].
     pub fn add_extra_token(mut self, on: bool) -> Self {
         self.add_extra_token = on;
+        self
+    }
+
+    /// Sets [`GptConfig::pad_token_id`].
+    pub fn pad_token_id(mut self, id: i64) -> Self {
+        self.pad_token_id = id;
         self
     }
 
@@ -655,6 +714,52 @@ impl BlendIndex {
         Ok(BlendIndex { weights, component_samples, dataset_index, dataset_sample_index })
     }
 
+    /// Megatron's blend of prefixes given without weights (`--data-path A B`): the
+    /// components are one-epoch `GPTDataset`s of `sizes[i]` samples each (their lengths are
+    /// the weights). With a requested size `n` (`--train-samples`), the blend holds
+    /// `min(n, sum(sizes))` samples scheduled by [`megatron_blending_indices`] over the
+    /// normalised sizes; without one, every component is drawn until exhausted
+    /// ([`megatron_exhaustive_blending_indices`], `sum(sizes)` samples). Source:
+    /// `blended_megatron_dataset_builder.py` `_build_blended_dataset_splits` ("Blend according
+    /// to dataset sizes as-is") and `blended_dataset.py` `_build_indices`.
+    ///
+    /// ```
+    /// use guideloom_loader::BlendIndex;
+    /// let b = BlendIndex::unweighted(&[1, 3], None)?;
+    /// assert_eq!((b.len(), b.dataset_index()), (4, &[1u16, 0, 1, 1][..]));
+    /// let b = BlendIndex::unweighted(&[1, 3], Some(2))?;
+    /// assert_eq!((b.len(), b.weights()), (2, &[0.25, 0.75][..]));
+    /// # Ok::<(), guideloom_loader::LoaderError>(())
+    /// ```
+    ///
+    /// # Errors
+    /// [`LoaderError::InvalidConfig`] (field `weights`) for no component, more than 32766, or
+    /// one of 0 samples (Megatron asserts every weight is positive).
+    pub fn unweighted(sizes: &[u64], n: Option<u64>) -> Result<Self, LoaderError> {
+        if sizes.is_empty() || sizes.len() >= 32767 || sizes.contains(&0) {
+            return Err(LoaderError::InvalidConfig {
+                field: "weights",
+                detail: format!(
+                    "component sizes {sizes:?}: need 1 to 32766 components of at least one sample"
+                ),
+            });
+        }
+        let total: u64 = sizes.iter().sum();
+        let (weights, (dataset_index, dataset_sample_index)) = match n {
+            Some(n) => {
+                let sum: f64 = sizes.iter().map(|&x| x as f64).sum();
+                let w: Vec<f64> = sizes.iter().map(|&x| x as f64 / sum).collect();
+                let indices = megatron_blending_indices(&w, n.min(total));
+                (w, indices)
+            }
+            None => (
+                sizes.iter().map(|&x| x as f64 / total as f64).collect(),
+                megatron_exhaustive_blending_indices(sizes),
+            ),
+        };
+        Ok(BlendIndex { weights, component_samples: sizes.to_vec(), dataset_index, dataset_sample_index })
+    }
+
     /// The normalised weights.
     pub fn weights(&self) -> &[f64] {
         &self.weights
@@ -693,9 +798,11 @@ pub struct MegatronSample {
     pub index: u64,
     /// The blend component it comes from (0 without a blend).
     pub dataset: u16,
-    /// Its tokens, `seq_length + 1` (with the extra token); fewer only for the partial last
-    /// sample of a validation split kept with `drop_last_partial_validation` off (Megatron
-    /// pads that one with its pad id and masks the padding out of the loss).
+    /// Its tokens, `seq_length + 1` (with the extra token). The partial last sample of a
+    /// validation split kept with `drop_last_partial_validation` off ends in
+    /// [`GptConfig::pad_token_id`]s up to that length, as Megatron's
+    /// `_query_document_sample_shuffle_indices` pads it (Megatron then masks the padding out
+    /// of the loss).
     pub tokens: Vec<i64>,
 }
 
@@ -725,6 +832,10 @@ pub struct MegatronSamples {
     components: Vec<Component>,
     blend: Option<BlendIndex>,
     fingerprint: u64,
+    /// `L + x`: a shorter sample is padded to it ...
+    sample_len: usize,
+    /// ... with this id.
+    pad_token_id: i64,
 }
 
 impl std::fmt::Debug for MegatronSamples {
@@ -757,10 +868,28 @@ impl MegatronSamples {
         } else {
             None
         };
-        let mut components = Vec::with_capacity(datasets.len());
         let mut words =
             vec![0x6d65_6761_7472_6f6e, config.seq_length, config.seed, config.which.position() as u64];
-        for (i, (_, data)) in datasets.iter().enumerate() {
+        let data: Vec<&ForeignDataset> = datasets.iter().map(|d| d.1).collect();
+        let components = Self::components(&data, config, &options, |i| {
+            blend.as_ref().map_or(config.num_samples, |b| Some(b.component_samples()[i]))
+        })?;
+        for (i, c) in components.iter().enumerate() {
+            words.extend([c.reader.fingerprint(), c.index.len(), datasets[i].0.to_bits()]);
+        }
+        words.push(config.num_samples.unwrap_or(u64::MAX));
+        Self::finish(components, blend, config, words)
+    }
+
+    /// The components over `datasets`, component `i` built for `num_samples(i)` samples.
+    fn components(
+        datasets: &[&ForeignDataset],
+        config: &GptConfig,
+        options: &ReadOptions,
+        num_samples: impl Fn(usize) -> Option<u64>,
+    ) -> Result<Vec<Component>, LoaderError> {
+        let mut components = Vec::with_capacity(datasets.len());
+        for (i, data) in datasets.iter().enumerate() {
             let meg = data.megatron().ok_or_else(|| LoaderError::InvalidConfig {
                 field: "data_path",
                 detail: format!("{} is a {} dataset, not Megatron", data.path().display(), data.format()),
@@ -773,21 +902,72 @@ impl MegatronSamples {
                 .clone()
                 .ok_or(LoaderError::EmptySplit { split: config.which.name() })?;
             let mut c = config.clone();
-            if let Some(b) = &blend {
-                c.num_samples = Some(b.component_samples()[i]);
-            }
+            c.num_samples = num_samples(i);
             let index = GptIndex::build(&lengths, range, &c)?;
             let format = IntTokenFormat::new(data.dtype())
                 .map_err(|source| open_error(data.path())(StorageError::Format { shard: 0, source }))?;
             let reader = data.reader(format, options.clone()).map_err(open_error(data.path()))?;
-            words.extend([reader.fingerprint(), index.len(), datasets[i].0.to_bits()]);
             components.push(Component { reader, lengths, starts, index });
         }
         if components.is_empty() {
             return Err(LoaderError::InvalidConfig { field: "data_path", detail: "no dataset".into() });
         }
+        Ok(components)
+    }
+
+    /// Megatron's samples of several prefixes given without weights (`--data-path A B`):
+    /// every component is a one-epoch `GPTDataset` (`num_samples` none), and the blend is
+    /// [`BlendIndex::unweighted`] of their lengths for `config.num_samples` (none: each
+    /// component drawn until exhausted). One dataset is [`MegatronSamples::open`] of it.
+    ///
+    /// # Errors
+    /// As [`MegatronSamples::open`] and [`BlendIndex::unweighted`].
+    pub fn open_unweighted(
+        datasets: &[&ForeignDataset],
+        config: &GptConfig,
+        options: ReadOptions,
+    ) -> Result<Self, LoaderError> {
+        if let [one] = datasets {
+            return Self::open(&[(1.0, one)], config, options);
+        }
+        let mut words = vec![
+            0x6d65_6761_756e_7765, // "megaunwe"
+            config.seq_length,
+            config.seed,
+            config.which.position() as u64,
+        ];
+        let components = Self::components(datasets, config, &options, |_| None)?;
+        let sizes: Vec<u64> = components.iter().map(|c| c.index.len()).collect();
+        for c in &components {
+            words.extend([c.reader.fingerprint(), c.index.len()]);
+        }
+        let blend = BlendIndex::unweighted(&sizes, config.num_samples)?;
         words.push(config.num_samples.unwrap_or(u64::MAX));
-        Ok(MegatronSamples { components, blend, fingerprint: fingerprint_words(&words) })
+        Self::finish(components, Some(blend), config, words)
+    }
+
+    fn finish(
+        components: Vec<Component>,
+        blend: Option<BlendIndex>,
+        config: &GptConfig,
+        mut words: Vec<u64>,
+    ) -> Result<Self, LoaderError> {
+        if config.which == MegatronSplit::Valid && !config.drop_last_partial_validation {
+            words.push(config.pad_token_id as u64);
+        }
+        let sample_len = usize::try_from(config.seq_length.saturating_add(config.extra())).map_err(|_| {
+            LoaderError::InvalidConfig {
+                field: "seq_length",
+                detail: format!("{} is too long", config.seq_length),
+            }
+        })?;
+        Ok(MegatronSamples {
+            components,
+            blend,
+            fingerprint: fingerprint_words(&words),
+            sample_len,
+            pad_token_id: config.pad_token_id,
+        })
     }
 
     /// The index of component `i` (0 without a blend).
@@ -858,6 +1038,11 @@ impl DataSource for MegatronSamples {
                 out[*row].tokens.extend(tokens);
             }
         }
+        for s in &mut out {
+            if s.tokens.len() < self.sample_len {
+                s.tokens.resize(self.sample_len, self.pad_token_id);
+            }
+        }
         Ok(out)
     }
 
@@ -874,11 +1059,47 @@ impl DataSource for MegatronSamples {
 ///
 /// # Errors
 /// [`LoaderError::ElasticResume`] when `consumed_samples` is not a multiple of the global
-/// batch (Megatron consumes whole steps).
+/// batch; [`megatron_resume_source`] continues such a count exactly.
 pub fn megatron_resume_state(initial: &State, consumed_samples: u64) -> Result<State, LoaderError> {
     let g = initial.global_batch.max(1);
     if !consumed_samples.is_multiple_of(g) {
         return Err(LoaderError::ElasticResume { consumed: consumed_samples, global_batch: g });
     }
     Ok(State { next_batch: consumed_samples / g, ..*initial })
+}
+
+/// Continues a Megatron run at any `consumed_samples`, also one that is not a whole number
+/// of this run's steps (the earlier run used another micro batch × data-parallel size, or
+/// stopped inside a batch-size ramp-up): returns `source` without its first
+/// `consumed_samples mod global_batch` samples, and the step `consumed_samples div
+/// global_batch` to start a loader over it at (set it as the `next_batch` of the loader's
+/// [`Loader::initial_state`](crate::Loader::initial_state)). Step `t` then holds Megatron's
+/// samples `[consumed + (t - next_batch) * G, consumed + (t - next_batch + 1) * G)`, as
+/// Megatron's `MegatronPretrainingSampler` deals them from `consumed_samples` on: the resumed
+/// run's samples equal the uninterrupted run's after `consumed_samples`, with whole steps
+/// (a loader with `drop_remainder` drops the incomplete last one, as Megatron does). A state
+/// saved by such a loader resumes only onto a source with the same offset (the offset is
+/// part of the source's fingerprint).
+///
+/// ```
+/// use guideloom_loader::{megatron_resume_source, DataSource, Loader, RangeSource, State};
+/// let (source, next_batch) = megatron_resume_source(RangeSource::new(0, 10, 1)?, 3, 2)?;
+/// let loader = Loader::builder(source).batch_size(2).drop_remainder(true).workers(0).build()?;
+/// let state = State { next_batch, ..loader.initial_state() };
+/// let rest: Vec<Vec<i64>> = loader.iter_from(&state)?.map(|b| b.map(|b| b.data)).collect::<Result<_, _>>()?;
+/// assert_eq!(rest, [[3, 4], [5, 6], [7, 8]]);
+/// # Ok::<(), guideloom_loader::LoaderError>(())
+/// ```
+///
+/// # Errors
+/// [`LoaderError::InvalidConfig`] (field `global_batch`) when `global_batch` is 0.
+pub fn megatron_resume_source<S: DataSource>(
+    source: S,
+    consumed_samples: u64,
+    global_batch: u64,
+) -> Result<(Slice<S>, u64), LoaderError> {
+    if global_batch == 0 {
+        return Err(LoaderError::InvalidConfig { field: "global_batch", detail: "must be > 0".into() });
+    }
+    Ok((Slice::skip(source, consumed_samples % global_batch), consumed_samples / global_batch))
 }

@@ -8,9 +8,10 @@ use std::path::{Path, PathBuf};
 
 use guideloom_formats::IntTokenFormat;
 use guideloom_loader::{
-    llmc_resume_state, llmc_windows, megatron_blending_indices, megatron_resume_state, megatron_split_ranges,
-    BlendIndex, DataSource, GptConfig, GptIndex, Loader, LoaderError, MegatronSamples, MegatronSplit,
-    Mt19937, Spans,
+    llmc_resume_state, llmc_shuffled_resume_state, llmc_shuffled_windows, llmc_windows,
+    megatron_blending_indices, megatron_exhaustive_blending_indices, megatron_resume_source,
+    megatron_resume_state, megatron_split_ranges, BlendIndex, DataSource, GptConfig, GptIndex,
+    LlmcCheckpoint, Loader, LoaderError, MegatronSamples, MegatronSplit, Mt19937, Spans,
 };
 use guideloom_storage::foreign::{ForeignDataset, ForeignFormat, ForeignOptions};
 use guideloom_storage::ReadOptions;
@@ -278,30 +279,38 @@ fn samples_of_full(source: &MegatronSamples) -> Vec<guideloom_loader::MegatronSa
     source.get_many(&(0..source.len()).collect::<Vec<_>>()).unwrap()
 }
 
-/// AC-LLMC-03: llm.c's C loader over the two gpt-2 shards (shard 0 = the val file, shard 1
-/// the train file, as its glob listed them), B = 1, T = 2, one process, no shuffle: three
-/// windows per shard, then it wraps to the first shard.
+/// AC-LLMC-03: llm.c's C loader over the two gpt-2 shards under their real names
+/// (`tiny_train_000001.bin`, `tiny_val_000000.bin`), B = 1, T = 2, one process, no shuffle:
+/// `glob()` sorts the names, so the train shard comes first (the bytes of `t` < `v`), three
+/// windows per shard, then it wraps to the first shard. The expected batches are llm.c's own
+/// (`tests/data/llmc_order/tiny_glob.txt`, made by `generate.sh` with llm.c's
+/// `llmc/dataloader.h`); the notes' listing of this case had the val shard first, which is
+/// the order of a glob over names that sort val first, not of these names.
 #[test]
 fn llmc_sequential_order_matches_llmc_dataloader() {
     let dir = tempfile::tempdir().unwrap();
-    std::fs::copy(sample("llmc/tiny_val_000000.bin"), dir.path().join("tiny_000000.bin")).unwrap();
-    std::fs::copy(sample("llmc/tiny_train_000001.bin"), dir.path().join("tiny_000001.bin")).unwrap();
+    for name in ["tiny_val_000000.bin", "tiny_train_000001.bin"] {
+        std::fs::copy(sample(&format!("llmc/{name}")), dir.path().join(name)).unwrap();
+    }
     let options = ForeignOptions::new().format(ForeignFormat::Llmc);
-    let data = ForeignDataset::open(dir.path().join("tiny_*.bin"), &options).unwrap();
+    let data = ForeignDataset::open(dir.path().join("*.bin"), &options).unwrap();
     let reader = data.reader(IntTokenFormat::new(data.dtype()).unwrap(), ReadOptions::default()).unwrap();
     let spans = Spans::new(reader, llmc_windows(&data, 1, 2, 1).unwrap()).unwrap();
     let loader = Loader::builder(spans).batch_size(1).epochs(2).workers(0).build().unwrap();
     let got: Vec<Vec<i64>> = loader.iter().map(|b| b.unwrap().data.remove(0)).collect();
     let first: Vec<Vec<i64>> = vec![
-        vec![50256, 101, 102],
-        vec![102, 103, 50256],
-        vec![50256, 201, 202],
         vec![50256, 301, 302],
         vec![302, 303, 304],
         vec![304, 50256, 401],
+        vec![50256, 101, 102],
+        vec![102, 103, 50256],
+        vec![50256, 201, 202],
     ];
     assert_eq!(got[..6], first[..]);
     assert_eq!(got[6..], first[..], "wraps to the first shard");
+    let measured = llmc_cases("tiny_glob.txt");
+    let measured: Vec<Vec<i64>> = measured[0].batches.iter().map(|x| x.2.clone()).collect();
+    assert_eq!(measured[..], got[..8], "llm.c's own batches");
     // Two processes: each step hands rank r the window at idx * 2 * B * T + r * B * T.
     assert_eq!(
         llmc_windows(&data, 1, 2, 2).unwrap(),
@@ -317,15 +326,16 @@ fn llmc_sequential_order_matches_llmc_dataloader() {
     let state = llmc_resume_state(&loader.initial_state(), &data, (1, 2, 1), 1, 1).unwrap();
     let rest: Vec<Vec<i64>> = loader.iter_from(&state).unwrap().map(|b| b.unwrap().data.remove(0)).collect();
     assert_eq!(rest[..], got[4..]);
-    assert_eq!(rest[2], [50256, 101, 102]);
-    assert!(llmc_resume_state(&loader.initial_state(), &data, (1, 2, 1), 1, 3).is_err());
+    assert_eq!(rest[2], [50256, 301, 302]);
+    assert!(llmc_resume_state(&loader.initial_state(), &data, (1, 2, 1), 1, 4).is_err());
     assert!(llmc_resume_state(&loader.initial_state(), &data, (1, 2, 1), 2, 0).is_err());
     assert!(llmc_resume_state(&loader.initial_state(), &data, (1, 2, 2), 0, 0).is_err());
 }
 
 /// The validation split with `drop_last_partial_validation_sequence` off keeps a partial last
 /// sample (`ceil(float32(E*T - x) / L)` samples): 13 tokens after the extra one make three
-/// samples of 4 and one of 1, so their lengths (with the shared token) are 5, 5, 5 and 2.
+/// samples of 4 and one of 1, so their real lengths (with the shared token) are 5, 5, 5 and
+/// 2; Megatron pads the short one to `L + 1` with its pad id (-1 by default).
 #[test]
 fn validation_keeps_the_partial_last_sample_when_asked() {
     let data = megatron(&sample("megatron/gpt2_text_document"));
@@ -335,7 +345,303 @@ fn validation_keeps_the_partial_last_sample_when_asked() {
     assert!(samples_of(&dropped).iter().all(|s| s.len() == 5));
     c.drop_last_partial_validation = false;
     let kept = MegatronSamples::open(&[(1.0, &data)], &c, ReadOptions::default()).unwrap();
-    let mut lens: Vec<usize> = samples_of(&kept).iter().map(Vec::len).collect();
-    lens.sort_unstable();
-    assert_eq!(lens, [2, 5, 5, 5]);
+    let samples = samples_of(&kept);
+    assert!(samples.iter().all(|s| s.len() == 5));
+    let mut real: Vec<usize> = samples.iter().map(|s| s.iter().filter(|&&t| t != -1).count()).collect();
+    real.sort_unstable();
+    assert_eq!(real, [2, 5, 5, 5]);
+    // The partial sample: the last two tokens of the index's walk, then three pads; another
+    // pad id pads with it (and changes the source's fingerprint).
+    let ix = kept.index(0).unwrap();
+    let last = ix.shuffle_index().iter().position(|&j| u64::from(j) == ix.len() - 1).unwrap();
+    let partial = &samples[last];
+    assert_eq!(partial[2..], [-1, -1, -1]);
+    assert_eq!(partial[1], 50256, "{partial:?}: the walk ends at the end of a document");
+    let padded0 =
+        MegatronSamples::open(&[(1.0, &data)], &c.clone().pad_token_id(0), ReadOptions::default()).unwrap();
+    let mut with0 = partial.clone();
+    with0[2..].fill(0);
+    assert_eq!(samples_of(&padded0)[last], with0);
+    assert_ne!(padded0.fingerprint(), kept.fingerprint());
+    // The train split's fingerprint does not depend on the pad id (it never pads).
+    let t = GptConfig::new(4, 1234).split("1,0,0");
+    let a = MegatronSamples::open(&[(1.0, &data)], &t, ReadOptions::default()).unwrap();
+    let b =
+        MegatronSamples::open(&[(1.0, &data)], &t.clone().pad_token_id(7), ReadOptions::default()).unwrap();
+    assert_eq!(a.fingerprint(), b.fingerprint());
+}
+
+/// One configuration llm.c's own `DataLoader` ran (`tests/data/llmc_order/expected.txt`,
+/// made by `generate.sh` from llm.c's `llmc/dataloader.h`): `(B, T, rank, processes,
+/// shuffle)` and per batch `(current_shard_idx, current_sample_idx, tokens)` after
+/// `dataloader_next_batch`.
+struct LlmcCase {
+    config: (u64, u64, u64, u64, bool),
+    batches: Vec<(u64, u64, Vec<i64>)>,
+}
+
+fn llmc_order_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/llmc_order")
+}
+
+fn llmc_cases(file: &str) -> Vec<LlmcCase> {
+    let text = std::fs::read_to_string(llmc_order_dir().join(file)).unwrap();
+    let mut cases: Vec<LlmcCase> = Vec::new();
+    for line in text.lines() {
+        let w: Vec<i64> = line.split_whitespace().filter_map(|w| w.parse().ok()).collect();
+        if line.starts_with("case") {
+            let u = |i: usize| w[i] as u64;
+            cases.push(LlmcCase { config: (u(0), u(1), u(2), u(3), w[4] != 0), batches: Vec::new() });
+        } else {
+            cases.last_mut().unwrap().batches.push((w[0] as u64, w[1] as u64, w[2..].to_vec()));
+        }
+    }
+    cases
+}
+
+fn llmc_order_data() -> ForeignDataset {
+    let options = ForeignOptions::new().format(ForeignFormat::Llmc);
+    ForeignDataset::open(llmc_order_dir().join("order_*.bin"), &options).unwrap()
+}
+
+/// The records a loader over `windows` (batch 1, one rank or `processes` ranks) gives rank
+/// `rank`, for `epochs` epochs.
+fn llmc_batches(
+    data: &ForeignDataset,
+    windows: Vec<guideloom_storage::Window>,
+    (rank, processes, epochs): (u64, u64, u64),
+) -> (Loader<Spans<guideloom_storage::StreamReader<IntTokenFormat>>>, Vec<Vec<i64>>) {
+    let reader = data.reader(IntTokenFormat::new(data.dtype()).unwrap(), ReadOptions::default()).unwrap();
+    let loader = Loader::builder(Spans::new(reader, windows).unwrap())
+        .batch_size(1)
+        .shard(rank, processes)
+        .epochs(epochs)
+        .workers(0)
+        .build()
+        .unwrap();
+    let got = loader.iter().map(|b| b.unwrap().data.remove(0)).collect();
+    (loader, got)
+}
+
+/// llm.c's shuffled and sequential orders over four shards of 41, 29, 53 and 36 tokens, for
+/// one and two processes, over three or more epochs: every batch's tokens equal llm.c's, and
+/// the position llm.c holds after each batch (what its checkpoint stores) resumes onto the
+/// next one.
+#[test]
+fn llmc_orders_match_llmc_dataloader_and_positions_resume() {
+    let data = llmc_order_data();
+    let cases = llmc_cases("expected.txt");
+    assert_eq!(cases.len(), 6);
+    for case in &cases {
+        let (b, t, rank, p, shuffle) = case.config;
+        let per_epoch: u64 = data.files().iter().map(|f| (f.elements - 1) / (b * t * p)).sum();
+        let n = case.batches.len() as u64;
+        let epochs = n.div_ceil(per_epoch);
+        let (loader, got) = if shuffle {
+            let windows = llmc_shuffled_windows(&data, (b, t, p), rank, epochs).unwrap();
+            llmc_batches(&data, windows, (0, 1, 1))
+        } else {
+            llmc_batches(&data, llmc_windows(&data, b, t, p).unwrap(), (rank, p, epochs))
+        };
+        let want: Vec<Vec<i64>> = case.batches.iter().map(|x| x.2.clone()).collect();
+        assert_eq!(got[..n as usize], want[..], "case {:?}", case.config);
+        for (i, &(shard, sample, _)) in case.batches.iter().enumerate() {
+            let i = i as u64;
+            let state = if shuffle {
+                llmc_shuffled_resume_state(
+                    &loader.initial_state(),
+                    &data,
+                    (b, t, p),
+                    rank,
+                    (i / per_epoch, shard, sample),
+                )
+                .unwrap()
+            } else {
+                llmc_resume_state(&loader.initial_state(), &data, (b, t, p), shard, sample).unwrap()
+            };
+            let want_next = if shuffle { i + 1 } else { (i % per_epoch) + 1 };
+            assert_eq!(state.next_batch, want_next, "case {:?}, after batch {i}", case.config);
+        }
+    }
+    // The shuffled orders of the two ranks differ (each seeds 42 + rank), and neither is the
+    // sequential one.
+    let r0 = llmc_shuffled_windows(&data, (1, 4, 2), 0, 1).unwrap();
+    let r1 = llmc_shuffled_windows(&data, (1, 4, 2), 1, 1).unwrap();
+    assert_ne!(
+        r0.iter().map(|w| w.offset + 4).collect::<Vec<_>>(),
+        r1.iter().map(|w| w.offset).collect::<Vec<_>>()
+    );
+    assert!(llmc_shuffled_windows(&data, (1, 4, 2), 2, 1).is_err());
+    assert!(llmc_shuffled_windows(&data, (0, 4, 2), 0, 1).is_err());
+}
+
+/// llm.c's checkpoints (`state_*.bin` in `train_gpt2.cu`'s layout, written by the harness
+/// from llm.c's `DataLoader` after a known number of batches): the header's fields, the
+/// shuffled run's epoch found from the tail, and the resume state at the next batch.
+#[test]
+fn llmc_checkpoints_resume_at_the_next_batch() {
+    let data = llmc_order_data();
+    let cases = llmc_cases("expected.txt");
+    // (file, case, batches before the checkpoint)
+    for (file, case, after) in [
+        ("state_shuffled_r0.bin", 2usize, 30u64),
+        ("state_shuffled_p2_r0.bin", 3, 11),
+        ("state_shuffled_p2_r1.bin", 4, 25),
+        ("state_sequential_p2_r1.bin", 5, 7),
+    ] {
+        let bytes = std::fs::read(llmc_order_dir().join(file)).unwrap();
+        let c = LlmcCheckpoint::parse_header(&bytes).unwrap();
+        let (b, t, rank, p, shuffle) = cases[case].config;
+        let (shard, sample, _) = cases[case].batches[after as usize - 1];
+        assert_eq!(
+            (c.processes, c.rank, c.shuffle, c.step, c.shard, c.sample),
+            (p, rank, shuffle, after, shard, sample),
+            "{file}"
+        );
+        let windows = if shuffle {
+            llmc_shuffled_windows(&data, (b, t, p), rank, 4).unwrap()
+        } else {
+            llmc_windows(&data, b, t, p).unwrap()
+        };
+        let (loader, _) = llmc_batches(&data, windows, if shuffle { (0, 1, 1) } else { (rank, p, 4) });
+        let state = if shuffle {
+            let tail_len = c.tail_bytes(&data, (b, t)).unwrap() as usize;
+            let tail = &bytes[bytes.len().saturating_sub(tail_len)..];
+            let epoch = c.epoch(tail, &data, (b, t), 10).unwrap();
+            let per_epoch: u64 = data.files().iter().map(|f| (f.elements - 1) / (b * t * p)).sum();
+            assert_eq!(epoch, (after - 1) / per_epoch, "{file}");
+            // Another rank's generator, or too few epochs tried, finds none.
+            let mut other = c;
+            other.rank = 1 - rank;
+            assert!(matches!(
+                other.epoch(tail, &data, (b, t), 10),
+                Err(LoaderError::ForeignCheckpoint { .. })
+            ));
+            assert!(c.epoch(tail, &data, (b, t), epoch).is_err());
+            llmc_shuffled_resume_state(
+                &loader.initial_state(),
+                &data,
+                (b, t, p),
+                rank,
+                (epoch, c.shard, c.sample),
+            )
+            .unwrap()
+        } else {
+            assert!(c.epoch(&bytes, &data, (b, t), 10).is_err());
+            llmc_resume_state(&loader.initial_state(), &data, (b, t, p), c.shard, c.sample).unwrap()
+        };
+        let rest: Vec<Vec<i64>> =
+            loader.iter_from(&state).unwrap().take(5).map(|b| b.unwrap().data.remove(0)).collect();
+        let want: Vec<Vec<i64>> =
+            cases[case].batches[after as usize..after as usize + 5].iter().map(|x| x.2.clone()).collect();
+        assert_eq!(rest, want, "{file}");
+    }
+    let mut bad = std::fs::read(llmc_order_dir().join("state_shuffled_r0.bin")).unwrap();
+    assert!(LlmcCheckpoint::parse_header(&bad[..1000]).is_err());
+    bad[0] ^= 1;
+    assert!(matches!(LlmcCheckpoint::parse_header(&bad), Err(LoaderError::ForeignCheckpoint { .. })));
+}
+
+/// Every consumed-sample count `k`, also one that is not a whole number of steps (a run
+/// with another micro batch x data-parallel size, or inside a batch-size ramp-up), resumes
+/// onto the uninterrupted order after `k` in whole steps (the incomplete last one dropped,
+/// as Megatron's sampler does), on data-parallel sizes 1, 2 and 4.
+#[test]
+fn resume_from_any_consumed_samples_on_dp_1_2_4() {
+    let data = megatron(&sample("megatron/gpt2_text_document"));
+    let c = GptConfig::new(2, 7).split("1,0,0").num_samples(23);
+    let source =
+        std::sync::Arc::new(MegatronSamples::open(&[(1.0, &data)], &c, ReadOptions::default()).unwrap());
+    let order: Vec<Vec<i64>> = samples_of(&source);
+    let total = order.len() as u64;
+    assert!(total >= 23);
+    let micro = 3u64;
+    for dp in [1u64, 2, 4] {
+        let g = micro * dp;
+        for k in 0..=total {
+            let per_rank: Vec<Vec<Vec<Vec<i64>>>> = (0..dp)
+                .map(|r| {
+                    let (s, next_batch) = megatron_resume_source(source.clone(), k, g).unwrap();
+                    let loader = Loader::builder(s)
+                        .batch_size(micro)
+                        .shard(r, dp)
+                        .drop_remainder(true)
+                        .workers(0)
+                        .build()
+                        .unwrap();
+                    let state = guideloom_loader::State { next_batch, ..loader.initial_state() };
+                    loader
+                        .iter_from(&state)
+                        .unwrap()
+                        .map(|b| b.unwrap().data.into_iter().map(|s| s.tokens).collect())
+                        .collect()
+                })
+                .collect();
+            let mut got = Vec::new();
+            for step in 0..per_rank[0].len() {
+                for rank in &per_rank {
+                    got.extend(rank[step].iter().cloned());
+                }
+            }
+            let whole = (total - k) / g * g;
+            assert_eq!(got, order[k as usize..(k + whole) as usize], "dp {dp}, consumed {k}");
+        }
+    }
+    assert!(megatron_resume_source(source, 1, 0).is_err());
+}
+
+/// Megatron's exhaustive blend (`build_exhaustive_blending_indices`, prefixes without
+/// weights and no requested size), worked by hand: sizes [2, 3] weigh 0.4 / 0.6; the errors
+/// `w_i * max(s, 1) - count_i` pick 1 (0.6 > 0.4), 0 (0.4 > -0.4), 1 (0.2 > -0.2),
+/// 0 (0.2 > -0.2, which exhausts component 0), then 1 alone.
+#[test]
+fn exhaustive_blend_draws_every_component_until_exhausted() {
+    assert_eq!(megatron_exhaustive_blending_indices(&[2, 3]), (vec![1, 0, 1, 0, 1], vec![0, 0, 1, 1, 2]));
+    // Sizes [3, 2]: 0, 1, 0, 1 (exhausts 1), then 0 alone.
+    assert_eq!(megatron_exhaustive_blending_indices(&[3, 2]), (vec![0, 1, 0, 1, 0], vec![0, 0, 1, 1, 2]));
+    // The law: component i gives exactly its samples 0 .. sizes[i], in order.
+    for sizes in [vec![5u64, 1, 9], vec![1, 1, 1, 1], vec![40, 3], vec![7]] {
+        let (ds, sample) = megatron_exhaustive_blending_indices(&sizes);
+        assert_eq!(ds.len() as u64, sizes.iter().sum::<u64>());
+        for (i, &n) in sizes.iter().enumerate() {
+            let mine: Vec<u64> =
+                ds.iter().zip(&sample).filter(|(d, _)| **d as usize == i).map(|(_, s)| *s).collect();
+            assert_eq!(mine, (0..n).collect::<Vec<_>>(), "{sizes:?}");
+        }
+    }
+    // With a requested size: the greedy schedule over the normalised sizes, capped by their sum.
+    let b = BlendIndex::unweighted(&[3, 2], Some(4)).unwrap();
+    assert_eq!((b.dataset_index(), b.dataset_sample_index()), (&[0u16, 1, 0, 1][..], &[0u64, 0, 1, 1][..]));
+    assert_eq!(BlendIndex::unweighted(&[3, 2], Some(100)).unwrap().len(), 5);
+    assert!(BlendIndex::unweighted(&[3, 0], None).is_err());
+    assert!(BlendIndex::unweighted(&[], None).is_err());
+}
+
+/// `--data-path A B` (no weights): one-epoch components, blended exhaustively; every blended
+/// sample is its component's sample, and the fingerprint differs from a weighted blend's.
+#[test]
+fn unweighted_prefixes_blend_one_epoch_components_exhaustively() {
+    let a = megatron(&sample("megatron/gpt2_text_document"));
+    let b = megatron(&sample("megatron/other_text_document"));
+    let c = GptConfig::new(4, 1234).split("1,0,0");
+    let blend = MegatronSamples::open_unweighted(&[&a, &b], &c, ReadOptions::default()).unwrap();
+    let one = |d: &ForeignDataset| {
+        samples_of(&MegatronSamples::open(&[(1.0, d)], &c, ReadOptions::default()).unwrap())
+    };
+    let (sa, sb) = (one(&a), one(&b));
+    assert_eq!((sa.len(), sb.len()), (3, 2));
+    let got = samples_of_full(&blend);
+    assert_eq!(got.iter().map(|s| s.dataset).collect::<Vec<_>>(), [0, 1, 0, 1, 0]);
+    let want = [&sa[0], &sb[0], &sa[1], &sb[1], &sa[2]];
+    assert_eq!(got.iter().map(|s| &s.tokens).collect::<Vec<_>>(), want);
+    assert_eq!(got[0].tokens, [201, 202, 50256, 301, 302]);
+    // With --train-samples 4: the first four of the size-weighted schedule.
+    let capped =
+        MegatronSamples::open_unweighted(&[&a, &b], &c.clone().num_samples(4), ReadOptions::default())
+            .unwrap();
+    assert_eq!(samples_of(&capped), [sa[0].clone(), sb[0].clone(), sa[1].clone(), sb[1].clone()]);
+    let weighted =
+        MegatronSamples::open(&[(3.0, &a), (2.0, &b)], &c.clone().num_samples(5), ReadOptions::default())
+            .unwrap();
+    assert_ne!(weighted.fingerprint(), blend.fingerprint());
 }

@@ -149,7 +149,7 @@ pub(crate) struct BatchesArgs {
     #[command(flatten)]
     pub(crate) mix_pack: MixPackArgs,
     #[command(flatten)]
-    pub(crate) order: OrderArgs,
+    pub(crate) order: Box<OrderArgs>,
 }
 
 /// `batches --mix ... --pack ...`: a weighted mixture of storages and document packing.
@@ -250,8 +250,9 @@ pub(crate) enum OrderKind {
     /// the data-parallel rank and size (the incomplete last global batch is dropped, as
     /// Megatron's sampler does).
     Megatron,
-    /// llm.c's sequential DataLoader over the shards of DIR (a file or a glob): windows of
-    /// --batch-size x --seq-len + 1 tokens, --world-size processes.
+    /// llm.c's DataLoader over the shards of DIR (a file or a glob, names sorted as llm.c's
+    /// glob sorts them): windows of --batch-size x --seq-len + 1 tokens, --world-size
+    /// processes, sequential or (--llmc-shuffle) shuffled as process --rank shuffles.
     Llmc,
 }
 
@@ -261,7 +262,9 @@ pub(crate) struct OrderArgs {
     /// Print samples in another trainer's order (then --shuffle does not apply).
     #[arg(long, value_enum, conflicts_with = "sequential")]
     pub(crate) order: Option<OrderKind>,
-    /// Megatron's --data-path: "PREFIX", or "W1 PREFIX1 W2 PREFIX2 ..." for a blend.
+    /// Megatron's --data-path: "PREFIX", "W1 PREFIX1 W2 PREFIX2 ..." for a blend, or
+    /// "PREFIX1 PREFIX2 ..." (no weights: one epoch of each, blended by their sizes, each
+    /// drawn until exhausted unless --train-samples caps the blend).
     #[arg(long)]
     pub(crate) data_path: Option<String>,
     /// Megatron's --split ("969,30,1"); named so because --split belongs to --text.
@@ -273,10 +276,29 @@ pub(crate) struct OrderArgs {
     /// Megatron's --train-samples (the samples of the split requested; a blend needs it).
     #[arg(long)]
     pub(crate) train_samples: Option<u64>,
-    /// Megatron's consumed_train_samples: continue after that many samples (a multiple of
-    /// --batch-size x --world-size).
+    /// Megatron's consumed_train_samples: continue after that many samples, in whole steps
+    /// of --batch-size x --world-size from there (also when it is not a multiple of them).
+    /// With --resume, give the run's value again (its offset is part of the state).
     #[arg(long, default_value_t = 0)]
     pub(crate) consumed_samples: u64,
+    /// llm.c's shuffled DataLoader (should_shuffle = 1): each process's own shard and batch
+    /// permutations per epoch, seeded 42 + --rank.
+    #[arg(long)]
+    pub(crate) llmc_shuffle: bool,
+    /// Continue an llm.c run from its DataLoader position: current_shard_idx ...
+    #[arg(long, requires = "llmc_sample_idx", conflicts_with_all = ["resume", "llmc_state"])]
+    pub(crate) llmc_shard_idx: Option<u64>,
+    /// ... and current_sample_idx (batches read from that shard).
+    #[arg(long, requires = "llmc_shard_idx")]
+    pub(crate) llmc_sample_idx: Option<u64>,
+    /// With --llmc-shuffle and --llmc-shard-idx: the epoch (0-based) the position is in.
+    #[arg(long, default_value_t = 0)]
+    pub(crate) llmc_epoch: u64,
+    /// Continue an llm.c run from its checkpoint state_*.bin (train_gpt2.cu's save_state):
+    /// its shard and sample position, and, when it shuffled, the epoch found from its shuffle
+    /// state among the first --epochs.
+    #[arg(long, conflicts_with = "resume")]
+    pub(crate) llmc_state: Option<PathBuf>,
 }
 
 /// `guideloom bench`.
