@@ -165,7 +165,9 @@ impl<E: Element> DeviceCollate<TokenBatch<E>, TokenTensors> for TokenBatcher {
         let [_, width] = batch.data.shape();
         if width < 2 {
             return Err(Box::new(LoaderError::Collate {
-                detail: format!("windows of {width} tokens have no target; read windows of L + 1 >= 2 tokens"),
+                detail: format!(
+                    "windows of {width} tokens have no target; read windows of L + 1 >= 2 tokens"
+                ),
             }));
         }
         let (inputs, targets) = batch.data.inputs_targets();
@@ -619,7 +621,8 @@ where
         }
         let indices = Arc::new(indices);
         let view = PartView { source: Arc::clone(&self.shared.source), indices: Arc::clone(&indices) };
-        let mut builder = Loader::builder(view).batch_size(self.shared.batch_size).workers(self.shared.workers);
+        let mut builder =
+            Loader::builder(view).batch_size(self.shared.batch_size).workers(self.shared.workers);
         if let Some(pf) = self.shared.prefetch {
             builder = builder.prefetch(pf);
         }
@@ -713,7 +716,11 @@ impl<S: DataSource> DataSource for PartView<S> {
     fn get(&self, index: u64) -> Result<S::Item, LoaderError> {
         self.source.get(self.index(index)?)
     }
-    fn get_many_cancellable(&self, indices: &[u64], cancel: &Cancellation) -> Result<Vec<S::Item>, LoaderError> {
+    fn get_many_cancellable(
+        &self,
+        indices: &[u64],
+        cancel: &Cancellation,
+    ) -> Result<Vec<S::Item>, LoaderError> {
         let real = indices.iter().map(|&i| self.index(i)).collect::<Result<Vec<_>, _>>()?;
         self.source.get_many_cancellable(&real, cancel)
     }
