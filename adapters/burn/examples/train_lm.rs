@@ -45,7 +45,10 @@ impl Lm {
         Lm {
             tokens: EmbeddingConfig::new(VOCAB, d).init(device),
             positions: EmbeddingConfig::new(SEQ, d).init(device),
-            blocks: TransformerEncoderConfig::new(d, 4 * d, 4, 2).with_dropout(0.0).with_norm_first(true).init(device),
+            blocks: TransformerEncoderConfig::new(d, 4 * d, 4, 2)
+                .with_dropout(0.0)
+                .with_norm_first(true)
+                .init(device),
             head: LinearConfig::new(d, VOCAB).init(device),
         }
     }
@@ -68,9 +71,8 @@ fn tokenize(corpus: &Path, out: &Path) -> Result<(), Error> {
     if out.join("manifest.json").exists() {
         return Ok(());
     }
-    let mut books: Vec<PathBuf> = std::fs::read_dir(corpus)?
-        .map(|e| e.map(|e| e.path()))
-        .collect::<Result<_, _>>()?;
+    let mut books: Vec<PathBuf> =
+        std::fs::read_dir(corpus)?.map(|e| e.map(|e| e.path())).collect::<Result<_, _>>()?;
     books.retain(|p| p.extension().is_some_and(|e| e == "txt"));
     books.sort();
     let mut writer = StreamWriter::open(out, TokenFormat::<u16>::new())?;
@@ -123,7 +125,8 @@ fn train(a: &Args) -> Result<Vec<f32>, Error> {
     let device = Device::flex().autodiff();
     device.seed(42);
     // Windows of L + 1 tokens every L tokens; the u16 ids are widened to u32 while read.
-    let windows = TokenWindows::<u32>::open_any_with(&a.data, SEQ as u64 + 1, SEQ as u64, ReadOptions::default())?;
+    let windows =
+        TokenWindows::<u32>::open_any_with(&a.data, SEQ as u64 + 1, SEQ as u64, ReadOptions::default())?;
     let collate = windows.collate();
     let mut builder = GuideloomDataLoader::builder(windows).shuffle(7).batch_size(BATCH).collate(collate);
     let (mut model, mut optim) = (Lm::new(&device), AdamWConfig::new().init());

@@ -225,7 +225,7 @@ impl<S: DataSource, C: fmt::Debug> fmt::Debug for GuideloomDataLoaderBuilder<S, 
 #[derive(Debug, Clone)]
 enum Start {
     Epoch(u64),
-    State(Box<State>),
+    State(State),
 }
 
 impl<S, C> GuideloomDataLoaderBuilder<S, C>
@@ -280,7 +280,7 @@ where
     /// continues its epoch with the first batch not yet delivered, and its progress counts the
     /// records delivered before; later `iter()`s yield the following epochs.
     pub fn resume(mut self, state: State) -> Self {
-        self.start = Start::State(Box::new(state));
+        self.start = Start::State(state);
         self
     }
 
@@ -346,7 +346,7 @@ where
             Start::State(state) => {
                 // Refuse a state that does not fit now, not at the first `iter()`.
                 drop(loader.iter_from(&state)?);
-                Cursor { next_epoch: 0, resume: Some(*state), state: None }
+                Cursor { next_epoch: 0, resume: Some(state), state: None }
             }
         };
         Ok(GuideloomDataLoader {
@@ -430,7 +430,11 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 /// a part of a part), read by its own guideloom loader with the same workers and prefetch;
 /// every part of a group yields the same number of batches ([`SplitPolicy`]). A part's batches
 /// carry the records' source indices in [`Batch::indices`], their positions in the epoch's
-/// order in [`Batch::positions`] and padding flags in [`Batch::padding`].
+/// order in [`Batch::positions`] (a padding slot's is past the part's end, as guideloom's own
+/// padding positions are past `n`) and padding flags in [`Batch::padding`]; their
+/// [`Batch::number`] counts the part's batches from epoch 0 (`epoch * k + j`). Every `slice`
+/// call joins the group of the loader it is called on (shared by that loader's handles), so
+/// slice a loader once per split.
 ///
 /// # Errors
 ///
@@ -509,7 +513,7 @@ where
             return None;
         }
         let cur = lock(&self.cursor);
-        if let Some(s) = cur.state.clone().or_else(|| cur.resume.clone()) {
+        if let Some(s) = cur.state.or(cur.resume) {
             return Some(s);
         }
         let mut s = self.shared.loader.initial_state();
@@ -521,10 +525,7 @@ where
     pub fn next_epoch(&self) -> u64 {
         let cur = lock(&self.cursor);
         let per_epoch = self.shared.loader.len();
-        match &cur.resume {
-            Some(s) if per_epoch > 0 => s.next_batch / per_epoch,
-            _ => cur.next_epoch,
-        }
+        cur.resume.and_then(|s| s.next_batch.checked_div(per_epoch)).unwrap_or(cur.next_epoch)
     }
 
     /// The guideloom loader behind the whole epoch (its sampler gives each epoch's order).
@@ -571,19 +572,22 @@ where
     fn claim_epoch(&self) -> (u64, u64) {
         let mut cur = lock(&self.cursor);
         let per_epoch = self.shared.loader.len();
-        if let Some(state) = cur.resume.take() {
-            if per_epoch > 0 {
-                let epoch = state.next_batch / per_epoch;
-                cur.next_epoch = epoch + 1;
-                if self.part.is_none() {
-                    return (epoch, state.next_batch);
-                }
-                return (epoch, epoch * per_epoch);
-            }
-        }
-        let epoch = cur.next_epoch;
+        let resumed =
+            cur.resume.take().and_then(|s| Some((s.next_batch.checked_div(per_epoch)?, s.next_batch)));
+        let (epoch, first) = match resumed {
+            Some((epoch, next)) if self.part.is_none() => (epoch, next),
+            // A part starts the state's epoch from its beginning.
+            Some((epoch, _)) => (epoch, epoch * per_epoch),
+            None => (cur.next_epoch, cur.next_epoch.saturating_mul(per_epoch)),
+        };
         cur.next_epoch = epoch.saturating_add(1);
-        (epoch, epoch.saturating_mul(per_epoch))
+        if self.part.is_none() {
+            // Nothing of this epoch is delivered yet: the state is where it starts.
+            let mut state = self.shared.loader.initial_state();
+            state.next_batch = first;
+            cur.state = Some(state);
+        }
+        (epoch, first)
     }
 
     fn whole_epoch_iter(&self) -> EpochIter<'_, S, C, O> {

@@ -159,11 +159,19 @@ fn mid_epoch_state_resumes_exactly() {
         .build(seen)
         .unwrap();
     assert_eq!(resumed.next_epoch(), 0);
+    assert_eq!(resumed.state().unwrap().next_batch, 1);
+    let it = resumed.iter();
+    // Claimed but nothing delivered yet: still the resumed state.
+    assert_eq!(resumed.state().unwrap().next_batch, 1);
+    assert_eq!(resumed.next_epoch(), 1);
+    drop(it);
+    let resumed = range_loader(10, 4).shuffle(2).resume(state).build(seen).unwrap();
     assert_eq!(epoch(&resumed), full[1..]);
+    assert_eq!(resumed.state().unwrap().next_batch, 3);
     assert_eq!(epoch(&resumed), full1);
 
     // A state of another loader is refused when building, naming the field.
-    let other = range_loader(10, 4).shuffle(3).resume(state).build(seen);
+    let other = range_loader(10, 4).shuffle(3).resume(first.state().unwrap()).build(seen);
     assert!(matches!(other, Err(LoaderError::StateMismatch { field: "seed", .. })));
 }
 
