@@ -44,6 +44,46 @@
 //! assert_eq!(loader.state().map(|s| s.next_batch), Some(3)); // 3 batches per epoch
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
+//!
+//! Language-model batches from a token storage, checkpointed and resumed (the README's
+//! "With burn" example):
+//!
+//! ```
+//! use burn::data::dataloader::DataLoader;
+//! use burn::tensor::{DType, Device};
+//! use guideloom_burn::{GuideloomDataLoader, TokenBatcher, TokenTensors};
+//! use guideloom_loader::TokenWindows;
+//! use guideloom_storage::ReadOptions;
+//! # let tmp = tempfile::tempdir()?;
+//! # let dir = tmp.path();
+//! # let mut w = guideloom_storage::StreamWriter::open(dir, guideloom_formats::TokenFormat::<u16>::new())?;
+//! # w.append(0, &(0..41u32).collect::<Vec<_>>())?;
+//! # w.commit()?;
+//!
+//! const L: u64 = 4; // windows of L + 1 tokens every L tokens: inputs and targets of L tokens
+//! let open = || TokenWindows::<u32>::open_any_with(dir, L + 1, L, ReadOptions::default());
+//! let windows = open()?;
+//! let collate = windows.collate(); // one storage read per batch, on guideloom's workers
+//! let train = GuideloomDataLoader::builder(windows).shuffle(42).batch_size(2).workers(2)
+//!     .collate(collate).device(Device::flex())
+//!     .build(TokenBatcher)?; // each batch: TokenTensors { inputs, targets }, [2, L] Tensor<2, Int>
+//! let mut epoch = train.iter(); // every iter() is the next epoch of guideloom's keyed order
+//! let batch: TokenTensors = epoch.next().unwrap()?;
+//! assert_eq!((batch.inputs.dims(), batch.inputs.dtype()), ([2, 4], DType::U32)); // no cast
+//! drop(epoch);
+//! let state = train.state().unwrap(); // guideloom's State: save it with the model and optimizer
+//! # assert_eq!(state.next_batch, 1);
+//! let windows = open()?; // later, in a new process: the same loader, resumed
+//! let collate = windows.collate();
+//! let resumed = GuideloomDataLoader::builder(windows).shuffle(42).batch_size(2).resume(state)
+//!     .collate(collate).build(TokenBatcher)?;
+//! let next: TokenTensors = resumed.iter().next().unwrap()?; // the batch after `batch`
+//! # let ids = |t: &TokenTensors| t.targets.to_data().try_to_vec::<u32>().unwrap();
+//! # let second = train.loader().batch(1).unwrap()?.data.inputs_targets().1;
+//! # assert_eq!(ids(&next), second.data());
+//! # assert_ne!(ids(&next), ids(&batch));
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
 #![forbid(unsafe_code)]
 
 use std::fmt;
