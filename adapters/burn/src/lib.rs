@@ -318,7 +318,10 @@ where
 
     /// Resumes from a saved [`State`] (from [`GuideloomDataLoader::state`]): the first `iter()`
     /// continues its epoch with the first batch not yet delivered, and its progress counts the
-    /// records delivered before; later `iter()`s yield the following epochs.
+    /// records delivered before; later `iter()`s yield the following epochs. The state must
+    /// come from a loader like this one (same source, seed, shuffle and batch size; the
+    /// adapter's guideloom loader is unbounded, so a state of a guideloom `Loader` with a
+    /// fixed epoch count is refused, naming `epochs`).
     pub fn resume(mut self, state: State) -> Self {
         self.start = Start::State(state);
         self
@@ -365,8 +368,9 @@ where
     /// guideloom's [`LoaderError::InvalidConfig`] for a zero batch size or prefetch or too
     /// many workers; for a [`GuideloomDataLoaderBuilder::resume`] state that does not fit this
     /// loader, [`LoaderError::StateVersion`] or [`LoaderError::StateMismatch`] naming the
-    /// field that differs, or [`LoaderError::ElasticResume`] for another batch size that does
-    /// not divide the records consumed.
+    /// field that differs (`global_batch` for a state saved with another batch size: this
+    /// loader counts epochs in batches and resumes only onto the batch size of the state), or
+    /// [`LoaderError::ElasticResume`].
     pub fn build<O, D>(self, to_output: D) -> Result<GuideloomDataLoader<S, C, O>, LoaderError>
     where
         D: DeviceCollate<C::Output, O> + 'static,
@@ -384,8 +388,16 @@ where
         let cursor = match self.start {
             Start::Epoch(e) => Cursor { next_epoch: e, resume: None, state: None },
             Start::State(state) => {
-                // Refuse a state that does not fit now, not at the first `iter()`.
+                // Refuse a state that does not fit now, not at the first `iter()`; epochs are
+                // counted in batches of this size, so another global batch is refused too.
                 drop(loader.iter_from(&state)?);
+                if state.global_batch != loader.global_batch() {
+                    return Err(LoaderError::StateMismatch {
+                        field: "global_batch",
+                        expected: loader.global_batch().to_string(),
+                        found: state.global_batch.to_string(),
+                    });
+                }
                 Cursor { next_epoch: 0, resume: Some(state), state: None }
             }
         };

@@ -173,6 +173,11 @@ fn mid_epoch_state_resumes_exactly() {
     // A state of another loader is refused when building, naming the field.
     let other = range_loader(10, 4).shuffle(3).resume(first.state().unwrap()).build(seen);
     assert!(matches!(other, Err(LoaderError::StateMismatch { field: "seed", .. })));
+    let wider = range_loader(10, 2).shuffle(2).resume(first.state().unwrap()).build(seen);
+    assert_eq!(
+        wider.unwrap_err().to_string(),
+        "state mismatch: global_batch: the loader has 2, the state has 4"
+    );
 }
 
 /// A source that fails on record 17.
