@@ -1,13 +1,8 @@
 //! Train a small decoder-only transformer on Jane Austen, byte by byte, with burn (flex CPU
 //! backend, autodiff) reading batches through guideloom; checkpoint and resume exactly.
-//!
-//! ```text
-//! cargo run -p guideloom-burn --example train_lm -- --steps 30 --save-at 15 --ckpt /tmp/ck
-//! cargo run -p guideloom-burn --example train_lm -- --steps 30 --resume /tmp/ck
-//! cargo run -p guideloom-burn --example train_lm -- --verify-resume --steps 30 --save-at 15
-//! ```
-//! `--verify-resume` runs itself three times (uninterrupted; to `--save-at`, saving; resumed)
-//! and exits non-zero unless the resumed losses equal the uninterrupted ones bit for bit.
+//! `cargo run -p guideloom-burn --example train_lm -- --verify-resume --steps 30 --save-at 15`
+//! runs itself three times (uninterrupted; to `--save-at`, saving; resumed from the save) and
+//! exits non-zero unless the resumed losses equal the uninterrupted ones bit for bit.
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -86,39 +81,29 @@ fn tokenize(corpus: &Path, out: &Path) -> Result<(), Error> {
 
 struct Args {
     data: PathBuf,
+    ckpt: PathBuf,
     steps: u64,
     save_at: Option<u64>,
-    ckpt: PathBuf,
     resume: Option<PathBuf>,
     losses: Option<PathBuf>,
-    verify: bool,
+}
+
+/// The value after `name` on the command line.
+fn flag(name: &str) -> Option<String> {
+    let args: Vec<String> = std::env::args().collect();
+    args.iter().position(|a| a == name).and_then(|i| args.get(i + 1).cloned())
 }
 
 fn args() -> Result<Args, Error> {
-    let mut a = Args {
-        data: std::env::temp_dir().join("guideloom-austen-bytes"),
-        steps: 60,
-        save_at: None,
-        ckpt: std::env::temp_dir().join("guideloom-burn-ckpt"),
-        resume: None,
-        losses: None,
-        verify: false,
-    };
-    let mut it = std::env::args().skip(1);
-    while let Some(flag) = it.next() {
-        let mut value = || it.next().ok_or(format!("{flag} needs a value"));
-        match flag.as_str() {
-            "--data" => a.data = value()?.into(),
-            "--steps" => a.steps = value()?.parse()?,
-            "--save-at" => a.save_at = Some(value()?.parse()?),
-            "--ckpt" => a.ckpt = value()?.into(),
-            "--resume" => a.resume = Some(value()?.into()),
-            "--losses" => a.losses = Some(value()?.into()),
-            "--verify-resume" => a.verify = true,
-            other => return Err(format!("unknown argument {other}").into()),
-        }
-    }
-    Ok(a)
+    let tmp = std::env::temp_dir();
+    Ok(Args {
+        data: flag("--data").map_or(tmp.join("guideloom-austen-bytes"), PathBuf::from),
+        ckpt: flag("--ckpt").map_or(tmp.join("guideloom-burn-ckpt"), PathBuf::from),
+        steps: flag("--steps").map_or(Ok(60), |s| s.parse())?,
+        save_at: flag("--save-at").map(|s| s.parse()).transpose()?,
+        resume: flag("--resume").map(PathBuf::from),
+        losses: flag("--losses").map(PathBuf::from),
+    })
 }
 
 fn train(a: &Args) -> Result<Vec<f32>, Error> {
@@ -139,14 +124,11 @@ fn train(a: &Args) -> Result<Vec<f32>, Error> {
     let mut step = loader.state().map_or(0, |s| s.next_batch);
     println!("{} parameters, {} windows, starting at step {step}", model.num_params(), loader.num_items());
     let (mut losses, start, mut waiting) = (Vec::new(), Instant::now(), Duration::ZERO);
-    'epochs: loop {
-        let mut batches = loader.iter();
-        loop {
-            if step == a.steps {
-                break 'epochs;
-            }
+    while step < a.steps {
+        let mut batches = loader.iter(); // the next epoch
+        while step < a.steps {
             let t = Instant::now();
-            let Some(batch) = batches.next() else { continue 'epochs };
+            let Some(batch) = batches.next() else { break };
             waiting += t.elapsed();
             let loss = model.loss(batch?);
             let value: f32 = loss.clone().into_scalar();
@@ -162,12 +144,8 @@ fn train(a: &Args) -> Result<Vec<f32>, Error> {
             }
         }
     }
-    let secs = start.elapsed().as_secs_f64();
-    println!(
-        "{:.2} steps/s, {:.1}% of the time waiting for the loader",
-        losses.len() as f64 / secs,
-        100.0 * waiting.as_secs_f64() / secs
-    );
+    let (secs, wait) = (start.elapsed().as_secs_f64(), waiting.as_secs_f64());
+    println!("{:.2} steps/s, {:.1}% waiting for the loader", losses.len() as f64 / secs, 100.0 * wait / secs);
     Ok(losses)
 }
 
@@ -198,7 +176,7 @@ fn main() -> Result<(), Error> {
     let a = args()?;
     let corpus = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../data/austen");
     tokenize(&corpus, &a.data)?;
-    if !a.verify {
+    if !std::env::args().any(|a| a == "--verify-resume") {
         let losses = train(&a)?;
         if let Some(path) = &a.losses {
             let bits: Vec<String> = losses.iter().map(|l| l.to_bits().to_string()).collect();
@@ -206,14 +184,12 @@ fn main() -> Result<(), Error> {
         }
         return Ok(());
     }
-    let k = a.save_at.ok_or("--verify-resume needs --save-at")?;
+    let k = a.save_at.ok_or("--verify-resume needs --save-at")? as usize;
     std::fs::create_dir_all(&a.ckpt)?;
     let (steps, k_s) = (a.steps.to_string(), k.to_string());
     let full = run_child(&a, &["--steps", &steps], "full")?;
     let first = run_child(&a, &["--steps", &k_s, "--save-at", &k_s], "first")?;
-    let ckpt = a.ckpt.to_string_lossy().into_owned();
-    let resumed = run_child(&a, &["--steps", &steps, "--resume", &ckpt], "resumed")?;
-    let k = k as usize;
+    let resumed = run_child(&a, &["--steps", &steps, "--resume", &a.ckpt.to_string_lossy()], "resumed")?;
     if full.len() != a.steps as usize || first[..] != full[..k] || resumed[..] != full[k..] {
         eprintln!("MISMATCH: the resumed run's losses differ from the uninterrupted run's");
         std::process::exit(1);
