@@ -86,6 +86,7 @@ mod source;
 mod spans;
 mod state;
 mod storage_sources;
+mod stream;
 mod token_windows;
 mod transforms;
 
@@ -129,6 +130,9 @@ pub use source::{Cancellation, DataSource, RangeSource, VecSource};
 pub use spans::Spans;
 pub use state::{SourceId, State, StateConfig, Topology, WindowParams, STATE_VERSION};
 pub use storage_sources::{Documents, MetaWindows, StreamWindows, WindowReader, Windows};
+pub use stream::{
+    Rebatched, RebatchedIter, StreamBatch, StreamPacked, StreamPackedIter, StreamState, STREAM_STATE_VERSION,
+};
 pub use token_windows::{TokenWindowCollate, TokenWindows, WindowSpan};
 pub use transforms::{Concat, Filter, Repeat, Slice, WindowShuffle};
 
