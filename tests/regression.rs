@@ -440,6 +440,7 @@ fn issue19_oamap_inputs_oam_reads_back_what_it_writes_and_refuses_cycles_and_fif
     let o = child.wait_with_output().unwrap();
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(!o.status.success() && err.contains("pipe.npz") && err.contains("not a regular file"), "{err}");
+}
 
 /// Regression (issue 14): the llm.c acceptance case was checked on copies of the two sample
 /// shards renamed so that val sorted first; under their real names llm.c's `glob()` (sorted
