@@ -339,6 +339,10 @@ pub(crate) struct BenchArgs {
     pub(crate) sequential: SequentialArgs,
     #[command(flatten)]
     pub(crate) mix_pack: MixPackArgs,
+    /// With --pack: before measuring, write the token count of every document packed, one
+    /// per line in record order, to this file (for packers of other projects to read).
+    #[arg(long, requires = "pack")]
+    pub(crate) lengths_out: Option<PathBuf>,
 }
 
 /// Elastic resume of a storage (`batches`, `bench`): a state restores onto another rank and

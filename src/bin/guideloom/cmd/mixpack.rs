@@ -308,11 +308,20 @@ type Counts = (u64, u64, u64);
 /// (so planned packing counts its scan and plan), reported as a line of text or one JSON
 /// object with rows/s and the share of padding.
 pub(crate) fn bench(a: &BenchArgs, epochs: Option<u64>) -> CliResult {
-    let start = Instant::now();
     let mp = &a.mix_pack;
     if a.resume.is_some() {
         return Err("bench --mix/--pack starts from the first batch (no --resume)".into());
     }
+    if let Some(path) = &a.lengths_out {
+        let (records, _) = records(&a.window, mp)?;
+        let mut text = String::new();
+        for i in 0..records.len() {
+            let _ = writeln!(text, "{}", records.get(i)?.tokens.len());
+        }
+        std::fs::write(path, text)
+            .map_err(|e| super::context(format!("--lengths-out {}", path.display()), e))?;
+    }
+    let start = Instant::now();
     let (records, _mixed) = records(&a.window, mp)?;
     let args = LoaderArgs {
         window: a.window.clone(),
