@@ -40,7 +40,7 @@ gl="$target/release/guideloom"
 data=benches/out/packing/austen-paragraphs
 if [ ! -f "$data/manifest.json" ]; then
   rm -rf "$data"
-  "$gl" ingest text --tokenizer gpt2 --split blank-line --doc-meta --out "$data" data/austen
+  "$gl" ingest text --tokenizer gpt2 --split blank-line --doc-meta --out "$data" data/austen/*.txt
 fi
 out=benches/out/packing/results.jsonl
 : > "$out"
