@@ -286,6 +286,11 @@ fn stream_states_of_another_stage_are_refused() {
     let mut st = it.state();
     st.version = 9;
     assert!(matches!(s.iter_from(&st), Err(LoaderError::StateVersion { expected: 1, found: 9 })));
+    // A slot past the end of its upstream batch (batches of 2 here) names `offset`.
+    let mut st = it.state();
+    st.offset = 3;
+    let e = s.iter_from(&st).unwrap_err();
+    assert!(matches!(e, LoaderError::StateMismatch { field: "offset", .. }), "{e:?}");
     let mut st = it.state();
     st.rows = 7;
     let e = s.iter_from(&st).unwrap_err();
