@@ -687,6 +687,111 @@ fn batches_mix_and_pack_resume_equals_the_uninterrupted_run() {
     assert!(full[0]["sources"].is_array());
 }
 
+/// `batches --pack stream-*` (issue 16, stream stage): Grain's first-fit rows over the
+/// storage's order, and exact resume of a shuffled, mixed, two-epoch streaming packer.
+#[test]
+fn batches_stream_packers_rows_and_resume() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = jsonl_storage(tmp.path(), "d", &[&[1, 1, 1], &[2, 2, 2, 2], &[3, 3], &[4]], true);
+    let dir = d.to_str().unwrap();
+    let rows = |pack: &str| {
+        let o =
+            run_ok(&["batches", dir, "--pack", pack, "--bins", "2", "--seq-len", "6", "--batch-size", "2"]);
+        let v = json_lines(&o);
+        assert_eq!(v.len(), 1, "{pack}");
+        (v[0]["tokens"].clone(), v[0]["records"].clone())
+    };
+    assert_eq!(
+        rows("stream-first-fit"),
+        (serde_json::json!([[1, 1, 1, 3, 3, 4], [2, 2, 2, 2, 0, 0]]), serde_json::json!([0, 2, 3, 1]))
+    );
+    assert_eq!(rows("stream-best-fit").0, serde_json::json!([[1, 1, 1, 4, 0, 0], [2, 2, 2, 2, 3, 3]]));
+    assert_eq!(rows("stream-concat-split").0, serde_json::json!([[1, 1, 1, 2, 2, 2], [2, 3, 3, 4, 0, 0]]));
+
+    let docs: Vec<Vec<u32>> = (0..30u32).map(|i| vec![i + 1; 1 + (i as usize * 7) % 9]).collect();
+    let refs: Vec<&[u32]> = docs.iter().map(|d| d.as_slice()).collect();
+    let a = jsonl_storage(tmp.path(), "a", &refs[..18], true);
+    let b = jsonl_storage(tmp.path(), "b", &refs[18..], true);
+    let (ma, mb) = (format!("{}=2", a.display()), format!("{}=1", b.display()));
+    let state = tmp.path().join("state.json");
+    let st = state.to_str().unwrap();
+    for pack in ["stream-first-fit", "stream-best-fit", "stream-concat-split"] {
+        let base = [
+            "batches",
+            "--mix",
+            &ma,
+            "--mix",
+            &mb,
+            "--mix-stop",
+            "all-exhausted",
+            "--pack",
+            pack,
+            "--bins",
+            "3",
+            "--seq-len",
+            "6",
+            "--overflow",
+            "split",
+            "--batch-size",
+            "2",
+            "--shuffle",
+            "--epochs",
+            "2",
+        ];
+        let full = json_lines(&run_ok(&[&base[..], &["--workers", "3"]].concat()));
+        assert!(full.len() >= 6, "{pack}");
+        for k in [1, 4] {
+            let head = json_lines(&run_ok(
+                &[&base[..], &["--max-batches", &k.to_string(), "--save-state", st, "--workers", "1"]]
+                    .concat(),
+            ));
+            assert_eq!(head[..], full[..k], "{pack}");
+            assert!(std::fs::read(&state).unwrap().len() < 1024);
+            let rest = json_lines(&run_ok(&[&base[..], &["--resume", st, "--workers", "0"]].concat()));
+            assert_eq!(rest[..], full[k..], "{pack} after {k}");
+        }
+        assert!(full[0]["sources"].is_array());
+        // Every token of every document once per epoch (split documents included).
+        let real: usize = full
+            .iter()
+            .filter(|b| b["epoch"] == 0)
+            .flat_map(|b| {
+                b["segment_ids"].as_array().unwrap().iter().flat_map(|r| r.as_array().unwrap().clone())
+            })
+            .filter(|s| s != 0)
+            .count();
+        assert_eq!(real, docs.iter().map(Vec::len).sum::<usize>(), "{pack}");
+    }
+}
+
+/// `bench --pack ... --json` (issue 16): the pipeline `batches` runs, with its share of padding.
+#[test]
+fn bench_mix_and_pack_report_rows_and_padding() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = jsonl_storage(tmp.path(), "d", &[&[1, 1, 1], &[2, 2, 2, 2], &[3, 3], &[4]], true);
+    let dir = d.to_str().unwrap();
+    let bench = |args: &[&str]| -> serde_json::Value {
+        let o = run_ok(&[&["bench", "--json", "--seq-len", "6", "--batch-size", "2"], args].concat());
+        serde_json::from_slice(&o.stdout).unwrap()
+    };
+    for (pack, rows) in [("stream-first-fit", 2), ("best-fit", 2), ("planned-bfd", 2), ("concat-split", 2)] {
+        let v = bench(&[dir, "--pack", pack, "--bins", "2"]);
+        assert_eq!(
+            (v["rows"].as_u64(), v["tokens"].as_u64(), v["real_tokens"].as_u64()),
+            (Some(rows), Some(12), Some(10)),
+            "{pack}"
+        );
+        assert_eq!(v["padding_share"].as_f64(), Some(2.0 / 12.0), "{pack}");
+    }
+    // Without --pack a mixture mixes windows: one window of 6 tokens per storage of 10.
+    let ma = format!("{dir}=1");
+    let v = bench(&["--mix", &ma, "--mix", &ma]);
+    assert_eq!(
+        (v["rows"].as_u64(), v["real_tokens"].as_u64(), v["pipeline"].as_str()),
+        (Some(2), Some(12), Some("records"))
+    );
+}
+
 #[test]
 fn bad_numbers_are_one_sentence_errors() {
     let tmp = tempfile::tempdir().unwrap();

@@ -37,6 +37,9 @@
 //!   documents into rows (concat-split, first-fit, best-fit, best-fit-decreasing), [`Packed`]
 //!   reads the rows as records ([`PackedRow`]: per-document targets, segment ids,
 //!   positions, loss mask, `cu_seqlens`), [`PackCollate`] stacks them.
+//! - The stream stage, after sampling and sharding, over a loader's records in order with an
+//!   O(1) [`StreamState`]: [`Rebatched`] (holes and padding dropped, batches refilled) and
+//!   [`StreamPacked`] (concat-split, first-fit and best-fit over each epoch's shuffled order).
 //! - [`TokenLoader`], [`WindowLoader`], [`DocumentLoader`]: names for the common loader
 //!   types, to return a loader from a function.
 //! - [`rand`]: the `rand` crate this loader is built with (0.9), re-exported so that
@@ -86,6 +89,7 @@ mod source;
 mod spans;
 mod state;
 mod storage_sources;
+mod stream;
 mod token_windows;
 mod transforms;
 
@@ -129,6 +133,9 @@ pub use source::{Cancellation, DataSource, RangeSource, VecSource};
 pub use spans::Spans;
 pub use state::{SourceId, State, StateConfig, Topology, WindowParams, STATE_VERSION};
 pub use storage_sources::{Documents, MetaWindows, StreamWindows, WindowReader, Windows};
+pub use stream::{
+    Rebatched, RebatchedIter, StreamBatch, StreamPacked, StreamPackedIter, StreamState, STREAM_STATE_VERSION,
+};
 pub use token_windows::{TokenWindowCollate, TokenWindows, WindowSpan};
 pub use transforms::{Concat, Filter, Repeat, Slice, WindowShuffle};
 

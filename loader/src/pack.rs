@@ -417,18 +417,8 @@ where
     }
 
     fn layout(&self, pieces: &[Piece], docs: &[S::Item]) -> Result<PackedRow<T>, LoaderError> {
-        let l = self.plan.config.seq_len as usize;
-        let mut row = PackedRow {
-            tokens: vec![self.pad; l],
-            targets: vec![self.ignore; l],
-            segment_ids: vec![0; l],
-            positions: vec![0; l],
-            loss_mask: vec![0; l],
-            cu_seqlens: vec![0],
-            pieces: pieces.to_vec(),
-        };
-        let mut at = 0usize;
-        for (s, (p, doc)) in pieces.iter().zip(docs).enumerate() {
+        let mut refs: Vec<&[T]> = Vec::with_capacity(docs.len());
+        for (p, doc) in pieces.iter().zip(docs) {
             let doc = doc.as_ref();
             let want = self.lengths[p.doc as usize];
             if doc.len() as u64 != want {
@@ -438,29 +428,53 @@ where
                     found: doc.len() as u64,
                 });
             }
-            // The kept end of the document: a truncated one ends at `seq_len`.
-            let kept = if self.plan.config.strategy != PackStrategy::ConcatSplit
-                && self.plan.config.overflow == Overflow::Truncate
-            {
-                want.min(self.plan.config.seq_len)
-            } else {
-                want
-            };
-            for j in 0..p.len as usize {
-                let t = p.start as usize + j;
-                row.tokens[at] = doc[t];
-                if (t + 1) < kept as usize {
-                    row.targets[at] = doc[t + 1];
-                    row.loss_mask[at] = 1;
-                }
-                row.segment_ids[at] = (s + 1) as u32;
-                row.positions[at] = j as u32;
-                at += 1;
-            }
-            row.cu_seqlens.push(at as u32);
+            refs.push(doc);
         }
-        Ok(row)
+        Ok(lay_out(&self.plan.config, self.pad, self.ignore, pieces, &refs))
     }
+}
+
+/// The [`PackedRow`] of `pieces`, `docs[i]` holding the tokens of `pieces[i].doc` (whole).
+pub(crate) fn lay_out<T: Copy>(
+    config: &PackConfig,
+    pad: T,
+    ignore: T,
+    pieces: &[Piece],
+    docs: &[&[T]],
+) -> PackedRow<T> {
+    let l = config.seq_len as usize;
+    let mut row = PackedRow {
+        tokens: vec![pad; l],
+        targets: vec![ignore; l],
+        segment_ids: vec![0; l],
+        positions: vec![0; l],
+        loss_mask: vec![0; l],
+        cu_seqlens: vec![0],
+        pieces: pieces.to_vec(),
+    };
+    let mut at = 0usize;
+    for (s, (p, doc)) in pieces.iter().zip(docs).enumerate() {
+        let want = doc.len() as u64;
+        // The kept end of the document: a truncated one ends at `seq_len`.
+        let kept = if config.strategy != PackStrategy::ConcatSplit && config.overflow == Overflow::Truncate {
+            want.min(config.seq_len)
+        } else {
+            want
+        };
+        for j in 0..p.len as usize {
+            let t = p.start as usize + j;
+            row.tokens[at] = doc[t];
+            if (t + 1) < kept as usize {
+                row.targets[at] = doc[t + 1];
+                row.loss_mask[at] = 1;
+            }
+            row.segment_ids[at] = (s + 1) as u32;
+            row.positions[at] = j as u32;
+            at += 1;
+        }
+        row.cu_seqlens.push(at as u32);
+    }
+    row
 }
 
 impl<S, T> DataSource for Packed<S, T>

@@ -14,6 +14,7 @@ mod packing;
 mod props;
 mod regression;
 mod sequential;
+mod stream;
 mod token_windows;
 mod transforms;
 mod transforms_props;

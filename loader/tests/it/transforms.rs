@@ -86,6 +86,37 @@ fn greedy_lookup_agrees_with_a_sequential_run_across_checkpoints() {
 
 // ---------------------------------------------------------------- 3. exact weights
 
+/// Megatron's greedy rule keeps two sources within one record of their shares, but not three:
+/// weights 3:35:4 after 47 positions give counts [4, 38, 5], and source 1 trails its share
+/// 47 * 35 / 42 = 39 1/6 by 7/6 records (found by the `counts_track_the_weights` property).
+#[test]
+fn greedy_mix_trails_a_share_by_more_than_one_record_with_three_sources() {
+    let plan = MixConfig::from_ratios(&[3, 35, 4])
+        .unwrap()
+        .schedule(MixSchedule::Greedy)
+        .stop(MixStop::Budget(47))
+        .plan(&[100, 100, 100])
+        .unwrap();
+    let mut counts = [0u64; 3];
+    for p in 0..47 {
+        counts[plan.locate(p).unwrap().source as usize] += 1;
+    }
+    assert_eq!(counts, [4, 38, 5]);
+    // Trailing by 7/6: 47 * 35 - 38 * 42 = 49 = 7/6 * 42.
+    assert_eq!(47 * 35 - 38 * 42, 49);
+    // Two sources: |count_0 - n w_0 / W| < 1 at every prefix (both errors are below 1 and sum to 0).
+    for w in [[1u64, 40], [3, 7], [29, 71], [1, 1]] {
+        let plan =
+            MixConfig::from_ratios(&w).unwrap().schedule(MixSchedule::Greedy).plan(&[500, 500]).unwrap();
+        let mut c0 = 0u64;
+        for p in 0..plan.len() {
+            c0 += u64::from(plan.locate(p).unwrap().source == 0);
+            let (n, total) = (p + 1, w[0] + w[1]);
+            assert!((c0 * total).abs_diff(n * w[0]) < total, "{w:?} at {n}");
+        }
+    }
+}
+
 #[test]
 fn acceptance3_weights_are_exact_in_both_schedules() {
     for schedule in [MixSchedule::Greedy, MixSchedule::Proportional] {

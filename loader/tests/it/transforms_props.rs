@@ -72,7 +72,8 @@ proptest! {
     }
 
     /// Budget: every prefix of the proportional schedule gives source 0 exactly
-    /// ceil(k w_0 / W) records, and the greedy one stays within two records of k w_i / W.
+    /// ceil(k w_0 / W) records, and the greedy one stays within two records of k w_i / W,
+    /// never a whole record ahead of it (the bound `MixSchedule::Greedy` documents).
     #[test]
     fn counts_track_the_weights(ratios in prop::collection::vec(1u64..20, 2..5), greedy: bool) {
         let k = ratios.len();
@@ -88,6 +89,8 @@ proptest! {
                 for i in 0..k {
                     let exact = (n * w[i]) as f64 / total as f64;
                     prop_assert!((counts[i] as f64 - exact).abs() < 2.0, "source {} at {}", i, n);
+                    // Ahead: count_i - n w_i / W < 1, exactly in integers.
+                    prop_assert!(counts[i] * total < n * w[i] + total, "source {} ahead at {}", i, n);
                 }
             } else {
                 prop_assert_eq!(counts[0], (n * w[0]).div_ceil(total));

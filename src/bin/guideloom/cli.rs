@@ -208,6 +208,13 @@ pub(crate) enum PackArg {
     BestFit,
     /// Offline best-fit-decreasing over all documents.
     PlannedBfd,
+    /// Streaming concat-split over each epoch's (shuffled, sharded) order.
+    StreamConcatSplit,
+    /// Streaming first-fit (--bins open rows) over each epoch's order; --save-state and
+    /// --resume take the stream stage's state.
+    StreamFirstFit,
+    /// Streaming best-fit (--bins open rows) over each epoch's order.
+    StreamBestFit,
 }
 
 /// `--overflow`.
@@ -330,6 +337,12 @@ pub(crate) struct BenchArgs {
     pub(crate) elastic: ElasticArgs,
     #[command(flatten)]
     pub(crate) sequential: SequentialArgs,
+    #[command(flatten)]
+    pub(crate) mix_pack: MixPackArgs,
+    /// With --pack: before measuring, write the token count of every document packed, one
+    /// per line in record order, to this file (for packers of other projects to read).
+    #[arg(long, requires = "pack")]
+    pub(crate) lengths_out: Option<PathBuf>,
 }
 
 /// Elastic resume of a storage (`batches`, `bench`): a state restores onto another rank and
@@ -400,9 +413,12 @@ impl SequentialArgs {
     }
 }
 
-/// The storage directory of `batches` and `bench` is not needed with `--sequential`.
+/// The storage directory of `bench` is not needed with `--sequential` or `--mix`.
 fn optional_with_sequential(a: clap::Arg) -> clap::Arg {
-    a.required(false).required_unless_present("sequential").default_value("-").hide_default_value(true)
+    a.required(false)
+        .required_unless_present_any(["sequential", "mix"])
+        .default_value("-")
+        .hide_default_value(true)
 }
 
 /// `batches`' DIR: left out with `--sequential`, `--mix` or `--order` (Megatron's

@@ -69,6 +69,9 @@ pub(crate) fn run(a: BenchArgs) -> CliResult {
     if a.sequential.on() {
         return bench_sequential(&a, epochs);
     }
+    if a.mix_pack.on() {
+        return crate::cmd::mixpack::bench(&a, epochs);
+    }
     let b = Bench {
         args: LoaderArgs {
             window: a.window,
