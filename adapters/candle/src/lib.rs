@@ -194,7 +194,10 @@ impl<E: Element> Collate<WindowSpan> for LmCollate<E> {
         let short = records.iter().find(|r| r.len < 2);
         if let Some(r) = short {
             return Err(LoaderError::Collate {
-                detail: format!("window {} holds {} tokens, a language-model window needs 2 or more", r.index, r.len),
+                detail: format!(
+                    "window {} holds {} tokens, a language-model window needs 2 or more",
+                    r.index, r.len
+                ),
             });
         }
         let windows = self.inner.collate(records)?;
@@ -238,7 +241,9 @@ pub fn lm_windows<E: Element>(
     options: ReadOptions,
 ) -> Result<(TokenWindows<E>, LmCollate<E>), Error> {
     if seq_len == 0 {
-        return Err(LoaderError::InvalidConfig { field: "seq_len", detail: "must be at least 1".into() }.into());
+        return Err(
+            LoaderError::InvalidConfig { field: "seq_len", detail: "must be at least 1".into() }.into()
+        );
     }
     let windows = TokenWindows::<E>::open_any_with(dir, seq_len + 1, seq_len, options)?;
     let collate = LmCollate::new(&windows)?;
@@ -338,7 +343,9 @@ impl<T: CandleId> IntoTensors for PackedBatch<T> {
     /// new `f32` buffer.
     type Tensors = PackedTensors;
     fn into_tensors(self, device: &Device) -> Result<PackedTensors, Error> {
-        let PackedBatch { rows, seq_len, tokens, targets, segment_ids, positions, loss_mask, cu_seqlens, .. } = self;
+        let PackedBatch {
+            rows, seq_len, tokens, targets, segment_ids, positions, loss_mask, cu_seqlens, ..
+        } = self;
         let shape = (rows, seq_len);
         let mask: Vec<f32> = loss_mask.into_iter().map(f32::from).collect();
         Ok(PackedTensors {

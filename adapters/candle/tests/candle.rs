@@ -108,12 +108,18 @@ fn c3_u16_storage_gives_u32_tensors_without_wrapping_and_i64_on_request() {
     // The language-model path: L = 1.
     let (windows, collate) = lm_windows::<u32>(dir.path(), 1, ReadOptions::default()).unwrap();
     let (i, t) = collate.collate(vec![windows.get(0).unwrap()]).unwrap().into_tensors(&Device::Cpu).unwrap();
-    assert_eq!((i.to_vec2::<u32>().unwrap(), t.to_vec2::<u32>().unwrap()), (vec![vec![65_535]], vec![vec![1]]));
+    assert_eq!(
+        (i.to_vec2::<u32>().unwrap(), t.to_vec2::<u32>().unwrap()),
+        (vec![vec![65_535]], vec![vec![1]])
+    );
     // i64 ids on request.
     let (windows, collate) = lm_windows::<i64>(dir.path(), 1, ReadOptions::default()).unwrap();
     let (i, t) = collate.collate(vec![windows.get(0).unwrap()]).unwrap().into_tensors(&Device::Cpu).unwrap();
     assert_eq!((i.dtype(), t.dtype()), (DType::I64, DType::I64));
-    assert_eq!((i.to_vec2::<i64>().unwrap(), t.to_vec2::<i64>().unwrap()), (vec![vec![65_535]], vec![vec![1]]));
+    assert_eq!(
+        (i.to_vec2::<i64>().unwrap(), t.to_vec2::<i64>().unwrap()),
+        (vec![vec![65_535]], vec![vec![1]])
+    );
     // u32 ids that do not fit... u32 do fit i64; a u32 storage does not fit u16 (no u16 in
     // candle anyway), nor does any storage fit a narrower id type.
     let wide = storage::<u32>(&[70_000, 1]);
@@ -175,11 +181,7 @@ fn c5_same_seed_same_first_100_batches_and_every_target_is_the_next_input() {
     let starts: Vec<usize> = (0..1_249).map(|w| w * 16).collect();
     for (inputs, targets) in &a {
         for (i, t) in inputs.iter().zip(targets) {
-            let at = starts
-                .iter()
-                .copied()
-                .find(|&s| data[s..s + 16] == i[..])
-                .unwrap();
+            let at = starts.iter().copied().find(|&s| data[s..s + 16] == i[..]).unwrap();
             assert_eq!(data[at + 1..at + 17], t[..]);
         }
     }
