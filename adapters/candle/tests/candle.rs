@@ -53,6 +53,9 @@ fn lm_loader(dir: &Path, seq_len: u64, batch: u64, seed: u64, workers: usize, ep
     builder.collate(collate).build().unwrap()
 }
 
+/// A batch's `(inputs, targets)` as rows of ids.
+type Pair = (Vec<Vec<u32>>, Vec<Vec<u32>>);
+
 fn rows(t: &Tensor) -> Vec<Vec<u32>> {
     t.to_vec2::<u32>().unwrap()
 }
@@ -161,7 +164,7 @@ fn c5_same_seed_same_first_100_batches_and_every_target_is_the_next_input() {
     let dir = storage::<u16>(&data);
     // (20_000 - 17) / 16 + 1 = 1_249 windows of 17 tokens, 157 batches of 8 per epoch (the
     // last one of 1).
-    let take = |seed: u64, workers: usize| -> Vec<(Vec<Vec<u32>>, Vec<Vec<u32>>)> {
+    let take = |seed: u64, workers: usize| -> Vec<Pair> {
         let loader = lm_loader(dir.path(), 16, 8, seed, workers, 1);
         assert_eq!(loader.len(), 157);
         CandleBatches::new(loader.iter(), Device::Cpu)
