@@ -269,6 +269,34 @@ fn resume_mid_epoch_yields_the_remaining_batches_exactly() {
 }
 
 #[test]
+fn a_failing_batch_arrives_as_the_loaders_error_then_the_iterator_ends() {
+    let dir = storage::<u16>(&(0..100).collect::<Vec<_>>());
+    let (windows, inner) = lm_windows::<u32>(dir.path(), 8, ReadOptions::default()).unwrap();
+    // Fails on the batch holding window 5 (batches of 2 in order: windows 4 and 5 are batch 2).
+    let collate = move |records: Vec<guideloom_loader::WindowSpan>| {
+        if let Some(r) = records.iter().find(|r| r.index == 5) {
+            return Err(LoaderError::Collate { detail: format!("window {} refused", r.index) });
+        }
+        inner.collate(records)
+    };
+    let loader = Loader::builder(windows).batch_size(2).workers(2).collate(collate).build().unwrap();
+    let mut batches = CandleBatches::new(loader.iter(), Device::Cpu);
+    for first in [0u32, 16] {
+        let (inputs, _) = batches.next().unwrap().unwrap();
+        assert_eq!(rows(&inputs)[0][0], first);
+    }
+    let e = batches.next().unwrap().unwrap_err();
+    // The loader names the batch; the cause is the collation's error, reachable by source().
+    let Error::Loader(LoaderError::InBatch { batch: 2, epoch: 0, source }) = &e else { panic!("{e:?}") };
+    assert!(matches!(&**source, LoaderError::Collate { detail } if detail == "window 5 refused"));
+    assert_eq!(e.to_string(), "batch 2 (epoch 0)");
+    let cause = std::error::Error::source(&e).unwrap();
+    assert_eq!(cause.to_string(), "collate: window 5 refused");
+    assert!(batches.next().is_none());
+    assert_eq!(batches.position(), 2);
+}
+
+#[test]
 fn errors_convert_into_candle_errors_for_question_marks() {
     let e: candle_core::Error = Error::Shape { what: "inputs", rows: 1, seq_len: 2, found: 3 }.into();
     assert_eq!(e.to_string(), "inputs holds 3 elements, not 1 x 2");
