@@ -1,17 +1,14 @@
 //! A decoder-only transformer LM (4 layers, d = 64, 233k parameters) trained with candle on the
-//! CPU on Jane Austen's novels, byte-level, fed by guideloom through guideloom-candle; it saves
-//! model, optimizer and data position, and a second process resumes from them.
-//! `cargo run -p guideloom-candle --example train_lm -- --verify-resume --steps 30 --save-at 15`
-//! runs it twice and checks the resumed losses. Flags: `--steps N`, `--save-at K --ckpt DIR`,
-//! `--resume --ckpt DIR`, `--losses FILE` (`step loss bits` lines). AdamW is written here:
-//! candle-nn's keeps its moments private (they cannot be saved).
+//! CPU on Jane Austen's novels byte by byte, fed by guideloom-candle. `--save-at K --ckpt DIR`
+//! saves model, AdamW moments and data position; `--resume --ckpt DIR` continues from them;
+//! `--verify-resume --steps 30 --save-at 15` runs both and compares the losses (`--losses FILE`).
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use candle_core::{DType, Device, Module, Result, Tensor, Var};
-use candle_nn::ops::softmax_last_dim;
-use candle_nn::{embedding, layer_norm, linear_no_bias as linear, seq, Activation, Embedding, LayerNorm};
+use candle_core::{DType, Device, Module, Result, Tensor, Var, D};
+use candle_nn::ops::{layer_norm_slow, softmax};
+use candle_nn::{embedding, linear_no_bias as linear, seq, Activation, Embedding};
 use candle_nn::{Init, Linear, Sequential, VarBuilder, VarMap};
 use guideloom_candle::{lm_windows, CandleBatches};
 use guideloom_loader::rand::{rngs::StdRng, Rng, SeedableRng};
@@ -26,25 +23,24 @@ const BATCH: u64 = 16;
 const SEED: u64 = 7;
 const LR: f64 = 3e-3;
 
-/// A decoder-only transformer: token and position embeddings, LAYERS pre-norm blocks (causal
-/// self-attention, then a 4x GELU MLP, both residual), a final norm and the vocabulary head.
+/// Token + position embeddings, LAYERS pre-norm blocks (causal attention, 4x GELU MLP), norm, head.
 struct Model {
     embed: (Embedding, Embedding),
-    blocks: Vec<(LayerNorm, Linear, Linear, Sequential)>,
+    blocks: Vec<(Sequential, Linear, Sequential)>,
     head: Sequential,
 }
 
 impl Model {
     fn new(vb: VarBuilder<'_>) -> Result<Self> {
         let block = |vb: VarBuilder<'_>| -> Result<_> {
-            let mlp = seq().add(layer_norm(DIM, 1e-5, vb.pp("ln2"))?).add(linear(DIM, 4 * DIM, vb.pp("up"))?);
+            let qkv = seq().add(norm(vb.pp("ln1"))?).add(linear(DIM, 3 * DIM, vb.pp("qkv"))?);
+            let mlp = seq().add(norm(vb.pp("ln2"))?).add(linear(DIM, 4 * DIM, vb.pp("up"))?);
             let mlp = mlp.add(Activation::NewGelu).add(linear(4 * DIM, DIM, vb.pp("down"))?);
-            let (qkv, proj) = (linear(DIM, 3 * DIM, vb.pp("qkv"))?, linear(DIM, DIM, vb.pp("proj"))?);
-            Ok((layer_norm(DIM, 1e-5, vb.pp("ln1"))?, qkv, proj, mlp))
+            Ok((qkv, linear(DIM, DIM, vb.pp("proj"))?, mlp))
         };
         let blocks = (0..LAYERS).map(|i| block(vb.pp(format!("block{i}")))).collect::<Result<_>>()?;
         let embed = (embedding(VOCAB, DIM, vb.pp("tok"))?, embedding(SEQ, DIM, vb.pp("pos"))?);
-        let head = seq().add(layer_norm(DIM, 1e-5, vb.pp("ln"))?).add(linear(DIM, VOCAB, vb.pp("head"))?);
+        let head = seq().add(norm(vb.pp("ln"))?).add(linear(DIM, VOCAB, vb.pp("head"))?);
         Ok(Model { embed, blocks, head })
     }
     /// `[b, SEQ]` u32 ids -> `[b, SEQ, VOCAB]` logits.
@@ -53,13 +49,13 @@ impl Model {
         let pos = self.embed.1.forward(&Tensor::arange(0u32, t as u32, ids.device())?)?;
         let mut x = self.embed.0.forward(ids)?.broadcast_add(&pos)?;
         let mask = ((Tensor::tril2(t, DType::F32, ids.device())? - 1.0)? * 1e9)?; // -1e9 above the diagonal
-        for (ln, qkv, proj, mlp) in &self.blocks {
+        for (qkv, proj, mlp) in &self.blocks {
             // [b, t, 3 * DIM] -> q, k, v as [b, HEADS, t, DIM / HEADS]
-            let qkv = qkv.forward(&ln.forward(&x)?)?.reshape((b, t, 3, HEADS, DIM / HEADS))?;
+            let qkv = qkv.forward(&x)?.reshape((b, t, 3, HEADS, DIM / HEADS))?;
             let head = |i: usize| qkv.narrow(2, i, 1)?.squeeze(2)?.transpose(1, 2)?.contiguous();
             let (q, k, v) = (head(0)?, head(1)?, head(2)?);
             let scores = (q.matmul(&k.t()?)? / ((DIM / HEADS) as f64).sqrt())?.broadcast_add(&mask)?;
-            let y = softmax_last_dim(&scores)?.matmul(&v)?.transpose(1, 2)?.reshape((b, t, DIM))?;
+            let y = softmax(&scores, D::Minus1)?.matmul(&v)?.transpose(1, 2)?.reshape((b, t, DIM))?;
             x = (&x + proj.forward(&y)?)?;
             x = (&x + mlp.forward(&x)?)?;
         }
@@ -67,7 +63,14 @@ impl Model {
     }
 }
 
-/// AdamW (Loshchilov & Hutter, decoupled weight decay), its moments in a `VarMap` to save.
+/// Layer norm from plain tensor ops: candle-nn's `LayerNorm` and `softmax_last_dim` run fused
+/// kernels without a backward pass on contiguous inputs (candle-nn 0.11.1), so they do not train.
+fn norm(vb: VarBuilder<'_>) -> Result<impl Module + 'static> {
+    let ln = candle_nn::layer_norm(DIM, 1e-5, vb)?; // for its parameters only
+    Ok(move |x: &Tensor| layer_norm_slow(x, ln.weight(), ln.bias().unwrap(), 1e-5))
+}
+
+/// AdamW (Loshchilov & Hutter) with its moments in a `VarMap` to save (candle-nn's are private).
 struct AdamW {
     vars: Vec<(Var, Var, Var)>,
     moments: VarMap,
@@ -171,11 +174,7 @@ fn main() -> Res<()> {
         }
     }
     let (secs, n) = (start.elapsed().as_secs_f64(), losses.lines().count() as f64);
-    println!(
-        "{:.2} steps/s, {:.2}% of it waiting for the loader",
-        n / secs,
-        100.0 * waited.as_secs_f64() / secs
-    );
+    println!("{:.2} steps/s, loader wait {:.2}% of the time", n / secs, 100.0 * waited.as_secs_f64() / secs);
     flag("--losses").map_or(Ok(()), |path| std::fs::write(path, losses))?;
     Ok(())
 }
