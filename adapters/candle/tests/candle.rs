@@ -301,3 +301,37 @@ fn errors_convert_into_candle_errors_for_question_marks() {
     let e: candle_core::Error = Error::Shape { what: "inputs", rows: 1, seq_len: 2, found: 3 }.into();
     assert_eq!(e.to_string(), "inputs holds 3 elements, not 1 x 2");
 }
+
+mod regression {
+    use candle_core::{DType, Device, Module, Tensor, Var, D};
+
+    /// The example's layer norm and softmax: candle-nn 0.11.1's `LayerNorm::forward` and
+    /// `ops::softmax_last_dim` apply fused kernels without a backward pass on contiguous inputs,
+    /// so a model built from them did not learn before its last norm (issue 15: the example's
+    /// loss stalled at 2.8 nats). `ops::layer_norm_slow` and `ops::softmax` backpropagate. If
+    /// this test fails, candle-nn has changed: revisit the example and the README.
+    #[test]
+    fn issue15_candle_nn_fused_layer_norm_and_softmax_have_no_gradient() {
+        let x = Var::from_tensor(&Tensor::new(&[[1f32, 2.0, 4.0], [0.5, -1.0, 3.0]], &Device::Cpu).unwrap())
+            .unwrap();
+        let w = Tensor::new(&[1f32, 2.0, 3.0], &Device::Cpu).unwrap();
+        let b = Tensor::zeros(3, DType::F32, &Device::Cpu).unwrap();
+        let weighted = |y: Tensor| y.broadcast_mul(&w).unwrap().sum_all().unwrap();
+        // The gradient's L1 norm, or None when no gradient reaches x.
+        let grad = |loss: Tensor| {
+            loss.backward()
+                .unwrap()
+                .get(&x)
+                .map(|g| g.abs().unwrap().sum_all().unwrap().to_scalar::<f32>().unwrap())
+        };
+
+        let fused = candle_nn::LayerNorm::new(w.clone(), b.clone(), 1e-5);
+        assert!(grad(weighted(fused.forward(&x).unwrap())).is_none());
+        assert!(grad(weighted(candle_nn::ops::softmax_last_dim(&x).unwrap())).is_none());
+
+        let slow = candle_nn::ops::layer_norm_slow(&x, &w, &b, 1e-5).unwrap();
+        assert!(grad(weighted(slow)).unwrap() > 0.1);
+        let soft = candle_nn::ops::softmax(&x, D::Minus1).unwrap();
+        assert!(grad(weighted(soft)).unwrap() > 0.1);
+    }
+}
