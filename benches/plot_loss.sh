@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The loss curve of the candle example (adapters/candle/examples/train_lm.rs): trains it for
+# The loss curve of the candle example (adapters/candle/examples/candle_lm.rs): trains it for
 # STEPS steps (default 300) in a release build, writes its per-step losses to
 # docs/candle-loss.txt (`step loss f32-bits` lines) and plots them to docs/candle-loss.png.
 # `--plot-only` re-plots the committed numbers without training. Creates the Python venv
@@ -11,7 +11,7 @@ cd "$(dirname "$0")/.."
 
 losses=docs/candle-loss.txt
 if [ "${1:-}" != "--plot-only" ]; then
-  cargo run --release -p guideloom-candle --example train_lm -- --steps "${1:-300}" --losses "$losses"
+  cargo run --release -p guideloom-candle --example candle_lm -- --steps "${1:-300}" --losses "$losses"
 fi
 
 if [ ! -x benches/.venv/bin/python ]; then

@@ -19,7 +19,7 @@
 //! Index dtypes accepted by candle's CPU `index_select` (what `Embedding` runs) are `u8`,
 //! `u32` and `i64`.
 //!
-//! `examples/train_lm.rs` trains a small transformer language model with candle-nn through
+//! `examples/candle_lm.rs` trains a small transformer language model with candle-nn through
 //! this crate, checkpoints model, optimizer and [`State`], and checks that a resumed process
 //! continues with bit-identical losses. It works around two properties of candle-nn 0.11.1
 //! that matter to any training loop: `LayerNorm::forward` and `ops::softmax_last_dim` run

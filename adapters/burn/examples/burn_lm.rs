@@ -1,6 +1,6 @@
 //! Train a small decoder-only transformer on Jane Austen, byte by byte, with burn (flex CPU
 //! backend, autodiff) reading batches through guideloom; checkpoint and resume exactly.
-//! `cargo run -p guideloom-burn --example train_lm -- --verify-resume --steps 30 --save-at 15`
+//! `cargo run -p guideloom-burn --example burn_lm -- --verify-resume --steps 30 --save-at 15`
 //! runs itself three times (uninterrupted; to `--save-at`, saving; resumed from the save) and
 //! exits non-zero unless the resumed losses equal the uninterrupted ones bit for bit.
 use std::path::{Path, PathBuf};
