@@ -1,0 +1,46 @@
+//! Storages given by URL (`s3://bucket/prefix`, `gs://`, `az://`, `http(s)://`): what the
+//! commands that take a storage directory do when the argument is a URL.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use guideloom::storage::{StorageDir, StorageLocation};
+
+use crate::CliResult;
+
+/// Batches hinted ahead of the consumer for a remote storage (the loader's readahead).
+pub(crate) const REMOTE_READAHEAD: u64 = 8;
+
+/// The storage directory of a remote URL argument (the store's options from the environment:
+/// `AWS_ENDPOINT_URL`, `AWS_ALLOW_HTTP`, credentials, `GUIDELOOM_CACHE_DIR`, ...); `None` for
+/// a local path.
+pub(crate) fn remote(arg: &Path) -> CliResult<Option<Arc<dyn StorageDir>>> {
+    let loc = StorageLocation::from_path(arg);
+    if !loc.is_remote() {
+        return Ok(None);
+    }
+    Ok(Some(loc.open()?))
+}
+
+/// Whether `arg` is a remote URL.
+pub(crate) fn is_remote(arg: &Path) -> bool {
+    StorageLocation::from_path(arg).is_remote()
+}
+
+/// Runs `guideloom upload LOCAL URL`: every committed shard file, then the manifest.
+pub(crate) fn upload(a: &crate::cli::UploadArgs) -> CliResult {
+    let loc = StorageLocation::parse(&a.url);
+    let StorageLocation::Remote(url) = loc else {
+        return Err(format!("{}: not an object-store URL (s3://, gs://, az://)", a.url).into());
+    };
+    let dir = guideloom::storage::RemoteDir::open(&url, guideloom::storage::RemoteOptions::from_env()?)?;
+    let bytes = dir.upload(&a.local)?;
+    let s = dir.stats();
+    eprintln!(
+        "uploaded {} to {url}: {bytes} bytes, {} requests ({} retried)",
+        a.local.display(),
+        s.requests,
+        s.retries
+    );
+    Ok(())
+}
