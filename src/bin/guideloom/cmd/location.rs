@@ -44,3 +44,26 @@ pub(crate) fn upload(a: &crate::cli::UploadArgs) -> CliResult {
     );
     Ok(())
 }
+
+/// `ingest --out URL`: runs `ingest` into a local temporary storage, then uploads it (shard
+/// objects first, the manifest last: a run killed at any point leaves the storage that was
+/// at the URL before in force). `None` (nothing done) when `out` is a local path.
+pub(crate) fn ingest_remote<R>(
+    out: &Path,
+    append: bool,
+    ingest: impl FnOnce(&Path) -> CliResult<R>,
+) -> CliResult<Option<R>> {
+    let StorageLocation::Remote(url) = StorageLocation::from_path(out) else { return Ok(None) };
+    if append {
+        return Err(format!(
+            "--append with a remote --out ({url}) is not supported: ingest into a local storage with --append, then `guideloom upload` it"
+        )
+        .into());
+    }
+    let dir = guideloom::storage::RemoteDir::open(&url, guideloom::storage::RemoteOptions::from_env()?)?;
+    let tmp = tempfile::tempdir()?;
+    let local = tmp.path().join("storage");
+    let r = ingest(&local)?;
+    dir.upload(&local)?;
+    Ok(Some(r))
+}
