@@ -471,14 +471,18 @@ fn remote_readahead_figures() {
     drop(w);
     s3.direct("big").upload(big.path()).unwrap();
     let (seq, batch, warm, measured) = (2048u64, 8u64, 10usize, 200usize);
+    let env = |k: &str, d: u64| std::env::var(k).ok().and_then(|v| v.parse().ok()).unwrap_or(d);
+    let (in_flight, ahead) = (env("GUIDELOOM_FIG_IN_FLIGHT", 32) as usize, env("GUIDELOOM_FIG_READAHEAD", 16));
+    println!("in flight {in_flight}, block 16 KiB, memory 8 MiB, storage 32 MiB, moto + proxy on this machine");
     println!("| latency | readahead | workers | first batch ms | steady windows/s | fetched / delivered |");
     println!("| --- | --- | --- | --- | --- | --- |");
-    for (latency, readahead) in [(0u64, 8u64), (20, 8), (20, 0), (0, 0)] {
+    for (latency, readahead) in [(0u64, ahead), (20, ahead), (20, 0), (0, 0)] {
         s3.proxy.set_faults(Faults { latency: Duration::from_millis(latency), ..Faults::none() });
         let dir = Arc::new(s3.proxied("big", |o| {
             o.block_size = 16 << 10;
             o.coalesce_gap = 16 << 10;
             o.memory_bytes = 8 << 20;
+            o.max_in_flight = in_flight;
         }));
         let sd: Arc<dyn StorageDir> = dir.clone();
         let reader = StreamReader::open_in(sd, TokenFormat::<u16>::new(), Default::default()).unwrap();

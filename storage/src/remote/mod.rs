@@ -185,7 +185,7 @@ pub struct RemoteOptions {
     /// Missing blocks at most this many bytes apart are fetched in one request (default
     /// 1 MiB: one round trip costs more than reading the gap).
     pub coalesce_gap: u64,
-    /// Requests in flight at once (default 16).
+    /// Requests in flight at once (default 32).
     pub max_in_flight: usize,
     /// Readahead bytes in flight at once (default 64 MiB); demand reads are never held back.
     pub max_readahead_bytes: u64,
@@ -206,7 +206,7 @@ impl Default for RemoteOptions {
         RemoteOptions {
             block_size: 1 << 20,
             coalesce_gap: 1 << 20,
-            max_in_flight: 16,
+            max_in_flight: 32,
             max_readahead_bytes: 64 << 20,
             memory_bytes: 256 << 20,
             retry: RetryPolicy::default(),

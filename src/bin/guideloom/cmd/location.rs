@@ -9,7 +9,7 @@ use guideloom::storage::{StorageDir, StorageLocation};
 use crate::CliResult;
 
 /// Batches hinted ahead of the consumer for a remote storage (the loader's readahead).
-pub(crate) const REMOTE_READAHEAD: u64 = 8;
+pub(crate) const REMOTE_READAHEAD: u64 = 16;
 
 /// The storage directory of a remote URL argument (the store's options from the environment:
 /// `AWS_ENDPOINT_URL`, `AWS_ALLOW_HTTP`, credentials, `GUIDELOOM_CACHE_DIR`, ...); `None` for
