@@ -472,8 +472,11 @@ fn remote_readahead_figures() {
     s3.direct("big").upload(big.path()).unwrap();
     let (seq, batch, warm, measured) = (2048u64, 8u64, 10usize, 200usize);
     let env = |k: &str, d: u64| std::env::var(k).ok().and_then(|v| v.parse().ok()).unwrap_or(d);
-    let (in_flight, ahead) = (env("GUIDELOOM_FIG_IN_FLIGHT", 32) as usize, env("GUIDELOOM_FIG_READAHEAD", 16));
-    println!("in flight {in_flight}, block 16 KiB, memory 8 MiB, storage 32 MiB, moto + proxy on this machine");
+    let (in_flight, ahead) =
+        (env("GUIDELOOM_FIG_IN_FLIGHT", 32) as usize, env("GUIDELOOM_FIG_READAHEAD", 16));
+    println!(
+        "in flight {in_flight}, block 16 KiB, memory 8 MiB, storage 32 MiB, moto + proxy on this machine"
+    );
     println!("| latency | readahead | workers | first batch ms | steady windows/s | fetched / delivered |");
     println!("| --- | --- | --- | --- | --- | --- |");
     for (latency, readahead) in [(0u64, ahead), (20, ahead), (20, 0), (0, 0)] {

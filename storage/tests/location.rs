@@ -14,7 +14,10 @@ fn urls_of_object_stores_are_remote_and_everything_else_is_a_local_path() {
     assert_eq!(StorageLocation::parse("gs://b/p"), remote("gs://b/p"));
     assert_eq!(StorageLocation::parse("az://container/p"), remote("az://container/p"));
     assert_eq!(StorageLocation::parse("https://host/a/b"), remote("https://host/a/b"));
-    assert_eq!(StorageLocation::parse("file:///srv/data"), StorageLocation::Local(PathBuf::from("/srv/data")));
+    assert_eq!(
+        StorageLocation::parse("file:///srv/data"),
+        StorageLocation::Local(PathBuf::from("/srv/data"))
+    );
     assert_eq!(StorageLocation::parse("data/train"), StorageLocation::Local(PathBuf::from("data/train")));
     // An unknown scheme is a (strange) local path, never a request.
     assert_eq!(StorageLocation::parse("ftp://x/y"), StorageLocation::Local(PathBuf::from("ftp://x/y")));
