@@ -686,6 +686,8 @@ impl Inner {
     /// Fetches blocks `run` of `name` (`size` bytes): from the local cache where it has them,
     /// the rest with one ranged request; then marks them ready (or failed) and wakes readers.
     async fn fetch_run(self: Arc<Self>, name: Arc<str>, size: u64, run: Range<u64>, ahead: Option<u64>) {
+        let mut guard =
+            RunGuard { inner: Arc::clone(&self), name: name.clone(), run: run.clone(), ahead, armed: true };
         let bs = self.opts.block_size.max(1);
         let block_range = |id: u64| id * bs..((id + 1) * bs).min(size);
         let mut ready: Vec<(u64, Bytes)> = Vec::new();
@@ -737,8 +739,47 @@ impl Inner {
             b.readahead_bytes -= n;
         }
         b.evict_to(self.opts.memory_bytes);
+        guard.armed = false;
         drop(b);
         self.arrived.notify_all();
+    }
+}
+
+/// Marks the blocks of a fetch that ended without settling them (its task panicked, or the
+/// runtime dropped it) as failed, so no reader waits for them for ever.
+struct RunGuard {
+    inner: Arc<Inner>,
+    name: Arc<str>,
+    run: Range<u64>,
+    ahead: Option<u64>,
+    armed: bool,
+}
+
+impl Drop for RunGuard {
+    fn drop(&mut self) {
+        if !self.armed {
+            return;
+        }
+        let bs = self.inner.opts.block_size.max(1);
+        let failure = Failure {
+            op: "get",
+            url: self.inner.object_url(&self.name),
+            range: Some(self.run.start * bs..self.run.end * bs),
+            attempts: 0,
+            cause: "the fetch ended before it finished (it panicked or the store was shut down)".into(),
+        };
+        let mut b = self.inner.lock_blocks();
+        for id in self.run.clone() {
+            let key = (self.name.clone(), id);
+            if matches!(b.map.get(&key), Some(Slot::Pending)) {
+                b.map.insert(key, Slot::Failed(failure.clone()));
+            }
+        }
+        if let Some(n) = self.ahead {
+            b.readahead_bytes = b.readahead_bytes.saturating_sub(n);
+        }
+        drop(b);
+        self.inner.arrived.notify_all();
     }
 }
 
