@@ -272,6 +272,22 @@ fn remote_second_run_with_a_warm_cache_fetches_zero_bytes() {
     let warm = s3.proxy.stats();
     assert_eq!(warm.body_bytes - cold.body_bytes, 0, "the warm run fetched body bytes: {cold:?} -> {warm:?}");
     assert!(warm.requests > cold.requests, "the warm run still checked the manifest and object sizes");
+    // A damaged cache serves no wrong byte: every block fails its checksum and is fetched again.
+    let mut damaged = 0;
+    for sub in std::fs::read_dir(cache.path()).unwrap().flatten() {
+        for f in std::fs::read_dir(sub.path()).unwrap().flatten() {
+            if f.path().extension().is_some_and(|e| e == "blk") {
+                let mut b = std::fs::read(f.path()).unwrap();
+                b[0] ^= 0x5a;
+                std::fs::write(f.path(), b).unwrap();
+                damaged += 1;
+            }
+        }
+    }
+    assert!(damaged >= 8, "{damaged} blocks cached");
+    assert_eq!(s3.run_ok(&batches_args(URL, "0", &[]), &env), expected);
+    let again = s3.proxy.stats();
+    assert_eq!(again.body_bytes - warm.body_bytes, 30_002, "every damaged block was fetched again");
 }
 
 /// Acceptance 4: with a cache bound of a quarter of the storage, the cache directory never
@@ -442,10 +458,22 @@ fn remote_damaged_storages_give_typed_errors_naming_the_url() {
     }
 }
 
-/// `inspect --verify` reads a remote storage's checksums.
+/// `inspect --verify` reads a remote storage's checksums; `bench` over the URL reads the same
+/// tokens (its order-independent checksum) as over the local storage.
 #[test]
-fn remote_inspect_verifies_checksums() {
-    let Some(s3) = S3::start("remote_inspect_verifies_checksums") else { return };
+fn remote_inspect_verifies_checksums_and_bench_reads_the_same_tokens() {
+    let Some(s3) = S3::start("remote_inspect_verifies_checksums_and_bench_reads_the_same_tokens") else {
+        return;
+    };
+    let bench = |storage: &str| {
+        let args = ["bench", storage, "--seq-len", "100", "--batch-size", "7", "--workers", "2", "--json"];
+        let out = s3.run_ok(&args, &[]);
+        let v: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
+        (v["checksum"].clone(), v["windows"].clone())
+    };
+    let local = bench(s3.local.path().to_str().unwrap());
+    assert_eq!(local.1, 150, "{local:?}");
+    assert_eq!(bench(URL), local);
     let out = s3.run(&["inspect", URL, "--verify", "--json"], &[]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();

@@ -111,21 +111,8 @@ impl DiskCache {
             return;
         }
         let mut used = self.lock_used();
-        if used.saturating_add(need) > self.max_bytes {
-            let (mut total, mut blocks) = self.scan();
-            blocks.sort();
-            for (_, len, p) in blocks {
-                if total.saturating_add(need) <= self.max_bytes {
-                    break;
-                }
-                if std::fs::remove_file(&p).is_ok() {
-                    total = total.saturating_sub(len);
-                }
-            }
-            *used = total;
-            if total.saturating_add(need) > self.max_bytes {
-                return;
-            }
+        if !self.make_room(&mut used, need) {
+            return;
         }
         let mut bytes = Vec::with_capacity(data.len() + 4);
         bytes.extend_from_slice(data);
@@ -133,6 +120,26 @@ impl DiskCache {
         if self.write_atomic(&path, &bytes).is_ok() {
             *used = used.saturating_add(need);
         }
+    }
+
+    /// Removes least recently used blocks until `need` more bytes fit the bound; `false` when
+    /// they cannot. `used` is the caller's locked count, refreshed by the scan.
+    fn make_room(&self, used: &mut u64, need: u64) -> bool {
+        if used.saturating_add(need) <= self.max_bytes {
+            return true;
+        }
+        let (mut total, mut blocks) = self.scan();
+        blocks.sort();
+        for (_, len, p) in blocks {
+            if total.saturating_add(need) <= self.max_bytes {
+                break;
+            }
+            if std::fs::remove_file(&p).is_ok() {
+                total = total.saturating_sub(len);
+            }
+        }
+        *used = total;
+        total.saturating_add(need) <= self.max_bytes
     }
 
     /// The cached manifest and its entity tag.
@@ -152,7 +159,13 @@ impl DiskCache {
         out.extend_from_slice(etag.as_bytes());
         out.push(b'\n');
         out.extend_from_slice(bytes);
-        let _ = self.write_atomic(&self.dir.join(MANIFEST_COPY), &out);
+        // Counted whole although it replaces an older copy: the bound errs on the safe side.
+        let mut used = self.lock_used();
+        if self.make_room(&mut used, out.len() as u64)
+            && self.write_atomic(&self.dir.join(MANIFEST_COPY), &out).is_ok()
+        {
+            *used = used.saturating_add(out.len() as u64);
+        }
     }
 
     /// Writes `bytes` to a temporary file beside `path` and renames it over `path`.
