@@ -579,3 +579,31 @@ fn remote_ingest_out_s3_matches_a_local_ingest() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// Dropping a loader over a remote storage whose requests have become slow (5 s each) returns
+/// promptly: the workers waiting on those requests are detached after the shutdown grace, and
+/// nothing hangs.
+#[test]
+fn remote_dropping_a_loader_with_slow_requests_in_flight_returns_promptly() {
+    let Some(s3) = S3::start("remote_dropping_a_loader_with_slow_requests_in_flight_returns_promptly") else {
+        return;
+    };
+    let dir: Arc<dyn StorageDir> = Arc::new(s3.proxied("data", |o| o.memory_bytes = BLOCK));
+    let reader = StreamReader::open_in(dir, TokenFormat::<u16>::new(), Default::default()).unwrap();
+    let windows = StreamWindows::with_stride(reader, 100, 100).unwrap();
+    let loader = Loader::builder(windows).batch_size(7).shuffle(3).workers(2).readahead(16).build().unwrap();
+    let mut it = loader.iter();
+    it.next().unwrap().unwrap();
+    s3.proxy.set_faults(Faults { latency: Duration::from_secs(5), ..Faults::none() });
+    // Let the next batches' requests reach the proxy.
+    let before = s3.proxy.stats().requests;
+    let t = Instant::now();
+    while s3.proxy.stats().requests == before && t.elapsed() < Duration::from_secs(5) {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    assert!(s3.proxy.stats().requests > before, "no request was in flight");
+    let t = Instant::now();
+    drop(it);
+    drop(loader);
+    assert!(t.elapsed() < Duration::from_secs(2), "dropping took {:?}", t.elapsed());
+}
