@@ -607,3 +607,35 @@ fn remote_dropping_a_loader_with_slow_requests_in_flight_returns_promptly() {
     drop(loader);
     assert!(t.elapsed() < Duration::from_secs(2), "dropping took {:?}", t.elapsed());
 }
+
+/// A writer straight onto the object store (`Writer::open_in` a `RemoteDir`): each commit puts
+/// the shard objects, then the manifest (copy of `manifest.json.tmp`, which is then deleted);
+/// a second writer appends, and readers see each commit whole.
+#[test]
+fn remote_writer_commits_onto_the_object_store_and_appends() {
+    let Some(s3) = S3::start("remote_writer_commits_onto_the_object_store_and_appends") else { return };
+    let dir = Arc::new(s3.proxied("written", |_| {}));
+    let mut w = guideloom::storage::StreamWriter::open_in(dir.clone(), TokenFormat::<u16>::new()).unwrap();
+    w.append(0, &[1, 2, 3]).unwrap();
+    w.append(1, &[4, 5]).unwrap();
+    w.commit().unwrap();
+    drop(w);
+    let open = || {
+        let d: Arc<dyn StorageDir> = Arc::new(s3.direct("written"));
+        StreamReader::open_in(d, TokenFormat::<u16>::new(), Default::default()).unwrap()
+    };
+    assert_eq!(open().read(Window::new(0, 5)).unwrap(), [1, 2, 3, 4, 5]);
+    assert_eq!(
+        s3.direct("written").file_len("manifest.json.tmp").unwrap(),
+        None,
+        "the temporary manifest is gone"
+    );
+    let dir = Arc::new(s3.proxied("written", |_| {}));
+    let mut w = guideloom::storage::StreamWriter::open_in(dir, TokenFormat::<u16>::new()).unwrap();
+    w.append(1, &[6]).unwrap();
+    w.commit().unwrap();
+    drop(w);
+    assert_eq!(open().read(Window::new(0, 6)).unwrap(), [1, 2, 3, 4, 5, 6]);
+    let report = guideloom::storage::verify_in(&s3.direct("written")).unwrap();
+    assert_eq!((report.shards, report.bytes), (2, 12));
+}
