@@ -25,7 +25,10 @@ impl DataSource for Hinted {
     }
 }
 
-fn run(workers: usize, readahead: u64) -> (Vec<Vec<u64>>, Vec<Vec<u64>>, Vec<Vec<u64>>) {
+/// The sampler's batches (record indices), the loader's batches and the hints it gave.
+type Run = (Vec<Vec<u64>>, Vec<Vec<u64>>, Vec<Vec<u64>>);
+
+fn run(workers: usize, readahead: u64) -> Run {
     let hints = Arc::new(Mutex::new(Vec::new()));
     let source = Hinted { len: 23, hints: Arc::clone(&hints) };
     let loader = Loader::builder(source)
