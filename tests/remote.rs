@@ -505,20 +505,11 @@ fn remote_readahead_figures() {
     println!(
         "in flight {in_flight}, block 16 KiB, memory 8 MiB, storage 32 MiB, moto + proxy on this machine"
     );
-    println!("| latency | readahead | workers | first batch ms | steady windows/s | fetched / delivered |");
-    println!("| --- | --- | --- | --- | --- | --- |");
-    for (latency, readahead) in [(0u64, ahead), (20, ahead), (20, 0), (0, 0)] {
-        s3.proxy.set_faults(Faults { latency: Duration::from_millis(latency), ..Faults::none() });
-        let dir = Arc::new(s3.proxied("big", |o| {
-            o.block_size = 16 << 10;
-            o.coalesce_gap = 16 << 10;
-            o.memory_bytes = 8 << 20;
-            o.max_in_flight = in_flight;
-        }));
-        let sd: Arc<dyn StorageDir> = dir.clone();
-        let reader = StreamReader::open_in(sd, TokenFormat::<u16>::new(), Default::default()).unwrap();
-        let windows = StreamWindows::with_stride(reader, seq, seq).unwrap();
-        let loader = Loader::builder(windows)
+    println!("| storage | latency | readahead | first batch ms | steady windows/s | fetched / delivered | cache after |");
+    println!("| --- | --- | --- | --- | --- | --- | --- |");
+    // Time to the first batch and steady windows/s (batches `warm + 1 ..= warm + measured`).
+    let measure = |source: StreamWindows<TokenFormat<u16>>, readahead: u64| {
+        let loader = Loader::builder(source)
             .batch_size(batch)
             .shuffle(7)
             .workers(4)
@@ -536,16 +527,46 @@ fn remote_readahead_figures() {
         for _ in 0..measured {
             it.next().unwrap().unwrap();
         }
-        let steady = (measured as u64 * batch) as f64 / t1.elapsed().as_secs_f64();
+        (first.as_secs_f64() * 1e3, (measured as u64 * batch) as f64 / t1.elapsed().as_secs_f64())
+    };
+    let cache = tempfile::tempdir().unwrap();
+    let rows: [(&str, u64, u64, bool); 6] = [
+        ("remote", 0, ahead, false),
+        ("remote", 20, ahead, false),
+        ("remote", 20, 0, false),
+        ("remote", 0, 0, false),
+        ("remote, cold cache", 20, ahead, true),
+        ("remote, warm cache", 20, ahead, true),
+    ];
+    for (label, latency, readahead, cached) in rows {
+        s3.proxy.set_faults(Faults { latency: Duration::from_millis(latency), ..Faults::none() });
+        let dir = Arc::new(s3.proxied("big", |o| {
+            o.block_size = 16 << 10;
+            o.coalesce_gap = 16 << 10;
+            o.memory_bytes = 8 << 20;
+            o.max_in_flight = in_flight;
+            if cached {
+                o.cache = Some(guideloom::storage::CacheOptions {
+                    dir: cache.path().to_path_buf(),
+                    max_bytes: 64 << 20,
+                });
+            }
+        }));
+        let sd: Arc<dyn StorageDir> = dir.clone();
+        let reader = StreamReader::open_in(sd, TokenFormat::<u16>::new(), Default::default()).unwrap();
+        let (first, steady) = measure(StreamWindows::with_stride(reader, seq, seq).unwrap(), readahead);
         let st = dir.stats();
+        let cache_text = if cached { format!("{} bytes", tree_bytes(cache.path())) } else { "none".into() };
         println!(
-            "| {latency} ms | {readahead} batches | 4 | {:.0} | {steady:.0} | {:.2} ({} / {}) |",
-            first.as_secs_f64() * 1e3,
+            "| {label} | {latency} ms | {readahead} batches | {first:.0} | {steady:.0} | {:.2} ({} / {}) | {cache_text} |",
             st.bytes_fetched as f64 / st.bytes_delivered as f64,
             st.bytes_fetched,
             st.bytes_delivered
         );
     }
+    let reader = StreamReader::open(big.path(), TokenFormat::<u16>::new()).unwrap();
+    let (first, steady) = measure(StreamWindows::with_stride(reader, seq, seq).unwrap(), 0);
+    println!("| local disk | - | - | {first:.0} | {steady:.0} | - | - |");
 }
 
 /// `ingest text --out s3://...` writes a storage that reads back as the same ingest to a local

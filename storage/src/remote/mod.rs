@@ -187,7 +187,8 @@ pub struct RemoteOptions {
     pub coalesce_gap: u64,
     /// Requests in flight at once (default 32).
     pub max_in_flight: usize,
-    /// Readahead bytes in flight at once (default 64 MiB); demand reads are never held back.
+    /// Readahead bytes in flight at once (default 64 MiB, and never more than half of
+    /// `memory_bytes`); demand reads are never held back.
     pub max_readahead_bytes: u64,
     /// Fetched blocks kept in memory, bytes (default 256 MiB; least recently used go first).
     pub memory_bytes: u64,

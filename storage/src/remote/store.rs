@@ -501,7 +501,10 @@ impl RemoteDir {
         for run in runs {
             let bytes = (run.end * bs).min(size) - run.start * bs;
             if ahead {
-                if b.readahead_bytes.saturating_add(bytes) > inner.opts.max_readahead_bytes {
+                // Readahead never takes more than half the memory for blocks: blocks fetched
+                // ahead must still be there when their batch comes.
+                let limit = inner.opts.max_readahead_bytes.min(inner.opts.memory_bytes / 2);
+                if b.readahead_bytes.saturating_add(bytes) > limit {
                     continue;
                 }
                 b.readahead_bytes += bytes;
