@@ -74,7 +74,13 @@ impl MotoServer {
                     break;
                 }
                 if TcpStream::connect(addr).is_ok() {
-                    return Some(MotoServer { child, addr });
+                    // The port answers; make sure it is this server (not another test's that
+                    // took the same free port, which would make this one exit).
+                    std::thread::sleep(Duration::from_millis(100));
+                    if let Ok(None) = child.try_wait() {
+                        return Some(MotoServer { child, addr });
+                    }
+                    break;
                 }
                 std::thread::sleep(Duration::from_millis(50));
             }
