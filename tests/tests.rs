@@ -8,5 +8,7 @@ mod foreign;
 mod order;
 #[cfg(feature = "cli")]
 mod regression;
+#[cfg(feature = "cli")]
+mod remote;
 #[cfg(feature = "ingest")]
 mod sequential;

@@ -37,6 +37,7 @@ pub struct LoaderBuilder<S: DataSource, U = <S as DataSource>::Item, C = VecColl
     transforms: u64,
     workers: usize,
     prefetch: Option<usize>,
+    readahead: u64,
 }
 
 impl<S: DataSource, U, C: std::fmt::Debug> std::fmt::Debug for LoaderBuilder<S, U, C> {
@@ -49,6 +50,7 @@ impl<S: DataSource, U, C: std::fmt::Debug> std::fmt::Debug for LoaderBuilder<S, 
             .field("transforms_fingerprint", &self.transforms)
             .field("workers", &self.workers)
             .field("prefetch", &self.prefetch)
+            .field("readahead", &self.readahead)
             .finish_non_exhaustive()
     }
 }
@@ -178,6 +180,7 @@ where
             transforms: self.transforms,
             workers: self.workers,
             prefetch: self.prefetch,
+            readahead: self.readahead,
         }
     }
 
@@ -193,7 +196,17 @@ where
             transforms: self.transforms,
             workers: self.workers,
             prefetch: self.prefetch,
+            readahead: self.readahead,
         }
+    }
+
+    /// Readahead: before batch `n` is produced, the source is told ([`DataSource::prefetch`])
+    /// which records batches `n .. n + batches` will read, so a remote storage fetches their
+    /// bytes in the background, in the order they will be consumed. Default 0 (off); it never
+    /// changes the batches.
+    pub fn readahead(mut self, batches: u64) -> Self {
+        self.readahead = batches;
+        self
     }
 
     /// Builds the loader.
@@ -263,6 +276,7 @@ where
             }),
             workers: self.workers,
             prefetch,
+            readahead: self.readahead,
         })
     }
 }
@@ -379,6 +393,7 @@ pub struct Loader<S: DataSource, U = <S as DataSource>::Item, C = VecCollate> {
     shared: Arc<Shared<S, U, C>>,
     workers: usize,
     prefetch: usize,
+    readahead: u64,
 }
 
 impl<S: DataSource, U, C> std::fmt::Debug for Loader<S, U, C> {
@@ -388,6 +403,7 @@ impl<S: DataSource, U, C> std::fmt::Debug for Loader<S, U, C> {
             .field("source", &self.shared.source_id)
             .field("workers", &self.workers)
             .field("prefetch", &self.prefetch)
+            .field("readahead", &self.readahead)
             .finish_non_exhaustive()
     }
 }
@@ -408,6 +424,7 @@ where
             transforms: 0,
             workers: DEFAULT_WORKERS,
             prefetch: None,
+            readahead: 0,
         }
     }
 }
@@ -596,12 +613,14 @@ where
                 shared: Arc::clone(&self.shared),
                 workers: self.workers,
                 prefetch: self.prefetch,
+                readahead: self.readahead,
             },
             next,
             end: self.total_batches(),
             done: false,
             pool: None,
             dispatched: next,
+            hinted: next,
             replay: None,
         }
     }
@@ -658,6 +677,8 @@ pub struct LoaderIter<S: DataSource, U, C: Collate<U>> {
     pool: Option<Pool<(), Batch<C::Output>>>,
     /// Batch numbers below this were sent to the pool.
     dispatched: u64,
+    /// Batch numbers below this were hinted to the source ([`LoaderBuilder::readahead`]).
+    hinted: u64,
     /// Positions replayed after a rounded-down elastic restore.
     replay: Option<Replay>,
 }
@@ -715,6 +736,23 @@ where
     }
 
     /// Flags the replayed positions of `batch`.
+    /// Tells the source which records the batches up to `next + readahead` read (those not
+    /// told yet).
+    fn read_ahead(&mut self) {
+        let k = self.loader.readahead;
+        if k == 0 {
+            return;
+        }
+        let limit = self.next.saturating_add(k);
+        let limit = self.end.map_or(limit, |e| limit.min(e));
+        self.hinted = self.hinted.max(self.next);
+        while self.hinted < limit {
+            let Some(plan) = self.loader.shared.sampler.batch(self.hinted) else { break };
+            self.loader.shared.source.prefetch(&plan.indices);
+            self.hinted += 1;
+        }
+    }
+
     fn mark_repeats(&self, batch: &mut Batch<C::Output>) {
         if let Some(r) = self.replay.filter(|r| r.epoch == batch.epoch) {
             for (flag, &p) in batch.repeat.iter_mut().zip(&batch.positions) {
@@ -738,6 +776,7 @@ where
             self.done = true;
             return None;
         }
+        self.read_ahead();
         if self.loader.workers == 0 {
             let r = self.loader.shared.produce(self.next, &Cancellation::new());
             return match r {

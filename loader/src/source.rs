@@ -83,6 +83,14 @@ pub trait DataSource: Send + Sync {
         self.get_many(indices)
     }
 
+    /// A hint that the records at `indices` will be asked for soon: the loader calls it for
+    /// the batches [`LoaderBuilder::readahead`](crate::LoaderBuilder::readahead) ahead of the
+    /// consumer, so a source over a remote storage can start fetching their bytes. It never
+    /// fails and never changes what [`DataSource::get_many`] returns. Default: nothing.
+    fn prefetch(&self, indices: &[u64]) {
+        let _ = indices;
+    }
+
     /// A fingerprint of the source's contents, recorded in a loader's [`State`](crate::State)
     /// next to [`DataSource::len`] so a state is not restored onto other data. Default 0
     /// ("only the length is checked"); storage sources return their manifest's fingerprint.
@@ -118,6 +126,9 @@ impl<T: DataSource + ?Sized> DataSource for Arc<T> {
     }
     fn fingerprint(&self) -> u64 {
         (**self).fingerprint()
+    }
+    fn prefetch(&self, indices: &[u64]) {
+        (**self).prefetch(indices);
     }
     fn window_params(&self) -> Option<WindowParams> {
         (**self).window_params()

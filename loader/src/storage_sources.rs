@@ -26,6 +26,11 @@ pub trait WindowReader: Send + Sync {
     /// # Errors
     /// The storage's error for the batch.
     fn read_windows(&self, windows: &[Window]) -> Result<Vec<Self::Output>, StorageError>;
+    /// Hints that `windows` will be read soon (readahead of a remote storage); the default
+    /// does nothing.
+    fn prefetch_windows(&self, windows: &[Window]) {
+        let _ = windows;
+    }
     /// The storage manifest's fingerprint.
     fn fingerprint(&self) -> u64;
 }
@@ -37,6 +42,9 @@ impl<R: WindowReader + ?Sized> WindowReader for std::sync::Arc<R> {
     }
     fn read_windows(&self, windows: &[Window]) -> Result<Vec<R::Output>, StorageError> {
         (**self).read_windows(windows)
+    }
+    fn prefetch_windows(&self, windows: &[Window]) {
+        (**self).prefetch_windows(windows);
     }
     fn fingerprint(&self) -> u64 {
         (**self).fingerprint()
@@ -55,6 +63,15 @@ where
     }
     fn read_windows(&self, windows: &[Window]) -> Result<Vec<K::Output>, StorageError> {
         self.read_many(windows)
+    }
+    /// Plans the windows and hands the plan to [`Reader::prefetch`] (nothing for a local
+    /// storage).
+    fn prefetch_windows(&self, windows: &[Window]) {
+        if self.storage_dir().local_dir().is_none() {
+            if let Ok(plan) = self.plan(windows) {
+                self.prefetch(&plan);
+            }
+        }
     }
     fn fingerprint(&self) -> u64 {
         Reader::fingerprint(self)
@@ -234,6 +251,12 @@ impl<F: StreamWithMetaFormat> Windows<StreamWithMetaReader<F>> {
 impl<R: WindowReader> DataSource for Windows<R> {
     type Item = R::Output;
 
+    fn prefetch(&self, indices: &[u64]) {
+        if let Ok(windows) = self.windows(indices) {
+            self.reader.prefetch_windows(&windows);
+        }
+    }
+
     fn len(&self) -> u64 {
         self.count
     }
@@ -250,6 +273,13 @@ impl<R: WindowReader> DataSource for Windows<R> {
     fn get_many(&self, indices: &[u64]) -> Result<Vec<R::Output>, LoaderError> {
         let windows = self.windows(indices)?;
         self.reader.read_windows(&windows).map_err(|batch_error| {
+            if remote_failure(&batch_error) {
+                // Every retry was spent already; reading window by window would spend them again.
+                return LoaderError::Storage {
+                    index: indices.first().copied().unwrap_or(0),
+                    source: batch_error,
+                };
+            }
             for &i in indices {
                 if let Err(e) = self.get(i) {
                     return e;
@@ -337,6 +367,12 @@ impl<F: DocumentFormat> DataSource for Documents<F> {
     fn get_many(&self, indices: &[u64]) -> Result<Vec<F::Output>, LoaderError> {
         self.check(indices)?;
         self.reader.get_many(indices).map_err(|batch_error| {
+            if remote_failure(&batch_error) {
+                return LoaderError::Storage {
+                    index: indices.first().copied().unwrap_or(0),
+                    source: batch_error,
+                };
+            }
             for &i in indices {
                 if let Err(e) = self.get(i) {
                     return e;
@@ -349,6 +385,11 @@ impl<F: DocumentFormat> DataSource for Documents<F> {
     fn fingerprint(&self) -> u64 {
         self.reader.fingerprint()
     }
+}
+
+/// Whether `e` is a remote request that failed after its retries (not worth repeating per record).
+fn remote_failure(e: &StorageError) -> bool {
+    matches!(e, StorageError::Remote { .. })
 }
 
 /// Turns a storage's open failure into [`LoaderError::Open`] naming `dir`.

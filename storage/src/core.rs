@@ -539,6 +539,15 @@ impl<K: ReaderKind> Reader<K> {
         }
     }
 
+    /// Tells the storage that `plan` will be fetched soon ([`StorageDir::prefetch`]): a remote
+    /// store starts fetching its ranges in the background; a local directory does nothing
+    /// (the page cache and the backend are fast enough). Never fails.
+    pub fn prefetch(&self, plan: &ReadPlan) {
+        if !self.local {
+            self.dir.prefetch(&self.files, plan.requests());
+        }
+    }
+
     /// Decodes every output of `plan` from `bytes` (the plan's requests' bytes back to back,
     /// [`ReadPlan::bytes`] long), in key order.
     ///

@@ -92,6 +92,14 @@ pub trait StorageDir: Send + Sync + fmt::Debug {
         }
         Ok(())
     }
+
+    /// A hint that `requests` over `files` (as in [`StorageDir::read_requests`]) will be read
+    /// soon: a remote store starts fetching them in the background so that the later read
+    /// finds the bytes in memory. Never fails (a failed fetch is fetched again, and reported,
+    /// by the read); the default does nothing.
+    fn prefetch(&self, files: &FileSet, requests: &[ReadRequest]) {
+        let _ = (files, requests);
+    }
 }
 
 /// The last component of `path` as text.

@@ -235,6 +235,29 @@ pub enum StorageError {
         /// What it is instead of a regular file inside the storage.
         reason: String,
     },
+    /// A request to a remote object store (`s3://`, `gs://`, `az://`, `http(s)://`) failed:
+    /// after its last retry (a timeout, a 5xx answer, throttling, a reset connection, a body
+    /// shorter than asked for), or at once when retrying cannot help (the object does not
+    /// exist, access is denied, the URL is not supported). Names the object's URL, the byte
+    /// range asked for (`None` for a whole object or a metadata request), the attempts made
+    /// and the last cause.
+    #[error(
+        "remote {op} of {url}{}: {cause} (after {attempts} attempt(s))",
+        crate::error::range_text(range)
+    )]
+    Remote {
+        /// What was asked: `get`, `head`, `put`, `copy`, `delete`, `open`.
+        op: &'static str,
+        /// The object's URL (`s3://bucket/prefix/shard-00000.stream`).
+        url: String,
+        /// The byte range asked for, end exclusive.
+        range: Option<std::ops::Range<u64>>,
+        /// Requests made (1 when it was not retried).
+        attempts: u32,
+        /// The last failure, as text (the object store's error chain, or what was wrong
+        /// with the answer).
+        cause: String,
+    },
     /// An I/O backend could not be set up or failed internally.
     #[error("I/O backend {backend}: {reason}")]
     Backend {
@@ -257,6 +280,11 @@ impl StorageError {
     pub(crate) fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
         StorageError::Io { path: path.into(), source }
     }
+}
+
+/// ` bytes A..B` for a range, nothing for none.
+pub(crate) fn range_text(range: &Option<std::ops::Range<u64>>) -> String {
+    range.as_ref().map_or_else(String::new, |r| format!(" bytes {}..{}", r.start, r.end))
 }
 
 /// The result type of this crate.

@@ -81,6 +81,7 @@ mod io;
 pub mod kind;
 mod lock;
 mod manifest;
+pub mod remote;
 mod stream;
 mod stream_meta;
 mod verify;
@@ -100,6 +101,9 @@ pub use manifest::{
     FileEntry, FormatSpec, Manifest, ShardEntry, StorageKind, FORMAT_VERSION, MANIFEST_FILE,
     MAX_MANIFEST_BYTES,
 };
+pub use remote::{CacheOptions, RemoteOptions, RetryPolicy, StorageLocation};
+#[cfg(feature = "remote")]
+pub use remote::{RemoteDir, RemoteStats};
 pub use stream::{StreamReader, StreamWriter};
 pub use stream_meta::{StreamWithMetaReader, StreamWithMetaWriter};
 pub use verify::{verify, verify_in, VerifyReport};

@@ -7,6 +7,7 @@ mod document;
 mod errors;
 mod foreign;
 mod hostile;
+mod location;
 mod meta;
 mod plan;
 mod power_loss;

@@ -12,6 +12,8 @@ use std::path::{Path, PathBuf};
 use guideloom_formats::TokenFormat;
 use guideloom_storage::StreamWriter;
 
+pub mod s3;
+
 /// The repository's root (the workspace directory).
 pub fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")

@@ -12,6 +12,7 @@ mod interop_order;
 mod oamap_stars;
 mod packing;
 mod props;
+mod readahead;
 mod regression;
 mod sequential;
 mod stream;

@@ -41,6 +41,19 @@ pub(crate) enum Command {
     /// Convert a dataset in another project's layout (Megatron, nanoGPT, llm.c, MDS, litdata,
     /// OLMo, npy) to a native storage, without re-tokenizing.
     Import(ImportArgs),
+    /// Copy a local storage to an object store (s3://, gs://, az://): shard files first, the
+    /// manifest last.
+    Upload(UploadArgs),
+}
+
+/// `guideloom upload LOCAL URL`.
+#[derive(clap::Args, Debug)]
+pub(crate) struct UploadArgs {
+    /// The local storage directory.
+    pub(crate) local: PathBuf,
+    /// Where to put it: `s3://bucket/prefix` (endpoint and credentials from AWS_ENDPOINT_URL,
+    /// AWS_ALLOW_HTTP, AWS_ACCESS_KEY_ID, ...), `gs://...`, `az://...`.
+    pub(crate) url: String,
 }
 
 /// `guideloom oam ...`.

@@ -50,6 +50,7 @@ fn run(command: Command) -> CliResult {
         Command::Demo(a) => cmd::demo::run(a),
         Command::Oam(c) => cmd::oam::run(c),
         Command::Import(a) => cmd::import::run(a),
+        Command::Upload(a) => cmd::location::upload(&a),
     }
 }
 

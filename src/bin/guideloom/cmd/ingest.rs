@@ -27,7 +27,13 @@ fn text(a: IngestTextArgs) -> CliResult {
         progress: true,
         max_document_bytes: a.write.max_document_bytes,
     };
-    let r = ingest::ingest_text(&a.out, &a.paths, &opts).map_err(with_flags)?;
+    let remote = crate::cmd::location::ingest_remote(&a.out, opts.append, |local| {
+        ingest::ingest_text(local, &a.paths, &opts).map_err(with_flags)
+    })?;
+    let r = match remote {
+        Some(r) => r,
+        None => ingest::ingest_text(&a.out, &a.paths, &opts).map_err(with_flags)?,
+    };
     print_report(&a.out, &r);
     Ok(())
 }
@@ -46,7 +52,13 @@ fn jsonl(a: IngestJsonlArgs) -> CliResult {
         progress: true,
         max_document_bytes: a.write.max_document_bytes,
     };
-    let r = ingest::ingest_jsonl(&a.out, &a.files, &field, &write).map_err(with_flags)?;
+    let remote = crate::cmd::location::ingest_remote(&a.out, write.append, |local| {
+        ingest::ingest_jsonl(local, &a.files, &field, &write).map_err(with_flags)
+    })?;
+    let r = match remote {
+        Some(r) => r,
+        None => ingest::ingest_jsonl(&a.out, &a.files, &field, &write).map_err(with_flags)?,
+    };
     print_report(&a.out, &r);
     Ok(())
 }

@@ -15,13 +15,17 @@ pub(crate) fn run(a: InspectArgs) -> CliResult {
     if a.order.order.is_some() {
         return crate::cmd::order::inspect(&a);
     }
-    if let Some(data) = crate::cmd::foreign::open(&a.dir, &a.foreign)? {
-        return inspect_foreign(&a, &data);
+    let remote = crate::cmd::location::remote(&a.dir)?;
+    if remote.is_none() {
+        if let Some(data) = crate::cmd::foreign::open(&a.dir, &a.foreign)? {
+            return inspect_foreign(&a, &data);
+        }
+        check_dir(&a.dir)?;
     }
-    check_dir(&a.dir)?;
-    let m = Manifest::load(&a.dir)?;
+    let dir = remote.unwrap_or_else(|| std::sync::Arc::new(storage::LocalDir::new(&a.dir)));
+    let m = Manifest::load_from(dir.as_ref())?;
     let mut s = summary(&a.dir, &m)?;
-    let verified = if a.verify { Some(storage::verify(&a.dir)) } else { None };
+    let verified = if a.verify { Some(storage::verify_in(dir.as_ref())) } else { None };
     if a.json {
         if let Some(v) = &verified {
             s["verified"] = json!(v.is_ok());

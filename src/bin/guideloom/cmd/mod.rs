@@ -8,6 +8,7 @@ pub(crate) mod foreign;
 pub(crate) mod import;
 pub(crate) mod ingest;
 pub(crate) mod inspect;
+pub(crate) mod location;
 pub(crate) mod mixpack;
 pub(crate) mod oam;
 pub(crate) mod order;

@@ -62,6 +62,9 @@ impl LoaderArgs {
         if let Some(p) = w.prefetch {
             b = b.prefetch(p);
         }
+        if crate::cmd::location::is_remote(&w.dir) {
+            b = b.readahead(crate::cmd::location::REMOTE_READAHEAD);
+        }
         match self.global_batch {
             Some(g) => b.global_batch(g),
             None => b.batch_size(w.batch_size),
@@ -93,6 +96,9 @@ pub(crate) trait TokenStorageFn {
 /// The storage cannot be opened, holds another kind or dtype, or holds tokens but fewer than
 /// one window of `--seq-len` (an empty storage is not an error: it yields no batch).
 pub(crate) fn open_token_storage<F: TokenStorageFn>(w: &WindowArgs, f: F) -> CliResult<F::Output> {
+    if let Some(dir) = crate::cmd::location::remote(&w.dir)? {
+        return open_remote(w, dir, f);
+    }
     if let Some(data) = crate::cmd::foreign::open(&w.dir, &w.foreign)? {
         holds_a_window(&w.dir, data.elements(), w.seq_len)?;
         return f.foreign(&data, read_options(w.backend)?);
@@ -107,6 +113,44 @@ pub(crate) fn open_token_storage<F: TokenStorageFn>(w: &WindowArgs, f: F) -> Cli
         }
         (StorageKind::StreamWithMeta, Some(Dtype::Primitive(Primitive::U32))) => {
             open_meta::<u32, F>(w, opts, f)
+        }
+        (kind, dtype) => Err(format!(
+            "{} holds a {kind} storage of dtype {}; batches and bench read u16 or u32 token streams",
+            w.dir.display(),
+            dtype.map_or_else(|| "none".to_string(), Dtype::to_string)
+        )
+        .into()),
+    }
+}
+
+/// [`open_token_storage`] over a remote storage directory.
+fn open_remote<F: TokenStorageFn>(
+    w: &WindowArgs,
+    dir: std::sync::Arc<dyn guideloom::storage::StorageDir>,
+    f: F,
+) -> CliResult<F::Output> {
+    let m = Manifest::load_from(dir.as_ref())?;
+    let opts = read_options(w.backend)?;
+    match (m.kind(), m.dtype()) {
+        (StorageKind::Stream, Some(Dtype::Primitive(Primitive::U16))) => {
+            let r = StreamReader::open_in(dir, TokenFormat::<u16>::new(), opts)?;
+            holds_a_window(&w.dir, r.len(), w.seq_len)?;
+            f.stream(r)
+        }
+        (StorageKind::Stream, Some(Dtype::Primitive(Primitive::U32))) => {
+            let r = StreamReader::open_in(dir, TokenFormat::<u32>::new(), opts)?;
+            holds_a_window(&w.dir, r.len(), w.seq_len)?;
+            f.stream(r)
+        }
+        (StorageKind::StreamWithMeta, Some(Dtype::Primitive(Primitive::U16))) => {
+            let r = StreamWithMetaReader::open_in(dir, DocumentTokensFormat::<u16>::new(), opts)?;
+            holds_a_window(&w.dir, r.len(), w.seq_len)?;
+            f.meta(r)
+        }
+        (StorageKind::StreamWithMeta, Some(Dtype::Primitive(Primitive::U32))) => {
+            let r = StreamWithMetaReader::open_in(dir, DocumentTokensFormat::<u32>::new(), opts)?;
+            holds_a_window(&w.dir, r.len(), w.seq_len)?;
+            f.meta(r)
         }
         (kind, dtype) => Err(format!(
             "{} holds a {kind} storage of dtype {}; batches and bench read u16 or u32 token streams",

@@ -1,0 +1,69 @@
+//! Storages given by URL (`s3://bucket/prefix`, `gs://`, `az://`, `http(s)://`): what the
+//! commands that take a storage directory do when the argument is a URL.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use guideloom::storage::{StorageDir, StorageLocation};
+
+use crate::CliResult;
+
+/// Batches hinted ahead of the consumer for a remote storage (the loader's readahead).
+pub(crate) const REMOTE_READAHEAD: u64 = 16;
+
+/// The storage directory of a remote URL argument (the store's options from the environment:
+/// `AWS_ENDPOINT_URL`, `AWS_ALLOW_HTTP`, credentials, `GUIDELOOM_CACHE_DIR`, ...); `None` for
+/// a local path.
+pub(crate) fn remote(arg: &Path) -> CliResult<Option<Arc<dyn StorageDir>>> {
+    let loc = StorageLocation::from_path(arg);
+    if !loc.is_remote() {
+        return Ok(None);
+    }
+    Ok(Some(loc.open()?))
+}
+
+/// Whether `arg` is a remote URL.
+pub(crate) fn is_remote(arg: &Path) -> bool {
+    StorageLocation::from_path(arg).is_remote()
+}
+
+/// Runs `guideloom upload LOCAL URL`: every committed shard file, then the manifest.
+pub(crate) fn upload(a: &crate::cli::UploadArgs) -> CliResult {
+    let loc = StorageLocation::parse(&a.url);
+    let StorageLocation::Remote(url) = loc else {
+        return Err(format!("{}: not an object-store URL (s3://, gs://, az://)", a.url).into());
+    };
+    let dir = guideloom::storage::RemoteDir::open(&url, guideloom::storage::RemoteOptions::from_env()?)?;
+    let bytes = dir.upload(&a.local)?;
+    let s = dir.stats();
+    eprintln!(
+        "uploaded {} to {url}: {bytes} bytes, {} requests ({} retried)",
+        a.local.display(),
+        s.requests,
+        s.retries
+    );
+    Ok(())
+}
+
+/// `ingest --out URL`: runs `ingest` into a local temporary storage, then uploads it (shard
+/// objects first, the manifest last: a run killed at any point leaves the storage that was
+/// at the URL before in force). `None` (nothing done) when `out` is a local path.
+pub(crate) fn ingest_remote<R>(
+    out: &Path,
+    append: bool,
+    ingest: impl FnOnce(&Path) -> CliResult<R>,
+) -> CliResult<Option<R>> {
+    let StorageLocation::Remote(url) = StorageLocation::from_path(out) else { return Ok(None) };
+    if append {
+        return Err(format!(
+            "--append with a remote --out ({url}) is not supported: ingest into a local storage with --append, then `guideloom upload` it"
+        )
+        .into());
+    }
+    let dir = guideloom::storage::RemoteDir::open(&url, guideloom::storage::RemoteOptions::from_env()?)?;
+    let tmp = tempfile::tempdir()?;
+    let local = tmp.path().join("storage");
+    let r = ingest(&local)?;
+    dir.upload(&local)?;
+    Ok(Some(r))
+}

@@ -1,0 +1,186 @@
+//! The local cache of a remote storage: one file per fetched block, bounded in bytes, least
+//! recently used first out, safe for several processes sharing the directory.
+//!
+//! Layout: `DIR/<xxh3-64 of the storage URL, hex>/` holds `url.txt` (the URL, for people),
+//! `<file>.<block>.blk` (the block's bytes followed by their crc32c, little-endian u32) and
+//! `manifest.json.etag` (the manifest's entity tag, a newline, the manifest's bytes). Every
+//! file is written to a temporary name (`.tmp.<pid>.<n>`) and renamed into place, so a reader
+//! (of this or another process) sees a whole file or none; a block whose length or checksum
+//! does not match is removed and fetched again. A hit sets the file's modification time,
+//! which is the recency eviction sorts by.
+//!
+//! The bound: before a block is written, the bytes of the directory's files (temporary files
+//! included) plus the new block must fit `max_bytes`; otherwise the least recently used block
+//! files are removed until they do. Another process's writes are seen at the next scan, so
+//! with several writers the bound holds up to the blocks written between two scans.
+
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, PoisonError};
+use std::time::SystemTime;
+
+use crate::remote::CacheOptions;
+use crate::{Result, StorageError};
+
+/// The cache directory of one storage.
+#[derive(Debug)]
+pub(super) struct DiskCache {
+    dir: PathBuf,
+    max_bytes: u64,
+    /// Bytes of the directory's files as last scanned plus those written since.
+    used: Mutex<u64>,
+    seq: AtomicU64,
+}
+
+const MANIFEST_COPY: &str = "manifest.json.etag";
+
+impl DiskCache {
+    /// The cache of the storage at `url` under `options.dir` (created when missing).
+    pub(super) fn open(options: &CacheOptions, url: &str) -> Result<Self> {
+        let dir = options.dir.join(format!("{:016x}", xxhash_rust::xxh3::xxh3_64(url.as_bytes())));
+        std::fs::create_dir_all(&dir).map_err(|e| StorageError::io(&dir, e))?;
+        let label = dir.join("url.txt");
+        if !label.exists() {
+            std::fs::write(&label, format!("{url}\n")).map_err(|e| StorageError::io(&label, e))?;
+        }
+        let c = DiskCache { dir, max_bytes: options.max_bytes, used: Mutex::new(0), seq: AtomicU64::new(0) };
+        let (total, _) = c.scan();
+        *c.lock_used() = total;
+        Ok(c)
+    }
+
+    fn lock_used(&self) -> std::sync::MutexGuard<'_, u64> {
+        self.used.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The directory this storage's blocks are in.
+    pub(super) fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    fn block_path(&self, name: &str, block: u64) -> PathBuf {
+        self.dir.join(format!("{name}.{block}.blk"))
+    }
+
+    /// The bytes of the directory's files, and its block files as (mtime, bytes, path).
+    fn scan(&self) -> (u64, Vec<(SystemTime, u64, PathBuf)>) {
+        let mut total = 0u64;
+        let mut blocks = Vec::new();
+        let Ok(rd) = std::fs::read_dir(&self.dir) else { return (0, blocks) };
+        for e in rd.flatten() {
+            let Ok(m) = e.metadata() else { continue };
+            if !m.is_file() {
+                continue;
+            }
+            total = total.saturating_add(m.len());
+            if e.file_name().to_str().is_some_and(|n| n.ends_with(".blk")) {
+                blocks.push((m.modified().unwrap_or(SystemTime::UNIX_EPOCH), m.len(), e.path()));
+            }
+        }
+        (total, blocks)
+    }
+
+    /// Block `block` of file `name` when cached whole (`len` bytes) and intact.
+    pub(super) fn get(&self, name: &str, block: u64, len: u64) -> Option<Vec<u8>> {
+        let path = self.block_path(name, block);
+        let mut bytes = std::fs::read(&path).ok()?;
+        let ok = bytes.len() as u64 == len + 4 && {
+            let split = bytes.len() - 4;
+            let stored = u32::from_le_bytes(bytes[split..].try_into().ok()?);
+            crc32c::crc32c(&bytes[..split]) == stored
+        };
+        if !ok {
+            // Torn by hand, damaged, or from an object that has grown: fetch it again.
+            let _ = std::fs::remove_file(&path);
+            return None;
+        }
+        bytes.truncate(bytes.len() - 4);
+        if let Ok(f) = std::fs::File::options().write(true).open(&path) {
+            let _ = f.set_modified(SystemTime::now());
+        }
+        Some(bytes)
+    }
+
+    /// Keeps block `block` of file `name`; nothing when it does not fit the bound at all or
+    /// cannot be written (the cache is an optimisation: a failed write is not an error).
+    pub(super) fn put(&self, name: &str, block: u64, data: &[u8]) {
+        let need = data.len() as u64 + 4;
+        let path = self.block_path(name, block);
+        if need > self.max_bytes || path.exists() {
+            return;
+        }
+        let mut used = self.lock_used();
+        if !self.make_room(&mut used, need) {
+            return;
+        }
+        let mut bytes = Vec::with_capacity(data.len() + 4);
+        bytes.extend_from_slice(data);
+        bytes.extend_from_slice(&crc32c::crc32c(data).to_le_bytes());
+        if self.write_atomic(&path, &bytes).is_ok() {
+            *used = used.saturating_add(need);
+        }
+    }
+
+    /// Removes least recently used blocks until `need` more bytes fit the bound; `false` when
+    /// they cannot. `used` is the caller's locked count, refreshed by the scan.
+    fn make_room(&self, used: &mut u64, need: u64) -> bool {
+        if used.saturating_add(need) <= self.max_bytes {
+            return true;
+        }
+        let (mut total, mut blocks) = self.scan();
+        blocks.sort();
+        for (_, len, p) in blocks {
+            if total.saturating_add(need) <= self.max_bytes {
+                break;
+            }
+            if std::fs::remove_file(&p).is_ok() {
+                total = total.saturating_sub(len);
+            }
+        }
+        *used = total;
+        total.saturating_add(need) <= self.max_bytes
+    }
+
+    /// The cached manifest and its entity tag.
+    pub(super) fn manifest(&self) -> Option<(String, Vec<u8>)> {
+        let bytes = std::fs::read(self.dir.join(MANIFEST_COPY)).ok()?;
+        let nl = bytes.iter().position(|&b| b == b'\n')?;
+        let etag = String::from_utf8(bytes[..nl].to_vec()).ok()?;
+        Some((etag, bytes[nl + 1..].to_vec()))
+    }
+
+    /// Keeps the manifest `bytes` with entity tag `etag`.
+    pub(super) fn put_manifest(&self, etag: &str, bytes: &[u8]) {
+        if etag.contains('\n') {
+            return;
+        }
+        let mut out = Vec::with_capacity(etag.len() + 1 + bytes.len());
+        out.extend_from_slice(etag.as_bytes());
+        out.push(b'\n');
+        out.extend_from_slice(bytes);
+        // Counted whole although it replaces an older copy: the bound errs on the safe side.
+        let mut used = self.lock_used();
+        if self.make_room(&mut used, out.len() as u64)
+            && self.write_atomic(&self.dir.join(MANIFEST_COPY), &out).is_ok()
+        {
+            *used = used.saturating_add(out.len() as u64);
+        }
+    }
+
+    /// Writes `bytes` to a temporary file beside `path` and renames it over `path`.
+    fn write_atomic(&self, path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+        let n = self.seq.fetch_add(1, Ordering::Relaxed);
+        let tmp = path.with_extension(format!("tmp.{}.{n}", std::process::id()));
+        let result = (|| {
+            let mut f = std::fs::File::create(&tmp)?;
+            f.write_all(bytes)?;
+            drop(f);
+            std::fs::rename(&tmp, path)
+        })();
+        if result.is_err() {
+            let _ = std::fs::remove_file(&tmp);
+        }
+        result
+    }
+}
