@@ -5,6 +5,22 @@ use std::path::Path;
 
 use crate::cli::{batches, bin, known_storage, run_ok};
 
+/// Runs `cmd` with captured output, killing it and failing the test (naming `what`) when it
+/// has not exited after `secs` seconds: a hang, where the command must fail at once.
+fn output_within(mut cmd: std::process::Command, secs: u64, what: &str) -> std::process::Output {
+    let mut child =
+        cmd.stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped()).spawn().unwrap();
+    let start = std::time::Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if start.elapsed() > std::time::Duration::from_secs(secs) {
+            child.kill().unwrap();
+            panic!("{what} hung");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    child.wait_with_output().unwrap()
+}
+
 /// Regression (issue 8): `batches` over an empty storage and with `--drop-remainder` leaving
 /// no batch used to fail with an invalid-config error; each prints nothing and exits 0 (and
 /// `--save-state` writes the state at batch 0). A stream shorter than one window is an error
@@ -269,23 +285,9 @@ fn issue19_hangs_on_non_regular_files_in_an_input_walk_are_refused() {
     // A FIFO in the directory: an error naming it, not a hang.
     let fifo = input.join("pipe.txt");
     assert!(std::process::Command::new("mkfifo").arg(&fifo).status().unwrap().success());
-    let mut child = bin()
-        .args(["ingest", "text", "--tokenizer", "gpt2", "--out"])
-        .arg(tmp.path().join("third"))
-        .arg(&input)
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let start = std::time::Instant::now();
-    while child.try_wait().unwrap().is_none() {
-        if start.elapsed() > std::time::Duration::from_secs(30) {
-            child.kill().unwrap();
-            panic!("ingest over a FIFO hung");
-        }
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
-    let o = child.wait_with_output().unwrap();
+    let mut cmd = bin();
+    cmd.args(["ingest", "text", "--tokenizer", "gpt2", "--out"]).arg(tmp.path().join("third")).arg(&input);
+    let o = output_within(cmd, 30, "ingest over a FIFO");
     assert!(!o.status.success());
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(err.contains("pipe.txt") && err.contains("not a regular file"), "{err}");
@@ -422,22 +424,9 @@ fn issue19_oamap_inputs_oam_reads_back_what_it_writes_and_refuses_cycles_and_fif
 
     let fifo = tmp.path().join("pipe.npz");
     assert!(std::process::Command::new("mkfifo").arg(&fifo).status().unwrap().success());
-    let mut child = bin()
-        .args(["oam", "read"])
-        .arg(&fifo)
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let start = std::time::Instant::now();
-    while child.try_wait().unwrap().is_none() {
-        if start.elapsed() > std::time::Duration::from_secs(30) {
-            child.kill().unwrap();
-            panic!("oam read of a FIFO hung");
-        }
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
-    let o = child.wait_with_output().unwrap();
+    let mut cmd = bin();
+    cmd.args(["oam", "read"]).arg(&fifo);
+    let o = output_within(cmd, 30, "oam read of a FIFO");
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(!o.status.success() && err.contains("pipe.npz") && err.contains("not a regular file"), "{err}");
 }

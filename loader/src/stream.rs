@@ -84,6 +84,20 @@ pub struct StreamState {
 }
 
 impl StreamState {
+    /// The state of a stage (its `fingerprint`) that has delivered nothing, over an upstream
+    /// loader at `upstream`.
+    fn start(upstream: State, fingerprint: u64) -> Self {
+        StreamState {
+            version: STREAM_STATE_VERSION,
+            next_batch: 0,
+            upstream,
+            offset: 0,
+            token: 0,
+            rows: 0,
+            fingerprint,
+        }
+    }
+
     /// The state as compact JSON.
     pub fn to_json(&self) -> String {
         // Serializing plain integers and booleans cannot fail.
@@ -328,15 +342,7 @@ where
 
     /// The state of an iterator that has delivered nothing.
     pub fn initial_state(&self) -> StreamState {
-        StreamState {
-            version: STREAM_STATE_VERSION,
-            next_batch: 0,
-            upstream: self.loader.initial_state(),
-            offset: 0,
-            token: 0,
-            rows: 0,
-            fingerprint: self.fingerprint(),
-        }
+        StreamState::start(self.loader.initial_state(), self.fingerprint())
     }
 
     /// Iterates from the first record.
@@ -605,15 +611,7 @@ where
 
     /// The state of an iterator that has delivered nothing.
     pub fn initial_state(&self) -> StreamState {
-        StreamState {
-            version: STREAM_STATE_VERSION,
-            next_batch: 0,
-            upstream: self.loader.initial_state(),
-            offset: 0,
-            token: 0,
-            rows: 0,
-            fingerprint: self.fingerprint(),
-        }
+        StreamState::start(self.loader.initial_state(), self.fingerprint())
     }
 
     /// Iterates from the first record.
