@@ -11,10 +11,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
 mkdir -p benches/out
-if [ ! -x benches/.venv/bin/python ]; then
-  python3 -m venv benches/.venv
-fi
-benches/.venv/bin/pip install -q --disable-pip-version-check numpy torch grain matplotlib
+benches/venv.sh
 cargo build --release --bin guideloom
 export CARGO_TARGET_DIR="$root/benches/out/target"
 cargo build --release --manifest-path benches/native/Cargo.toml

@@ -96,7 +96,7 @@ mod transforms;
 pub use rand;
 
 pub use aliases::{DocumentLoader, TokenLoader, WindowLoader};
-pub use batch::{Batch, Collate, StackTokens, TokenBatch, VecCollate};
+pub use batch::{Batch, BufferPool, Collate, StackTokens, TokenBatch, VecCollate};
 pub use error::{BoxError, LoaderError};
 pub use llmc::{
     llmc_resume_state, llmc_shuffled_resume_state, llmc_shuffled_windows, llmc_windows, LlmcCheckpoint,

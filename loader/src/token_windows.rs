@@ -13,7 +13,7 @@ use guideloom_storage::{Manifest, ReadOptions, StorageError, StreamReader, Windo
 use crate::storage_sources::open_error;
 #[cfg(doc)]
 use crate::StreamWindows;
-use crate::{Collate, DataSource, LoaderError, TokenBatch, WindowParams, WindowReader, Windows};
+use crate::{BufferPool, Collate, DataSource, LoaderError, TokenBatch, WindowParams, WindowReader, Windows};
 
 /// One window of a [`TokenWindows`] source: its record index and its element range. Getting
 /// it does no I/O; [`TokenWindowCollate`] reads the windows of a batch together.
@@ -93,9 +93,13 @@ impl<E> std::fmt::Debug for TokenWindows<E> {
 
 /// Reads the windows of a batch of [`WindowSpan`]s into one [`TokenBatch`] of `E` ids, with
 /// one storage call; made by [`TokenWindows::collate`].
+///
+/// Batches it makes hand their buffers back to its [`BufferPool`] when dropped (clones of
+/// the collation share the pool), and the next batch is read into a recycled buffer: after
+/// the first few batches a loader allocates and zeroes no batch memory.
 pub struct TokenWindowCollate<E> {
     storage: SharedTokens,
-    _element: PhantomData<fn() -> E>,
+    pool: Arc<BufferPool<E>>,
 }
 
 impl<E> std::fmt::Debug for TokenWindowCollate<E> {
@@ -103,13 +107,21 @@ impl<E> std::fmt::Debug for TokenWindowCollate<E> {
         f.debug_struct("TokenWindowCollate")
             .field("element", &std::any::type_name::<E>())
             .field("stored", &self.storage.0.dtype())
+            .field("free_buffers", &self.pool.free_buffers())
             .finish()
     }
 }
 
 impl<E> Clone for TokenWindowCollate<E> {
     fn clone(&self) -> Self {
-        TokenWindowCollate { storage: self.storage.clone(), _element: PhantomData }
+        TokenWindowCollate { storage: self.storage.clone(), pool: Arc::clone(&self.pool) }
+    }
+}
+
+impl<E> TokenWindowCollate<E> {
+    /// The pool the buffers of dropped batches return to.
+    pub fn pool(&self) -> &Arc<BufferPool<E>> {
+        &self.pool
     }
 }
 
@@ -280,7 +292,7 @@ impl<E: Element> TokenWindows<E> {
     /// The collation that reads a batch of this source's windows into a `[batch, seq_len]`
     /// buffer of `E` ids.
     pub fn collate(&self) -> TokenWindowCollate<E> {
-        TokenWindowCollate { storage: self.windows.reader().clone(), _element: PhantomData }
+        TokenWindowCollate { storage: self.windows.reader().clone(), pool: Arc::default() }
     }
 
     /// Window length in elements.
@@ -347,7 +359,10 @@ impl<E: Element> Collate<WindowSpan> for TokenWindowCollate<E> {
             .filter(|n| n.checked_mul(std::mem::size_of::<E>()).is_some())
             .ok_or_else(too_large)?;
         let spans: Vec<Window> = records.iter().map(|r| Window::new(r.offset, r.len)).collect();
-        let mut data = vec![E::zeroed(); n];
+        // A recycled buffer still holds an earlier batch's ids: every byte is overwritten below
+        // (the read fills the first `n * stored` bytes, widening the rest), and on an error the
+        // buffer is dropped, never handed out.
+        let mut data = self.pool.take(n, E::zeroed());
         let bytes: &mut [u8] = bytemuck::cast_slice_mut(&mut data);
         let stored = self.storage.0.itemsize();
         // The ids land at the front of the buffer, `stored` bytes each, then widen in place.
@@ -355,7 +370,7 @@ impl<E: Element> Collate<WindowSpan> for TokenWindowCollate<E> {
             LoaderError::Storage { index: records.first().map_or(0, |r| r.index), source }
         })?;
         widen_in_place(bytes, n, stored, std::mem::size_of::<E>(), self.storage.0.signed())?;
-        Ok(TokenBatch::from_parts(data, records.len(), seq_len as usize))
+        Ok(TokenBatch::pooled(data, records.len(), seq_len as usize, Arc::clone(&self.pool)))
     }
 }
 

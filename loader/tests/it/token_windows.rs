@@ -211,3 +211,57 @@ fn narrowing_is_refused() {
         other => panic!("unexpected {other:?}"),
     }
 }
+
+/// Batches are read into recycled buffers (a dropped batch hands its buffer back): every batch
+/// still equals the decoded path's, with a short final batch (1 row) whose buffer is then
+/// lengthened for the next epoch's full batches, at 0 and 2 workers.
+#[test]
+fn recycled_batch_buffers_hold_exactly_the_batch() {
+    let dir = storage();
+    for workers in [0, 2] {
+        let slow = Loader::builder(
+            StreamWindows::with_stride(
+                guideloom_storage::StreamReader::open(dir.path(), TokenFormat::<u32>::new()).unwrap(),
+                129,
+                100,
+            )
+            .unwrap(),
+        )
+        .shuffle(9)
+        .epochs(3)
+        .batch_size(8)
+        .collate(StackTokens)
+        .build()
+        .unwrap();
+        let source = TokenWindows::<u32>::open_with(dir.path(), 129, 100, ReadOptions::default()).unwrap();
+        let collate = source.collate();
+        let pool = std::sync::Arc::clone(collate.pool());
+        let fast = Loader::builder(source)
+            .shuffle(9)
+            .epochs(3)
+            .batch_size(8)
+            .workers(workers)
+            .prefetch(1)
+            .collate(collate)
+            .build()
+            .unwrap();
+        let expected: Vec<_> = slow.iter().map(|b| b.unwrap().data).collect();
+        assert_eq!(expected.len(), 15);
+        assert_eq!(expected[4].shape(), [1, 129], "33 windows: the last batch of an epoch has 1 row");
+        let mut buffers = std::collections::HashSet::new();
+        let mut n = 0;
+        for (b, want) in fast.iter().zip(&expected) {
+            let b = b.unwrap();
+            assert_eq!(b.data, *want, "batch {} ({workers} workers)", b.number);
+            buffers.insert(b.data.data().as_ptr() as usize);
+            n += 1;
+            // `b` drops here: its buffer goes back to the pool.
+        }
+        assert_eq!(n, 15);
+        assert!(buffers.len() < n, "{workers} workers: 15 batches in {} distinct buffers", buffers.len());
+        assert!(pool.free_buffers() >= 1);
+        // A batch taken out of its buffer does not return it.
+        let kept = fast.batch(0).unwrap().unwrap().data.into_vec();
+        assert_eq!(kept, expected[0].data());
+    }
+}
