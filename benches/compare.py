@@ -27,8 +27,11 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 OUT = os.path.join(ROOT, "benches", "out")
 DATA = os.path.join(OUT, "data")
-TARGET = os.path.join(OUT, "target", "release")
-CLI = os.path.join(ROOT, "target", "release", "guideloom")
+# GUIDELOOM_BENCH_CLI / GUIDELOOM_BENCH_TARGET point at other builds (a CARGO_TARGET_DIR of
+# one's own; a "before" binary for an A/B run); the defaults are benches/run.sh's.
+TARGET = os.environ.get("GUIDELOOM_BENCH_TARGET", os.path.join(OUT, "target", "release"))
+CLI = os.environ.get("GUIDELOOM_BENCH_CLI", os.path.join(ROOT, "target", "release", "guideloom"))
+CLI_BEFORE = os.environ.get("GUIDELOOM_BENCH_CLI_BEFORE")
 NATIVE = os.path.join(TARGET, "guideloom_benches")
 BURN = os.path.join(TARGET, "burn_loader")
 PY = os.path.join(ROOT, "benches", ".venv", "bin", "python")
@@ -82,8 +85,8 @@ def command(system, dtype, seq, workers, k, backend=None, method=None):
     """The command line of one run; k = batches (0 = one epoch)."""
     binf, store = os.path.join(DATA, f"{dtype}.bin"), os.path.join(DATA, dtype)
     env = dict(os.environ)
-    if system == "guideloom-cli":
-        cmd = [CLI, "bench", store, "--seq-len", str(seq), "--batch-size", str(BATCH), "--shuffle", "--seed", str(SEED),
+    if system in ("guideloom-cli", "guideloom-cli-before"):
+        cmd = [CLI if system == "guideloom-cli" else CLI_BEFORE, "bench", store, "--seq-len", str(seq), "--batch-size", str(BATCH), "--shuffle", "--seed", str(SEED),
                "--workers", str(workers), "--backend", backend, "--json"]
         if k:
             cmd += ["--max-batches", str(k)]
@@ -114,6 +117,8 @@ def command(system, dtype, seq, workers, k, backend=None, method=None):
 def label(system, backend=None, method=None):
     if system == "guideloom-cli":
         return f"guideloom CLI ({backend})"
+    if system == "guideloom-cli-before":
+        return f"guideloom CLI before ({backend})"
     if system == "guideloom-lib":
         return f"guideloom lib TokenWindows ({backend})"
     if system == "guideloom-lib-generic":
@@ -126,6 +131,7 @@ def label(system, backend=None, method=None):
         return f"guideloom CLI, nanoGPT train.bin in place ({backend})"
     return {"megatron": "megatron-core IndexedDataset (get per sequence)", "nanogpt": "nanoGPT get_batch (np.memmap gather)",
             "torch": "torch DataLoader", "grain-dl": "Grain DataLoader", "grain-ds": "Grain MapDataset",
+            "grain-ds-best": "Grain MapDataset, ReadOptions(num_threads=0), 1 process", "numpy": "numpy memmap gather (np.stack), 1 process",
             "burn": "burn DataLoader"}[system]
 
 
@@ -220,7 +226,13 @@ def measure(section, configs, runs, results, cold=False):
 PY_K = {("torch", 0): 2000, ("torch", 1): 2000, ("torch", 2): 2000,
         ("grain-dl", 0): 200, ("grain-dl", 1): 600, ("grain-dl", 2): 1000,
         ("grain-ds", 0): 1000, ("grain-ds", 1): 500, ("grain-ds", 2): 500}
+PY_K.update({("numpy", 0): 4000, ("grain-ds-best", 0): 2000})
 PY_SYSTEMS = ("torch", "grain-dl", "grain-ds")
+# Peers at their best configuration, measured once per section (in the workers-0 rounds: one
+# process each).
+PY_BEST = ("numpy", "grain-ds-best")
+# Systems left out (--skip).
+SKIP = set()
 
 
 def rust_k(seq):
@@ -245,7 +257,14 @@ def configs_for(dtype, seq, workers_list, backends, k_py=None, generic=False):
             if s == "grain-ds" and w == 1:
                 continue
             cs.append(dict(system=s, dtype=dtype, seq=seq, workers=w, k=(k_py or PY_K)[(s, w)]))
-    return cs
+        if w == min(workers_list):
+            for s in PY_BEST:
+                # One process whatever `workers` says (listed in this workers table).
+                cs.append(dict(system=s, dtype=dtype, seq=seq, workers=w, k=(k_py or PY_K)[(s, 0)]))
+        if CLI_BEFORE:
+            for b in backends:
+                cs.append(dict(system="guideloom-cli-before", backend=b, dtype=dtype, seq=seq, workers=w, k=rust_k(seq)))
+    return [c for c in cs if c["system"] not in SKIP]
 
 
 def startup_section(runs, results):
@@ -541,11 +560,14 @@ def main():
     ap.add_argument("--sections", default="main,u32,verify,sweep,cold,startup,resume")
     ap.add_argument("--backends", default="auto,pread,io-uring,mmap")
     ap.add_argument("--keep-data", action="store_true")
+    ap.add_argument("--workers", default="0,1,2", help="worker counts of the main section")
+    ap.add_argument("--skip", default="", help="systems left out, e.g. burn,torch,grain-dl,guideloom-lib-generic")
     ap.add_argument("--report-only", action="store_true", help="rebuild the tables from benches/out/results.json")
     ap.add_argument("--merge", action="store_true",
                     help="keep the results of the sections not run now from benches/out/results.json")
     args = ap.parse_args()
     secs = args.sections.split(",")
+    SKIP.update(x for x in args.skip.split(",") if x)
     backends = args.backends.split(",")
     res_path = os.path.join(OUT, "results.json")
     if args.report_only:
@@ -565,7 +587,7 @@ def main():
                 if d not in ("austen-u16", "austen-u32"):
                     sh(["rm", "-rf", os.path.join(DATA, d)])
         return
-    make_data()
+    make_data(("u16", "u32") if "u32" in secs else ("u16",))
     # Backends this build accepts.
     ok = []
     for b in backends:
@@ -581,7 +603,8 @@ def main():
     open(os.path.join(OUT, "results.jsonl"), "w").close()
     if "main" in secs:
         print("== warm, u16, 2,049 tokens, workers 0/1/2", flush=True)
-        measure("main", configs_for("u16", 2049, (0, 1, 2), ok, generic=True), args.runs, results)
+        measure("main", configs_for("u16", 2049, tuple(int(w) for w in args.workers.split(",")), ok, generic=True),
+                args.runs, results)
     if "u32" in secs:
         print("== warm, u32, 2,049 tokens, workers 2", flush=True)
         measure("u32", configs_for("u32", 2049, (2,), ["auto"]), args.runs, results)

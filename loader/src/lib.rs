@@ -129,7 +129,7 @@ pub use source::{Cancellation, DataSource, RangeSource, VecSource};
 pub use spans::Spans;
 pub use state::{SourceId, State, StateConfig, Topology, WindowParams, STATE_VERSION};
 pub use storage_sources::{Documents, MetaWindows, StreamWindows, WindowReader, Windows};
-pub use token_windows::{TokenWindowCollate, TokenWindows, WindowSpan};
+pub use token_windows::{MappedWindowCollate, TokenWindowCollate, TokenWindows, WindowSpan};
 pub use transforms::{Concat, Filter, Repeat, Slice, WindowShuffle};
 
 /// A stable 64-bit fingerprint of `words` (SplitMix64-style mixing; identical on every

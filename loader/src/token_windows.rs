@@ -8,7 +8,9 @@ use std::sync::Arc;
 
 use guideloom_formats::{Dtype, Element, IntTokenFormat, Primitive, TokenElement, TokenFormat};
 use guideloom_storage::foreign::ForeignDataset;
-use guideloom_storage::{Manifest, ReadOptions, StorageError, StreamReader, Window};
+use guideloom_storage::{
+    Manifest, MappedWindows, MmapBackend, ReadOptions, StorageError, StreamReader, Window,
+};
 
 use crate::storage_sources::open_error;
 #[cfg(doc)]
@@ -295,6 +297,30 @@ impl<E: Element> TokenWindows<E> {
         TokenWindowCollate { storage: self.windows.reader().clone(), pool: Arc::default() }
     }
 
+    /// The collation that hands out a batch of this source's windows as views into the
+    /// mapped shards ([`MappedWindows`], little-endian ids of [`TokenWindows::stored_dtype`],
+    /// no copy), for consumers that gather on their own (a copy to a device, a hash). `mmap`
+    /// carries the caller's acceptance of the mmap contract ([`MmapBackend::new`], an
+    /// `unsafe` constructor); the batches stay valid while they live.
+    ///
+    /// ```no_run
+    /// use guideloom_loader::{Loader, TokenWindows};
+    /// use guideloom_storage::MmapBackend;
+    /// let windows = TokenWindows::<u16>::open("tokens", 2049)?;
+    /// // SAFETY: nothing truncates or rewrites the storage's files while this program runs.
+    /// let collate = windows.mapped_collate(unsafe { MmapBackend::new() });
+    /// let loader = Loader::builder(windows).batch_size(32).collate(collate).build()?;
+    /// for batch in loader.iter() {
+    ///     let batch = batch?;
+    ///     let bytes: usize = batch.data.parts().iter().map(|p| p.len()).sum();
+    ///     assert_eq!(bytes, batch.len() * 2049 * 2);
+    /// }
+    /// # Ok::<(), guideloom_loader::LoaderError>(())
+    /// ```
+    pub fn mapped_collate(&self, mmap: MmapBackend) -> MappedWindowCollate {
+        MappedWindowCollate { storage: self.windows.reader().clone(), mmap }
+    }
+
     /// Window length in elements.
     pub fn seq_len(&self) -> u64 {
         self.windows.seq_len()
@@ -374,6 +400,32 @@ impl<E: Element> Collate<WindowSpan> for TokenWindowCollate<E> {
     }
 }
 
+/// Hands out the windows of a batch of [`WindowSpan`]s as views into the mapped shards
+/// ([`MappedWindows`], no copy); made by [`TokenWindows::mapped_collate`].
+#[derive(Clone)]
+pub struct MappedWindowCollate {
+    storage: SharedTokens,
+    mmap: MmapBackend,
+}
+
+impl std::fmt::Debug for MappedWindowCollate {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MappedWindowCollate").field("stored", &self.storage.0.dtype()).finish()
+    }
+}
+
+impl Collate<WindowSpan> for MappedWindowCollate {
+    type Output = MappedWindows;
+
+    fn collate(&self, records: Vec<WindowSpan>) -> Result<MappedWindows, LoaderError> {
+        let spans: Vec<Window> = records.iter().map(|r| Window::new(r.offset, r.len)).collect();
+        self.storage
+            .0
+            .map_many(&spans, &self.mmap)
+            .map_err(|source| LoaderError::Storage { index: records.first().map_or(0, |r| r.index), source })
+    }
+}
+
 /// What the token-window path needs of a stream storage of token ids, whatever their dtype:
 /// implemented by `StreamReader<TokenFormat<S>>` for every token element type `S`.
 trait TokenStorage: Send + Sync + std::fmt::Debug {
@@ -391,6 +443,8 @@ trait TokenStorage: Send + Sync + std::fmt::Debug {
     }
     /// Reads windows as little-endian ids, back to back, into `out`.
     fn read_into(&self, windows: &[Window], out: &mut [u8]) -> Result<(), StorageError>;
+    /// The windows as views into the mapped shards.
+    fn map_many(&self, windows: &[Window], mmap: &MmapBackend) -> Result<MappedWindows, StorageError>;
 }
 
 impl<S: TokenElement> TokenStorage for StreamReader<TokenFormat<S>> {
@@ -408,6 +462,9 @@ impl<S: TokenElement> TokenStorage for StreamReader<TokenFormat<S>> {
     }
     fn read_into(&self, windows: &[Window], out: &mut [u8]) -> Result<(), StorageError> {
         self.read_many_into(windows, out)
+    }
+    fn map_many(&self, windows: &[Window], mmap: &MmapBackend) -> Result<MappedWindows, StorageError> {
+        StreamReader::map_many(self, windows, mmap)
     }
 }
 
@@ -429,6 +486,9 @@ impl TokenStorage for StreamReader<IntTokenFormat> {
     }
     fn read_into(&self, windows: &[Window], out: &mut [u8]) -> Result<(), StorageError> {
         self.read_many_into(windows, out)
+    }
+    fn map_many(&self, windows: &[Window], mmap: &MmapBackend) -> Result<MappedWindows, StorageError> {
+        StreamReader::map_many(self, windows, mmap)
     }
 }
 

@@ -100,6 +100,6 @@ pub use manifest::{
     FileEntry, FormatSpec, Manifest, ShardEntry, StorageKind, FORMAT_VERSION, MANIFEST_FILE,
     MAX_MANIFEST_BYTES,
 };
-pub use stream::{StreamReader, StreamWriter};
+pub use stream::{MappedWindows, StreamReader, StreamWriter};
 pub use stream_meta::{StreamWithMetaReader, StreamWithMetaWriter};
 pub use verify::{verify, verify_in, VerifyReport};
