@@ -90,8 +90,8 @@ def command(system, dtype, seq, workers, k, backend=None, method=None):
                "--workers", str(workers), "--backend", backend, "--json"]
         if k:
             cmd += ["--max-batches", str(k)]
-    elif system in ("guideloom-lib", "guideloom-lib-generic"):
-        cmd = [NATIVE, "lib" if system == "guideloom-lib" else "lib-generic", store, dtype, str(seq), str(BATCH), str(workers), str(k), str(SEED)]
+    elif system in ("guideloom-lib", "guideloom-lib-generic", "guideloom-lib-mapped"):
+        cmd = [NATIVE, {"guideloom-lib": "lib", "guideloom-lib-generic": "lib-generic", "guideloom-lib-mapped": "lib-mapped"}[system], store, dtype, str(seq), str(BATCH), str(workers), str(k), str(SEED)]
         if backend and backend != "auto":
             env["GUIDELOOM_IO"] = backend.replace("-", "_")
     elif system in ("guideloom-megatron", "guideloom-nanogpt"):
@@ -121,6 +121,8 @@ def label(system, backend=None, method=None):
         return f"guideloom CLI before ({backend})"
     if system == "guideloom-lib":
         return f"guideloom lib TokenWindows ({backend})"
+    if system == "guideloom-lib-mapped":
+        return "guideloom lib zero-copy views (mmap)"
     if system == "guideloom-lib-generic":
         return f"guideloom lib StreamWindows ({backend})"
     if system == "raw":
@@ -247,6 +249,7 @@ def configs_for(dtype, seq, workers_list, backends, k_py=None, generic=False):
         for b in backends:
             cs.append(dict(system="guideloom-cli", backend=b, dtype=dtype, seq=seq, workers=w, k=rust_k(seq)))
         cs.append(dict(system="guideloom-lib", backend="auto", dtype=dtype, seq=seq, workers=w, k=rust_k(seq)))
+        cs.append(dict(system="guideloom-lib-mapped", backend="auto", dtype=dtype, seq=seq, workers=w, k=rust_k(seq)))
         if generic:
             cs.append(dict(system="guideloom-lib-generic", backend="auto", dtype=dtype, seq=seq, workers=w, k=rust_k(seq)))
         if w != 1:
