@@ -105,6 +105,10 @@ def command(system, dtype, seq, workers, k, backend=None, method=None):
     elif system in ("megatron", "nanogpt"):
         path = MEGATRON_PREFIX + ".bin" if system == "megatron" else binf
         cmd = [PY, PEERS, system, path, dtype, str(seq), str(BATCH), "0", str(k), str(SEED)]
+    elif system == "guideloom-cpumap":
+        cmd = [NATIVE, "cpu-map", str(CPU_RECORDS), str(CPU_ROUNDS), str(BATCH), str(workers), str(SEED)]
+    elif system == "burn-cpumap":
+        cmd = [BURN, "cpu-map", str(CPU_RECORDS), str(CPU_ROUNDS), str(BATCH), str(workers), str(SEED)]
     elif system == "raw":
         cmd = [NATIVE, "raw", binf, dtype, str(seq), str(BATCH), str(max(workers, 1)), str(k), str(SEED), method]
     elif system == "burn":
@@ -134,7 +138,8 @@ def label(system, backend=None, method=None):
     return {"megatron": "megatron-core IndexedDataset (get per sequence)", "nanogpt": "nanoGPT get_batch (np.memmap gather)",
             "torch": "torch DataLoader", "grain-dl": "Grain DataLoader", "grain-ds": "Grain MapDataset",
             "grain-ds-best": "Grain MapDataset, ReadOptions(num_threads=0), 1 process", "numpy": "numpy memmap gather (np.stack), 1 process",
-            "burn": "burn DataLoader"}[system]
+            "burn": "burn DataLoader", "guideloom-cpumap": "guideloom Loader, CPU-heavy map",
+            "burn-cpumap": "burn DataLoader, CPU-heavy get"}[system]
 
 
 def cpu_busy():
@@ -268,6 +273,38 @@ def configs_for(dtype, seq, workers_list, backends, k_py=None, generic=False):
             for b in backends:
                 cs.append(dict(system="guideloom-cli-before", backend=b, dtype=dtype, seq=seq, workers=w, k=rust_k(seq)))
     return [c for c in cs if c["system"] not in SKIP]
+
+
+# The scaling section: records whose map costs a fixed chain of integer-hash steps.
+CPU_RECORDS = 32_000
+CPU_ROUNDS = 12_000
+
+
+def scaling_section(runs, results):
+    cs = [dict(system=s, dtype="-", seq=0, workers=w, k=0) for w in (0, 1, 2) for s in ("guideloom-cpumap", "burn-cpumap")]
+    cs = [c for c in cs if c["system"] not in SKIP]
+    measure("scaling", cs, runs, results)
+
+
+def scaling_table(results):
+    g = group(results, "scaling", key=lambda r: (r["label"], r["workers"]))
+    if not g:
+        return []
+    rate = {k: med([x["windows"] / x["seconds"] for x in v]) for k, v in g.items()}
+    out = [f"{CPU_RECORDS:,} records, batch {BATCH}, shuffled; each record's `map` (guideloom) or `get` (burn) runs "
+           f"{CPU_ROUNDS:,} steps of a dependent integer-hash chain (`work` in benches/native and benches/burn_loader); "
+           "the consumer sums the results. Records/s over the whole run (start-up included); ideal = "
+           "max(workers, 1) x the rate with 0 workers (one thread).", "",
+           "| system | workers | k records/s median (min–max) | µs of CPU per record (1 thread) | share of ideal linear scaling | runs | other load |",
+           "|---|---|---|---|---|---|---|"]
+    for (lab, w), rs in sorted(g.items()):
+        xs = [x["windows"] / x["seconds"] for x in rs]
+        base = rate.get((lab, 0))
+        us = f"{1e6 / base:.1f}" if base else "?"
+        share = f"{rate[(lab, w)] / (max(w, 1) * base):.0%}" if base else "?"
+        out.append(f"| {lab} | {w} | {fmt_k(med(xs))} ({fmt_k(min(xs))}–{fmt_k(max(xs))}) | {us} | {share} | {len(rs)} | "
+                   f"{med([x['other_load'] for x in rs]):.2f} |")
+    return out + [""]
 
 
 def startup_section(runs, results):
@@ -495,6 +532,9 @@ def write_report(results, args):
         for r in ver:
             lines.append(f"| {r['label']} | {r['windows']:,} | {r['checksum']} | {'yes' if r['checksum'] == r['expect'] else 'NO'} |")
         lines.append("")
+    sc = scaling_table(results)
+    if sc:
+        lines += ["### Scaling with a CPU-heavy map (no I/O)", ""] + sc
     st = [r for r in results if r.get("section") == "startup"]
     if st:
         lines += ["### Start-up vs shards (u16, 256 MiB, 65,504 windows of 2,049; workers 2)", "",
@@ -640,6 +680,9 @@ def main():
         cs += [dict(system="burn", dtype="u16", seq=2049, workers=2, k=k)]
         cs += [dict(system=s, dtype="u16", seq=2049, workers=2, k=k) for s in ("torch", "grain-dl")]
         measure("cold", cs, args.runs, results, cold=True)
+    if "scaling" in secs:
+        print("== scaling with a CPU-heavy map, workers 0/1/2", flush=True)
+        scaling_section(args.runs, results)
     if "startup" in secs:
         print("== start-up vs shards", flush=True)
         startup_section(args.runs, results)
