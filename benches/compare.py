@@ -4,8 +4,9 @@ tables of docs/BENCHMARKS.md (between the GENERATED markers) and docs/benchmarks
 Run through benches/run.sh (it creates the venv and builds the programs). Results of every run
 are appended to benches/out/results.jsonl.
 
-    python benches/compare.py [--runs N] [--sections main,u32,sweep,cold,startup,resume,verify]
-                              [--backends auto,pread,io-uring,mmap] [--keep-data]
+    python benches/compare.py [--runs N] [--sections main,u32,sweep,cold,scaling,startup,resume,verify]
+                              [--backends auto,pread,io-uring,mmap] [--keep-data] [--workers 0,1,2]
+                              [--skip SYSTEM,...] [--report-to FILE]
 
 `--sections interop` alone (benches/interop.sh) measures foreign datasets read in place (a
 Megatron .bin/.idx and a nanoGPT train.bin over the same 1 GiB of u16 tokens) against the
@@ -600,9 +601,11 @@ def plot(results):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--runs", type=int, default=5)
-    ap.add_argument("--sections", default="main,u32,verify,sweep,cold,startup,resume")
+    ap.add_argument("--sections", default="main,u32,verify,sweep,cold,scaling,startup,resume")
     ap.add_argument("--backends", default="auto,pread,io-uring,mmap")
     ap.add_argument("--keep-data", action="store_true")
+    ap.add_argument("--report-to", default=None,
+                    help="write the generated tables to this file instead of docs/BENCHMARKS.md (no plot)")
     ap.add_argument("--workers", default="0,1,2", help="worker counts of the main section")
     ap.add_argument("--skip", default="", help="systems left out, e.g. burn,torch,grain-dl,guideloom-lib-generic")
     ap.add_argument("--report-only", action="store_true", help="rebuild the tables from benches/out/results.json")
@@ -610,6 +613,10 @@ def main():
                     help="keep the results of the sections not run now from benches/out/results.json")
     args = ap.parse_args()
     secs = args.sections.split(",")
+    if args.report_to:
+        global DOC, PLOT
+        DOC = os.path.abspath(args.report_to)
+        PLOT = os.path.splitext(DOC)[0] + ".png"
     SKIP.update(x for x in args.skip.split(",") if x)
     backends = args.backends.split(",")
     res_path = os.path.join(OUT, "results.json")
