@@ -34,13 +34,10 @@ fn bench(c: &mut Criterion) {
     let source = open();
     let n = source.len();
     // A fixed spread-out batch of windows.
-    let spans: Vec<WindowSpan> =
-        (0..BATCH).map(|k| source.get((k * 7_919) % n).expect("in range")).collect();
+    let spans: Vec<WindowSpan> = (0..BATCH).map(|k| source.get((k * 7_919) % n).expect("in range")).collect();
     let copy = source.collate();
     let want: u64 = copy.collate(spans.clone()).expect("read").data().iter().map(|&t| u64::from(t)).sum();
-    g.bench_function("collate/copy", |b| {
-        b.iter(|| copy.collate(spans.clone()).expect("read").data().len())
-    });
+    g.bench_function("collate/copy", |b| b.iter(|| copy.collate(spans.clone()).expect("read").data().len()));
     // SAFETY: the benchmark's temporary storage is written before this point and never
     // truncated or rewritten while mapped.
     let mapped = source.mapped_collate(unsafe { MmapBackend::new() });
