@@ -4,8 +4,9 @@ tables of docs/BENCHMARKS.md (between the GENERATED markers) and docs/benchmarks
 Run through benches/run.sh (it creates the venv and builds the programs). Results of every run
 are appended to benches/out/results.jsonl.
 
-    python benches/compare.py [--runs N] [--sections main,u32,sweep,cold,startup,resume,verify]
-                              [--backends auto,pread,io-uring,mmap] [--keep-data]
+    python benches/compare.py [--runs N] [--sections main,u32,sweep,cold,scaling,startup,resume,verify]
+                              [--backends auto,pread,io-uring,mmap] [--keep-data] [--workers 0,1,2]
+                              [--skip SYSTEM,...] [--report-to FILE]
 
 `--sections interop` alone (benches/interop.sh) measures foreign datasets read in place (a
 Megatron .bin/.idx and a nanoGPT train.bin over the same 1 GiB of u16 tokens) against the
@@ -27,8 +28,11 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 OUT = os.path.join(ROOT, "benches", "out")
 DATA = os.path.join(OUT, "data")
-TARGET = os.path.join(OUT, "target", "release")
-CLI = os.path.join(ROOT, "target", "release", "guideloom")
+# GUIDELOOM_BENCH_CLI / GUIDELOOM_BENCH_TARGET point at other builds (a CARGO_TARGET_DIR of
+# one's own; a "before" binary for an A/B run); the defaults are benches/run.sh's.
+TARGET = os.environ.get("GUIDELOOM_BENCH_TARGET", os.path.join(OUT, "target", "release"))
+CLI = os.environ.get("GUIDELOOM_BENCH_CLI", os.path.join(ROOT, "target", "release", "guideloom"))
+CLI_BEFORE = os.environ.get("GUIDELOOM_BENCH_CLI_BEFORE")
 NATIVE = os.path.join(TARGET, "guideloom_benches")
 BURN = os.path.join(TARGET, "burn_loader")
 PY = os.path.join(ROOT, "benches", ".venv", "bin", "python")
@@ -82,13 +86,13 @@ def command(system, dtype, seq, workers, k, backend=None, method=None):
     """The command line of one run; k = batches (0 = one epoch)."""
     binf, store = os.path.join(DATA, f"{dtype}.bin"), os.path.join(DATA, dtype)
     env = dict(os.environ)
-    if system == "guideloom-cli":
-        cmd = [CLI, "bench", store, "--seq-len", str(seq), "--batch-size", str(BATCH), "--shuffle", "--seed", str(SEED),
+    if system in ("guideloom-cli", "guideloom-cli-before"):
+        cmd = [CLI if system == "guideloom-cli" else CLI_BEFORE, "bench", store, "--seq-len", str(seq), "--batch-size", str(BATCH), "--shuffle", "--seed", str(SEED),
                "--workers", str(workers), "--backend", backend, "--json"]
         if k:
             cmd += ["--max-batches", str(k)]
-    elif system in ("guideloom-lib", "guideloom-lib-generic"):
-        cmd = [NATIVE, "lib" if system == "guideloom-lib" else "lib-generic", store, dtype, str(seq), str(BATCH), str(workers), str(k), str(SEED)]
+    elif system in ("guideloom-lib", "guideloom-lib-generic", "guideloom-lib-mapped"):
+        cmd = [NATIVE, {"guideloom-lib": "lib", "guideloom-lib-generic": "lib-generic", "guideloom-lib-mapped": "lib-mapped"}[system], store, dtype, str(seq), str(BATCH), str(workers), str(k), str(SEED)]
         if backend and backend != "auto":
             env["GUIDELOOM_IO"] = backend.replace("-", "_")
     elif system in ("guideloom-megatron", "guideloom-nanogpt"):
@@ -102,6 +106,10 @@ def command(system, dtype, seq, workers, k, backend=None, method=None):
     elif system in ("megatron", "nanogpt"):
         path = MEGATRON_PREFIX + ".bin" if system == "megatron" else binf
         cmd = [PY, PEERS, system, path, dtype, str(seq), str(BATCH), "0", str(k), str(SEED)]
+    elif system == "guideloom-cpumap":
+        cmd = [NATIVE, "cpu-map", str(CPU_RECORDS), str(CPU_ROUNDS), str(BATCH), str(workers), str(SEED)]
+    elif system == "burn-cpumap":
+        cmd = [BURN, "cpu-map", str(CPU_RECORDS), str(CPU_ROUNDS), str(BATCH), str(workers), str(SEED)]
     elif system == "raw":
         cmd = [NATIVE, "raw", binf, dtype, str(seq), str(BATCH), str(max(workers, 1)), str(k), str(SEED), method]
     elif system == "burn":
@@ -114,8 +122,12 @@ def command(system, dtype, seq, workers, k, backend=None, method=None):
 def label(system, backend=None, method=None):
     if system == "guideloom-cli":
         return f"guideloom CLI ({backend})"
+    if system == "guideloom-cli-before":
+        return f"guideloom CLI before ({backend})"
     if system == "guideloom-lib":
         return f"guideloom lib TokenWindows ({backend})"
+    if system == "guideloom-lib-mapped":
+        return "guideloom lib zero-copy views (mmap)"
     if system == "guideloom-lib-generic":
         return f"guideloom lib StreamWindows ({backend})"
     if system == "raw":
@@ -126,7 +138,9 @@ def label(system, backend=None, method=None):
         return f"guideloom CLI, nanoGPT train.bin in place ({backend})"
     return {"megatron": "megatron-core IndexedDataset (get per sequence)", "nanogpt": "nanoGPT get_batch (np.memmap gather)",
             "torch": "torch DataLoader", "grain-dl": "Grain DataLoader", "grain-ds": "Grain MapDataset",
-            "burn": "burn DataLoader"}[system]
+            "grain-ds-best": "Grain MapDataset, ReadOptions(num_threads=0), 1 process", "numpy": "numpy memmap gather (np.stack), 1 process",
+            "burn": "burn DataLoader", "guideloom-cpumap": "guideloom Loader, CPU-heavy map",
+            "burn-cpumap": "burn DataLoader, CPU-heavy get"}[system]
 
 
 def cpu_busy():
@@ -220,7 +234,13 @@ def measure(section, configs, runs, results, cold=False):
 PY_K = {("torch", 0): 2000, ("torch", 1): 2000, ("torch", 2): 2000,
         ("grain-dl", 0): 200, ("grain-dl", 1): 600, ("grain-dl", 2): 1000,
         ("grain-ds", 0): 1000, ("grain-ds", 1): 500, ("grain-ds", 2): 500}
+PY_K.update({("numpy", 0): 4000, ("grain-ds-best", 0): 2000})
 PY_SYSTEMS = ("torch", "grain-dl", "grain-ds")
+# Peers at their best configuration, measured once per section (in the workers-0 rounds: one
+# process each).
+PY_BEST = ("numpy", "grain-ds-best")
+# Systems left out (--skip).
+SKIP = set()
 
 
 def rust_k(seq):
@@ -235,6 +255,7 @@ def configs_for(dtype, seq, workers_list, backends, k_py=None, generic=False):
         for b in backends:
             cs.append(dict(system="guideloom-cli", backend=b, dtype=dtype, seq=seq, workers=w, k=rust_k(seq)))
         cs.append(dict(system="guideloom-lib", backend="auto", dtype=dtype, seq=seq, workers=w, k=rust_k(seq)))
+        cs.append(dict(system="guideloom-lib-mapped", backend="auto", dtype=dtype, seq=seq, workers=w, k=rust_k(seq)))
         if generic:
             cs.append(dict(system="guideloom-lib-generic", backend="auto", dtype=dtype, seq=seq, workers=w, k=rust_k(seq)))
         if w != 1:
@@ -245,7 +266,46 @@ def configs_for(dtype, seq, workers_list, backends, k_py=None, generic=False):
             if s == "grain-ds" and w == 1:
                 continue
             cs.append(dict(system=s, dtype=dtype, seq=seq, workers=w, k=(k_py or PY_K)[(s, w)]))
-    return cs
+        if w == min(workers_list):
+            for s in PY_BEST:
+                # One process whatever `workers` says (listed in this workers table).
+                cs.append(dict(system=s, dtype=dtype, seq=seq, workers=w, k=(k_py or PY_K)[(s, 0)]))
+        if CLI_BEFORE:
+            for b in backends:
+                cs.append(dict(system="guideloom-cli-before", backend=b, dtype=dtype, seq=seq, workers=w, k=rust_k(seq)))
+    return [c for c in cs if c["system"] not in SKIP]
+
+
+# The scaling section: records whose map costs a fixed chain of integer-hash steps.
+CPU_RECORDS = 32_000
+CPU_ROUNDS = 12_000
+
+
+def scaling_section(runs, results):
+    cs = [dict(system=s, dtype="-", seq=0, workers=w, k=0) for w in (0, 1, 2) for s in ("guideloom-cpumap", "burn-cpumap")]
+    cs = [c for c in cs if c["system"] not in SKIP]
+    measure("scaling", cs, runs, results)
+
+
+def scaling_table(results):
+    g = group(results, "scaling", key=lambda r: (r["label"], r["workers"]))
+    if not g:
+        return []
+    rate = {k: med([x["windows"] / x["seconds"] for x in v]) for k, v in g.items()}
+    out = [f"{CPU_RECORDS:,} records, batch {BATCH}, shuffled; each record's `map` (guideloom) or `get` (burn) runs "
+           f"{CPU_ROUNDS:,} steps of a dependent integer-hash chain (`work` in benches/native and benches/burn_loader); "
+           "the consumer sums the results. Records/s over the whole run (start-up included); ideal = "
+           "max(workers, 1) x the rate with 0 workers (one thread).", "",
+           "| system | workers | k records/s median (min–max) | µs of CPU per record (1 thread) | share of ideal linear scaling | runs | other load |",
+           "|---|---|---|---|---|---|---|"]
+    for (lab, w), rs in sorted(g.items()):
+        xs = [x["windows"] / x["seconds"] for x in rs]
+        base = rate.get((lab, 0))
+        us = f"{1e6 / base:.1f}" if base else "?"
+        share = f"{rate[(lab, w)] / (max(w, 1) * base):.0%}" if base else "?"
+        out.append(f"| {lab} | {w} | {fmt_k(med(xs))} ({fmt_k(min(xs))}–{fmt_k(max(xs))}) | {us} | {share} | {len(rs)} | "
+                   f"{med([x['other_load'] for x in rs]):.2f} |")
+    return out + [""]
 
 
 def startup_section(runs, results):
@@ -473,6 +533,9 @@ def write_report(results, args):
         for r in ver:
             lines.append(f"| {r['label']} | {r['windows']:,} | {r['checksum']} | {'yes' if r['checksum'] == r['expect'] else 'NO'} |")
         lines.append("")
+    sc = scaling_table(results)
+    if sc:
+        lines += ["### Scaling with a CPU-heavy map (no I/O)", ""] + sc
     st = [r for r in results if r.get("section") == "startup"]
     if st:
         lines += ["### Start-up vs shards (u16, 256 MiB, 65,504 windows of 2,049; workers 2)", "",
@@ -538,14 +601,23 @@ def plot(results):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--runs", type=int, default=5)
-    ap.add_argument("--sections", default="main,u32,verify,sweep,cold,startup,resume")
+    ap.add_argument("--sections", default="main,u32,verify,sweep,cold,scaling,startup,resume")
     ap.add_argument("--backends", default="auto,pread,io-uring,mmap")
     ap.add_argument("--keep-data", action="store_true")
+    ap.add_argument("--report-to", default=None,
+                    help="write the generated tables to this file instead of docs/BENCHMARKS.md (no plot)")
+    ap.add_argument("--workers", default="0,1,2", help="worker counts of the main section")
+    ap.add_argument("--skip", default="", help="systems left out, e.g. burn,torch,grain-dl,guideloom-lib-generic")
     ap.add_argument("--report-only", action="store_true", help="rebuild the tables from benches/out/results.json")
     ap.add_argument("--merge", action="store_true",
                     help="keep the results of the sections not run now from benches/out/results.json")
     args = ap.parse_args()
     secs = args.sections.split(",")
+    if args.report_to:
+        global DOC, PLOT
+        DOC = os.path.abspath(args.report_to)
+        PLOT = os.path.splitext(DOC)[0] + ".png"
+    SKIP.update(x for x in args.skip.split(",") if x)
     backends = args.backends.split(",")
     res_path = os.path.join(OUT, "results.json")
     if args.report_only:
@@ -565,7 +637,7 @@ def main():
                 if d not in ("austen-u16", "austen-u32"):
                     sh(["rm", "-rf", os.path.join(DATA, d)])
         return
-    make_data()
+    make_data(("u16", "u32") if "u32" in secs else ("u16",))
     # Backends this build accepts.
     ok = []
     for b in backends:
@@ -581,7 +653,8 @@ def main():
     open(os.path.join(OUT, "results.jsonl"), "w").close()
     if "main" in secs:
         print("== warm, u16, 2,049 tokens, workers 0/1/2", flush=True)
-        measure("main", configs_for("u16", 2049, (0, 1, 2), ok, generic=True), args.runs, results)
+        measure("main", configs_for("u16", 2049, tuple(int(w) for w in args.workers.split(",")), ok, generic=True),
+                args.runs, results)
     if "u32" in secs:
         print("== warm, u32, 2,049 tokens, workers 2", flush=True)
         measure("u32", configs_for("u32", 2049, (2,), ["auto"]), args.runs, results)
@@ -614,6 +687,9 @@ def main():
         cs += [dict(system="burn", dtype="u16", seq=2049, workers=2, k=k)]
         cs += [dict(system=s, dtype="u16", seq=2049, workers=2, k=k) for s in ("torch", "grain-dl")]
         measure("cold", cs, args.runs, results, cold=True)
+    if "scaling" in secs:
+        print("== scaling with a CPU-heavy map, workers 0/1/2", flush=True)
+        scaling_section(args.runs, results)
     if "startup" in secs:
         print("== start-up vs shards", flush=True)
         startup_section(args.runs, results)

@@ -7,6 +7,8 @@ processes, from /proc VmHWM).
     python peers.py SYSTEM BIN u16|u32 SEQ_LEN BATCH WORKERS MAX_BATCHES(0 = one epoch) SEED
 
 SYSTEM: torch | grain-dl (grain.DataLoader + IndexSampler) | grain-ds (MapDataset API) |
+grain-ds-best (MapDataset through `to_iter_dataset(grain.ReadOptions(num_threads=0))`, WORKERS
+ignored) | numpy (one np.memmap, `np.stack` of each batch's windows, one process) |
 megatron (megatron-core's IndexedDataset over BIN's prefix, read as GPTDataset reads a sample:
 one `get(sequence, offset, length)` per sequence the window touches, concatenated, as int64) |
 nanogpt (nanoGPT's train.py get_batch: a fresh np.memmap per batch, one slice per window,
@@ -67,6 +69,8 @@ def main():
             i = int(i)
             return np.array(self.data[i * seq:(i + 1) * seq])
 
+    if system == "numpy":
+        return numpy_gather(path, np, np_dtype, n, seq, batch, max_batches, seed)
     if system in ("megatron", "nanogpt"):
         import torch
 
@@ -105,9 +109,13 @@ def main():
                                operations=[gp.Batch(batch_size=batch, drop_remainder=False)], worker_count=workers)
         it = iter(loader)
         to_np = lambda b: b
-    elif system == "grain-ds":
+    elif system in ("grain-ds", "grain-ds-best"):
         ds = grain.MapDataset.source(Windows()).shuffle(seed=seed).batch(batch)
-        if workers > 0:
+        if system == "grain-ds-best":
+            # Grain's fastest configuration measured here: no read threads (the source is a
+            # memmap slice, already in memory), no worker processes.
+            it = iter(ds.to_iter_dataset(grain.ReadOptions(num_threads=0)))
+        elif workers > 0:
             it = iter(ds.to_iter_dataset().mp_prefetch(grain.MultiprocessingOptions(num_workers=workers)))
         else:
             it = iter(ds.to_iter_dataset())
@@ -133,6 +141,31 @@ def main():
                       "epoch_windows": n, "rss_kb": rss}), flush=True)
     sys.stdout.flush()
     # Worker teardown is not part of the measured run; the driver kills this process group.
+    os._exit(0)
+
+
+def numpy_gather(path, np, np_dtype, n, seq, batch, max_batches, seed):
+    """The plainest nanoGPT-style loop: one np.memmap of the file, and per batch `np.stack` of
+    the batch's windows (native dtype), in a shuffled order of numpy's default_rng(SEED); one
+    process, no framework."""
+    t0 = time.perf_counter()
+    data = np.memmap(path, dtype=np_dtype, mode="r")
+    order = np.random.default_rng(seed).permutation(n)
+    first = None
+    batches = windows = checksum = 0
+    for b0 in range(0, n, batch):
+        a = np.stack([data[i * seq:(i + 1) * seq] for i in order[b0:b0 + batch]])
+        checksum += int(a.sum(dtype=np.uint64))
+        if first is None:
+            first = time.perf_counter() - t0
+        batches += 1
+        windows += a.shape[0]
+        if max_batches and batches >= max_batches:
+            break
+    seconds = time.perf_counter() - t0
+    print(json.dumps({"batches": batches, "windows": windows, "tokens": windows * seq, "seconds": seconds,
+                      "first_batch_s": first if first is not None else seconds, "checksum": str(checksum),
+                      "epoch_windows": n, "rss_kb": vm_hwm_kb(os.getpid())}), flush=True)
     os._exit(0)
 
 

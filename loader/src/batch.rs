@@ -1,5 +1,7 @@
 //! Batches and collation.
 
+use std::sync::{Arc, Mutex, PoisonError};
+
 use crate::LoaderError;
 
 /// One batch of one rank, as the consumer receives it.
@@ -112,17 +114,125 @@ impl<E: Copy + Send + Sync> Collate<Vec<E>> for StackTokens {
             }
             data.extend_from_slice(r);
         }
-        Ok(TokenBatch { data, rows: records.len(), seq_len })
+        Ok(TokenBatch::from_parts(data, records.len(), seq_len))
     }
 }
 
 /// A row-major `[rows, seq_len]` buffer of token ids (element type `E`), as made by
 /// [`TokenWindowCollate`](crate::TokenWindowCollate) (the token-window fast path) and [`StackTokens`].
-#[derive(Debug, Clone, PartialEq, Eq)]
+///
+/// A batch made by the token-window fast path hands its buffer back to its collation's
+/// [`BufferPool`] when it is dropped, so the next batch is read into memory that is already
+/// allocated and touched (no allocation, no zeroing, no page faults per batch);
+/// [`TokenBatch::into_vec`] keeps the buffer instead. Equality and cloning look at the shape
+/// and the tokens only.
 pub struct TokenBatch<E> {
     data: Vec<E>,
     rows: usize,
     seq_len: usize,
+    /// Where the buffer goes when the batch is dropped.
+    pool: Option<Arc<BufferPool<E>>>,
+}
+
+impl<E: std::fmt::Debug> std::fmt::Debug for TokenBatch<E> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TokenBatch")
+            .field("data", &self.data)
+            .field("rows", &self.rows)
+            .field("seq_len", &self.seq_len)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<E: Clone> Clone for TokenBatch<E> {
+    /// A copy of the tokens in a new buffer (which goes back to the same pool when dropped).
+    fn clone(&self) -> Self {
+        TokenBatch {
+            data: self.data.clone(),
+            rows: self.rows,
+            seq_len: self.seq_len,
+            pool: self.pool.clone(),
+        }
+    }
+}
+
+impl<E: PartialEq> PartialEq for TokenBatch<E> {
+    fn eq(&self, other: &Self) -> bool {
+        (self.rows, self.seq_len) == (other.rows, other.seq_len) && self.data == other.data
+    }
+}
+
+impl<E: Eq> Eq for TokenBatch<E> {}
+
+impl<E> Drop for TokenBatch<E> {
+    fn drop(&mut self) {
+        if let Some(pool) = self.pool.take() {
+            pool.put(std::mem::take(&mut self.data));
+        }
+    }
+}
+
+/// Buffers of dropped [`TokenBatch`]es, kept for the next batches of the same collation.
+///
+/// Holds at most [`BufferPool::MAX_FREE`] buffers, and never more than the batches that were
+/// alive at once (a buffer enters only when its batch is dropped), so it adds nothing to the
+/// loader's memory bound of about `prefetch + workers` batches. A buffer taken from it keeps
+/// the tokens of the batch it last held until they are overwritten: it is always initialised
+/// memory, and the collation overwrites every element before the batch is handed out.
+pub struct BufferPool<E> {
+    free: Mutex<Vec<Vec<E>>>,
+}
+
+impl<E> std::fmt::Debug for BufferPool<E> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BufferPool").field("free", &self.free_buffers()).finish()
+    }
+}
+
+impl<E> Default for BufferPool<E> {
+    fn default() -> Self {
+        BufferPool { free: Mutex::new(Vec::new()) }
+    }
+}
+
+impl<E> BufferPool<E> {
+    /// Most buffers a pool keeps (a dropped batch beyond it frees its buffer).
+    pub const MAX_FREE: usize = 64;
+
+    /// Buffers waiting for reuse now.
+    pub fn free_buffers(&self) -> usize {
+        self.lock().len()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Vec<E>>> {
+        self.free.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Keeps `buf` for reuse (unless it holds nothing or the pool is full).
+    fn put(&self, buf: Vec<E>) {
+        if buf.capacity() > 0 {
+            let mut free = self.lock();
+            if free.len() < Self::MAX_FREE {
+                free.push(buf);
+            }
+        }
+    }
+
+    /// A buffer of exactly `n` initialised elements: a recycled one (its old contents kept,
+    /// shortened, or lengthened with `fill`), or a new one filled with `fill`.
+    pub(crate) fn take(&self, n: usize, fill: E) -> Vec<E>
+    where
+        E: Clone,
+    {
+        let recycled = self.lock().pop();
+        match recycled {
+            Some(mut buf) => {
+                buf.resize(n, fill);
+                buf
+            }
+            None => vec![fill; n],
+        }
+    }
 }
 
 impl<E> TokenBatch<E> {
@@ -130,7 +240,13 @@ impl<E> TokenBatch<E> {
     /// `rows * seq_len` tokens.
     pub(crate) fn from_parts(data: Vec<E>, rows: usize, seq_len: usize) -> Self {
         debug_assert_eq!(data.len(), rows * seq_len);
-        TokenBatch { data, rows, seq_len }
+        TokenBatch { data, rows, seq_len, pool: None }
+    }
+
+    /// As [`TokenBatch::from_parts`], handing the buffer to `pool` when dropped.
+    pub(crate) fn pooled(data: Vec<E>, rows: usize, seq_len: usize, pool: Arc<BufferPool<E>>) -> Self {
+        debug_assert_eq!(data.len(), rows * seq_len);
+        TokenBatch { data, rows, seq_len, pool: Some(pool) }
     }
 
     /// `[rows, seq_len]`: records in the batch, tokens per record.
@@ -148,9 +264,10 @@ impl<E> TokenBatch<E> {
         (i < self.rows).then(|| &self.data[i * self.seq_len..(i + 1) * self.seq_len])
     }
 
-    /// The buffer, giving up the shape.
-    pub fn into_vec(self) -> Vec<E> {
-        self.data
+    /// The buffer, giving up the shape (it is not handed back to a pool).
+    pub fn into_vec(mut self) -> Vec<E> {
+        self.pool = None;
+        std::mem::take(&mut self.data)
     }
 }
 
@@ -180,10 +297,7 @@ impl<E: Copy> TokenBatch<E> {
                 targets.extend_from_slice(&row[1..]);
             }
         }
-        (
-            TokenBatch { data: inputs, rows: self.rows, seq_len: width },
-            TokenBatch { data: targets, rows: self.rows, seq_len: width },
-        )
+        (TokenBatch::from_parts(inputs, self.rows, width), TokenBatch::from_parts(targets, self.rows, width))
     }
 }
 

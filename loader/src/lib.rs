@@ -100,7 +100,7 @@ mod transforms;
 pub use rand;
 
 pub use aliases::{DocumentLoader, TokenLoader, WindowLoader};
-pub use batch::{Batch, Collate, StackTokens, TokenBatch, VecCollate};
+pub use batch::{Batch, BufferPool, Collate, StackTokens, TokenBatch, VecCollate};
 pub use error::{BoxError, LoaderError};
 pub use llmc::{
     llmc_resume_state, llmc_shuffled_resume_state, llmc_shuffled_windows, llmc_windows, LlmcCheckpoint,
@@ -136,7 +136,7 @@ pub use storage_sources::{Documents, MetaWindows, StreamWindows, WindowReader, W
 pub use stream::{
     Rebatched, RebatchedIter, StreamBatch, StreamPacked, StreamPackedIter, StreamState, STREAM_STATE_VERSION,
 };
-pub use token_windows::{TokenWindowCollate, TokenWindows, WindowSpan};
+pub use token_windows::{MappedWindowCollate, TokenWindowCollate, TokenWindows, WindowSpan};
 pub use transforms::{Concat, Filter, Repeat, Slice, WindowShuffle};
 
 /// A stable 64-bit fingerprint of `words` (SplitMix64-style mixing; identical on every

@@ -8,12 +8,14 @@ use std::sync::Arc;
 
 use guideloom_formats::{Dtype, Element, IntTokenFormat, Primitive, TokenElement, TokenFormat};
 use guideloom_storage::foreign::ForeignDataset;
-use guideloom_storage::{Manifest, ReadOptions, StorageError, StreamReader, Window};
+use guideloom_storage::{
+    Manifest, MappedWindows, MmapBackend, ReadOptions, StorageError, StreamReader, Window,
+};
 
 use crate::storage_sources::open_error;
 #[cfg(doc)]
 use crate::StreamWindows;
-use crate::{Collate, DataSource, LoaderError, TokenBatch, WindowParams, WindowReader, Windows};
+use crate::{BufferPool, Collate, DataSource, LoaderError, TokenBatch, WindowParams, WindowReader, Windows};
 
 /// One window of a [`TokenWindows`] source: its record index and its element range. Getting
 /// it does no I/O; [`TokenWindowCollate`] reads the windows of a batch together.
@@ -93,9 +95,13 @@ impl<E> std::fmt::Debug for TokenWindows<E> {
 
 /// Reads the windows of a batch of [`WindowSpan`]s into one [`TokenBatch`] of `E` ids, with
 /// one storage call; made by [`TokenWindows::collate`].
+///
+/// Batches it makes hand their buffers back to its [`BufferPool`] when dropped (clones of
+/// the collation share the pool), and the next batch is read into a recycled buffer: after
+/// the first few batches a loader allocates and zeroes no batch memory.
 pub struct TokenWindowCollate<E> {
     storage: SharedTokens,
-    _element: PhantomData<fn() -> E>,
+    pool: Arc<BufferPool<E>>,
 }
 
 impl<E> std::fmt::Debug for TokenWindowCollate<E> {
@@ -103,13 +109,21 @@ impl<E> std::fmt::Debug for TokenWindowCollate<E> {
         f.debug_struct("TokenWindowCollate")
             .field("element", &std::any::type_name::<E>())
             .field("stored", &self.storage.0.dtype())
+            .field("free_buffers", &self.pool.free_buffers())
             .finish()
     }
 }
 
 impl<E> Clone for TokenWindowCollate<E> {
     fn clone(&self) -> Self {
-        TokenWindowCollate { storage: self.storage.clone(), _element: PhantomData }
+        TokenWindowCollate { storage: self.storage.clone(), pool: Arc::clone(&self.pool) }
+    }
+}
+
+impl<E> TokenWindowCollate<E> {
+    /// The pool the buffers of dropped batches return to.
+    pub fn pool(&self) -> &Arc<BufferPool<E>> {
+        &self.pool
     }
 }
 
@@ -280,7 +294,31 @@ impl<E: Element> TokenWindows<E> {
     /// The collation that reads a batch of this source's windows into a `[batch, seq_len]`
     /// buffer of `E` ids.
     pub fn collate(&self) -> TokenWindowCollate<E> {
-        TokenWindowCollate { storage: self.windows.reader().clone(), _element: PhantomData }
+        TokenWindowCollate { storage: self.windows.reader().clone(), pool: Arc::default() }
+    }
+
+    /// The collation that hands out a batch of this source's windows as views into the
+    /// mapped shards ([`MappedWindows`], little-endian ids of [`TokenWindows::stored_dtype`],
+    /// no copy), for consumers that gather on their own (a copy to a device, a hash). `mmap`
+    /// carries the caller's acceptance of the mmap contract ([`MmapBackend::new`], an
+    /// `unsafe` constructor); the batches stay valid while they live.
+    ///
+    /// ```no_run
+    /// use guideloom_loader::{Loader, TokenWindows};
+    /// use guideloom_storage::MmapBackend;
+    /// let windows = TokenWindows::<u16>::open("tokens", 2049)?;
+    /// // SAFETY: nothing truncates or rewrites the storage's files while this program runs.
+    /// let collate = windows.mapped_collate(unsafe { MmapBackend::new() });
+    /// let loader = Loader::builder(windows).batch_size(32).collate(collate).build()?;
+    /// for batch in loader.iter() {
+    ///     let batch = batch?;
+    ///     let bytes: usize = batch.data.parts().iter().map(|p| p.len()).sum();
+    ///     assert_eq!(bytes, batch.len() * 2049 * 2);
+    /// }
+    /// # Ok::<(), guideloom_loader::LoaderError>(())
+    /// ```
+    pub fn mapped_collate(&self, mmap: MmapBackend) -> MappedWindowCollate {
+        MappedWindowCollate { storage: self.windows.reader().clone(), mmap }
     }
 
     /// Window length in elements.
@@ -347,7 +385,10 @@ impl<E: Element> Collate<WindowSpan> for TokenWindowCollate<E> {
             .filter(|n| n.checked_mul(std::mem::size_of::<E>()).is_some())
             .ok_or_else(too_large)?;
         let spans: Vec<Window> = records.iter().map(|r| Window::new(r.offset, r.len)).collect();
-        let mut data = vec![E::zeroed(); n];
+        // A recycled buffer still holds an earlier batch's ids: every byte is overwritten below
+        // (the read fills the first `n * stored` bytes, widening the rest), and on an error the
+        // buffer is dropped, never handed out.
+        let mut data = self.pool.take(n, E::zeroed());
         let bytes: &mut [u8] = bytemuck::cast_slice_mut(&mut data);
         let stored = self.storage.0.itemsize();
         // The ids land at the front of the buffer, `stored` bytes each, then widen in place.
@@ -355,7 +396,33 @@ impl<E: Element> Collate<WindowSpan> for TokenWindowCollate<E> {
             LoaderError::Storage { index: records.first().map_or(0, |r| r.index), source }
         })?;
         widen_in_place(bytes, n, stored, std::mem::size_of::<E>(), self.storage.0.signed())?;
-        Ok(TokenBatch::from_parts(data, records.len(), seq_len as usize))
+        Ok(TokenBatch::pooled(data, records.len(), seq_len as usize, Arc::clone(&self.pool)))
+    }
+}
+
+/// Hands out the windows of a batch of [`WindowSpan`]s as views into the mapped shards
+/// ([`MappedWindows`], no copy); made by [`TokenWindows::mapped_collate`].
+#[derive(Clone)]
+pub struct MappedWindowCollate {
+    storage: SharedTokens,
+    mmap: MmapBackend,
+}
+
+impl std::fmt::Debug for MappedWindowCollate {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MappedWindowCollate").field("stored", &self.storage.0.dtype()).finish()
+    }
+}
+
+impl Collate<WindowSpan> for MappedWindowCollate {
+    type Output = MappedWindows;
+
+    fn collate(&self, records: Vec<WindowSpan>) -> Result<MappedWindows, LoaderError> {
+        let spans: Vec<Window> = records.iter().map(|r| Window::new(r.offset, r.len)).collect();
+        self.storage
+            .0
+            .map_many(&spans, &self.mmap)
+            .map_err(|source| LoaderError::Storage { index: records.first().map_or(0, |r| r.index), source })
     }
 }
 
@@ -376,6 +443,8 @@ trait TokenStorage: Send + Sync + std::fmt::Debug {
     }
     /// Reads windows as little-endian ids, back to back, into `out`.
     fn read_into(&self, windows: &[Window], out: &mut [u8]) -> Result<(), StorageError>;
+    /// The windows as views into the mapped shards.
+    fn map_many(&self, windows: &[Window], mmap: &MmapBackend) -> Result<MappedWindows, StorageError>;
 }
 
 impl<S: TokenElement> TokenStorage for StreamReader<TokenFormat<S>> {
@@ -393,6 +462,9 @@ impl<S: TokenElement> TokenStorage for StreamReader<TokenFormat<S>> {
     }
     fn read_into(&self, windows: &[Window], out: &mut [u8]) -> Result<(), StorageError> {
         self.read_many_into(windows, out)
+    }
+    fn map_many(&self, windows: &[Window], mmap: &MmapBackend) -> Result<MappedWindows, StorageError> {
+        StreamReader::map_many(self, windows, mmap)
     }
 }
 
@@ -414,6 +486,9 @@ impl TokenStorage for StreamReader<IntTokenFormat> {
     }
     fn read_into(&self, windows: &[Window], out: &mut [u8]) -> Result<(), StorageError> {
         self.read_many_into(windows, out)
+    }
+    fn map_many(&self, windows: &[Window], mmap: &MmapBackend) -> Result<MappedWindows, StorageError> {
+        StreamReader::map_many(self, windows, mmap)
     }
 }
 

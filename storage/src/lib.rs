@@ -104,6 +104,6 @@ pub use manifest::{
 pub use remote::{CacheOptions, RemoteOptions, RetryPolicy, StorageLocation};
 #[cfg(feature = "remote")]
 pub use remote::{RemoteDir, RemoteStats};
-pub use stream::{StreamReader, StreamWriter};
+pub use stream::{MappedWindows, StreamReader, StreamWriter};
 pub use stream_meta::{StreamWithMetaReader, StreamWithMetaWriter};
 pub use verify::{verify, verify_in, VerifyReport};

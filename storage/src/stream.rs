@@ -7,7 +7,7 @@ use crate::core::{
     check_file, PlannedOutput, ReadPlan, Reader, ReaderIndex, ReaderKind, Sealed, Window, Writer,
 };
 use crate::dir::StorageDir;
-use crate::io::{ReadRequest, ShardFile};
+use crate::io::{MappedBytes, MmapBackend, ReadRequest, ShardFile};
 use crate::kind::Stream;
 use crate::manifest::{shard_file_name, Manifest, MANIFEST_FILE};
 use crate::{Result, StorageError};
@@ -276,6 +276,69 @@ impl<F: StreamFormat> Reader<Stream<F>> {
             swap_elements(out, self.index().itemsize());
         }
         Ok(())
+    }
+}
+
+/// A batch of stream windows as zero-copy views into the mapped shard files, made by
+/// [`Reader::map_many`]: window `i` is the concatenation of [`MappedWindows::window`]`(i)`'s
+/// pieces (one per shard it crosses, in stream order), each a [`MappedBytes`] of
+/// little-endian element bytes. The views keep their maps alive: they stay valid while this
+/// value (or a clone of a piece) lives, whatever the reader's descriptor cache closes.
+#[derive(Debug, Clone, Default)]
+pub struct MappedWindows {
+    parts: Vec<MappedBytes>,
+    /// Per window: one past its last piece.
+    ends: Vec<usize>,
+}
+
+impl MappedWindows {
+    /// Number of windows.
+    pub fn len(&self) -> usize {
+        self.ends.len()
+    }
+
+    /// Whether the batch holds no window.
+    pub fn is_empty(&self) -> bool {
+        self.ends.is_empty()
+    }
+
+    /// The pieces of window `i` in stream order (one per shard the window crosses), or
+    /// `None` when `i >= len()`.
+    pub fn window(&self, i: usize) -> Option<&[MappedBytes]> {
+        let end = *self.ends.get(i)?;
+        let start = if i == 0 { 0 } else { self.ends[i - 1] };
+        self.parts.get(start..end)
+    }
+
+    /// Every piece of every window, in batch order.
+    pub fn parts(&self) -> &[MappedBytes] {
+        &self.parts
+    }
+}
+
+impl<F: StreamFormat> Reader<Stream<F>> {
+    /// A batch of windows as views into the mapped shards ([`MappedWindows`]), without
+    /// copying a byte: for callers that gather on their own (a copy to a device, a hash).
+    /// The mmap contract is the caller's, accepted when it built `mmap`
+    /// ([`MmapBackend::new`]); the reader's own backend is not used.
+    ///
+    /// # Errors
+    /// [`StorageError::OutOfRange`] for a window past the end; [`StorageError::Backend`]
+    /// when the storage is not in a local directory or its elements are big-endian (a
+    /// foreign `>` array: its bytes cannot be served as little-endian in place); otherwise
+    /// as [`MmapBackend::map_range`].
+    pub fn map_many(&self, windows: &[Window], mmap: &MmapBackend) -> Result<MappedWindows> {
+        let refuse = |reason: &str| StorageError::Backend { backend: "mmap", reason: reason.into() };
+        if self.storage_dir().local_dir().is_none() {
+            return Err(refuse("zero-copy views need a storage in a local directory"));
+        }
+        if self.index().swapped() {
+            return Err(refuse("big-endian elements cannot be viewed in place as little-endian ids"));
+        }
+        let plan = self.plan(windows)?;
+        let parts = mmap.map_ranges(self.files(), plan.requests())?;
+        let ends = (0..plan.len()).map(|i| plan.segment_range(i).end).collect();
+        Ok(MappedWindows { parts, ends })
     }
 }
 

@@ -4,6 +4,7 @@
 //! `StackTokens`); the consumer sums every token id (the checksum).
 //!
 //! Usage: burn_loader BIN u16|u32 SEQ_LEN BATCH WORKERS MAX_BATCHES(0 = one epoch) SEED
+//!        burn_loader cpu-map RECORDS ROUNDS BATCH WORKERS SEED (a CPU-heavy `get`, see `work`)
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -93,8 +94,72 @@ fn run<T: Tok>(path: &str, seq: usize, batch: usize, workers: usize, max_batches
     std::process::exit(0); // do not wait for burn's workers to drain the rest of the epoch
 }
 
+/// A fixed amount of real CPU work for record `i`: `rounds` steps of a dependent integer hash
+/// chain (the same function as `benches/native cpu-map`; ~20 µs at 12,000 rounds here).
+fn work(i: u64, rounds: u64) -> u64 {
+    let mut h = i ^ 0x9e37_79b9_7f4a_7c15;
+    for _ in 0..rounds {
+        h = h.wrapping_mul(0x0100_0000_01b3) ^ (h >> 29);
+    }
+    h
+}
+
+struct CpuRecords {
+    n: usize,
+    rounds: u64,
+}
+
+impl Dataset<u64> for CpuRecords {
+    fn get(&self, index: usize) -> Result<u64, DatasetError> {
+        Ok(work(index as u64, self.rounds))
+    }
+    fn len(&self) -> usize {
+        self.n
+    }
+}
+
+#[derive(Clone, Debug)]
+struct Collect;
+
+impl Batcher<u64, Vec<u64>> for Collect {
+    fn batch(&self, items: Vec<u64>, _device: &burn_core::tensor::Device) -> Vec<u64> {
+        items
+    }
+}
+
+/// `burn_loader cpu-map RECORDS ROUNDS BATCH WORKERS SEED`: records whose `get` costs
+/// `work(i, ROUNDS)`, shuffled, batched; the consumer sums the results.
+fn cpu_map(n: usize, rounds: u64, batch: usize, workers: usize, seed: u64) {
+    let t0 = Instant::now();
+    let loader = DataLoaderBuilder::new(Collect)
+        .batch_size(batch)
+        .shuffle(seed)
+        .num_workers(workers)
+        .build(CpuRecords { n, rounds });
+    let mut first = None;
+    let (mut batches, mut records, mut checksum) = (0usize, 0usize, 0u64);
+    for b in loader.iter() {
+        let b: Vec<u64> = b.expect("batch");
+        checksum = b.iter().fold(checksum, |a, &x| a.wrapping_add(x));
+        first.get_or_insert_with(|| t0.elapsed().as_secs_f64());
+        batches += 1;
+        records += b.len();
+    }
+    let seconds = t0.elapsed().as_secs_f64();
+    println!(
+        "{}",
+        serde_json::json!({"batches": batches, "windows": records, "seconds": seconds,
+            "first_batch_s": first.unwrap_or(seconds), "checksum": checksum.to_string(), "epoch_windows": n})
+    );
+    std::process::exit(0);
+}
+
 fn main() {
     let a: Vec<String> = std::env::args().collect();
+    if a.get(1).map(String::as_str) == Some("cpu-map") && a.len() == 7 {
+        let p = |i: usize| a[i].parse::<usize>().expect("number");
+        return cpu_map(p(2), p(3) as u64, p(4), p(5), p(6) as u64);
+    }
     if a.len() != 8 {
         eprintln!("usage: burn_loader BIN u16|u32 SEQ_LEN BATCH WORKERS MAX_BATCHES SEED");
         std::process::exit(2);

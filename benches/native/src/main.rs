@@ -11,6 +11,10 @@
 //!   library's token-window fast path: `TokenWindows` + `Loader` (shuffle, `windows.collate()`:
 //!   one read per batch into the `[B, L]` buffer); backend from `GUIDELOOM_IO`.
 //!   `lib-generic ...`: the generic path, `StreamWindows` (a `Vec` per window) + `StackTokens`.
+//! - `lib-mapped DIR u16|u32 SEQ BATCH WORKERS MAX_BATCHES SEED`: zero-copy batches
+//!   (`TokenWindows::mapped_collate`: views into the mapped shards), summed in place.
+//! - `cpu-map RECORDS ROUNDS BATCH WORKERS SEED`: scaling with a CPU-heavy `map` (a fixed
+//!   integer-hash chain per record), over record indices (no I/O).
 //! - `resume DIR u16|u32 SEQ BATCH POSITION`: checkpoint size at batch POSITION and the time of
 //!   `iter_from(state)` + first batch in a fresh loader (no replay), checked against
 //!   `Loader::batch(POSITION)`.
@@ -36,6 +40,9 @@ fn main() {
         (Some("mkdata"), Some("u16")) => mkdata::<u16>(&a[1], n(3), n(4), &a[5], a.get(6)),
         (Some("mkdata"), Some("u32")) => mkdata::<u32>(&a[1], n(3), n(4), &a[5], a.get(6)),
         (Some("raw"), Some(d)) => raw(&a[1], if d == "u16" { 2 } else { 4 }, n(3), n(4), n(5), n(6), n(7), &a[8]),
+        (Some("cpu-map"), _) => cpu_map(n(1), n(2), n(3), n(4), n(5)),
+        (Some("lib-mapped"), Some("u16")) => lib_mapped::<u16>(&a[1], n(3), n(4), n(5), n(6), n(7)),
+        (Some("lib-mapped"), Some("u32")) => lib_mapped::<u32>(&a[1], n(3), n(4), n(5), n(6), n(7)),
         (Some(c @ ("lib" | "lib-generic")), Some("u16")) => lib::<u16>(c == "lib", &a[1], n(3), n(4), n(5), n(6), n(7)),
         (Some(c @ ("lib" | "lib-generic")), Some("u32")) => lib::<u32>(c == "lib", &a[1], n(3), n(4), n(5), n(6), n(7)),
         (Some("resume"), Some("u16")) => resume::<u16>(&a[1], n(3), n(4), n(5)),
@@ -268,6 +275,87 @@ fn lib<T: Tok>(fast: bool, dir: &str, seq: u64, batch: u64, workers: u64, max_ba
         let epoch_windows = guideloom_loader::DataSource::len(loader.source());
         consume(t0, open_s, epoch_windows, seq, max_batches, loader.iter().map(|b| b.expect("batch").data));
     }
+}
+
+/// A fixed amount of real CPU work for record `i`: `rounds` steps of a dependent integer hash
+/// chain (the same function as `benches/burn_loader cpu-map`; ~20 µs at 12,000 rounds here).
+fn work(i: u64, rounds: u64) -> u64 {
+    let mut h = i ^ 0x9e37_79b9_7f4a_7c15;
+    for _ in 0..rounds {
+        h = h.wrapping_mul(0x0100_0000_01b3) ^ (h >> 29);
+    }
+    h
+}
+
+/// `cpu-map RECORDS ROUNDS BATCH WORKERS SEED`: a loader over record indices whose `map` costs
+/// `work(i, ROUNDS)` (shuffled, batch BATCH, WORKERS threads); the consumer sums the results.
+fn cpu_map(n: u64, rounds: u64, batch: u64, workers: u64, seed: u64) {
+    let t0 = Instant::now();
+    let loader = Loader::builder(guideloom_loader::RangeSource::new(0, n as i64, 1).expect("range"))
+        .shuffle(seed)
+        .epochs(1)
+        .batch_size(batch)
+        .workers(workers as usize)
+        .map(move |i, _| work(i as u64, rounds))
+        .build()
+        .expect("loader");
+    let mut first = None;
+    let (mut batches, mut records, mut checksum) = (0u64, 0u64, 0u64);
+    for b in loader.iter() {
+        let b = b.expect("batch");
+        checksum = b.data.iter().fold(checksum, |a, &x| a.wrapping_add(x));
+        first.get_or_insert_with(|| t0.elapsed().as_secs_f64());
+        batches += 1;
+        records += b.data.len() as u64;
+    }
+    let seconds = t0.elapsed().as_secs_f64();
+    println!(
+        "{}",
+        json!({"batches": batches, "windows": records, "seconds": seconds, "first_batch_s": first.unwrap_or(seconds),
+               "checksum": checksum.to_string(), "epoch_windows": n})
+    );
+}
+
+/// Zero-copy batches: `TokenWindows::mapped_collate` hands each batch out as views into the
+/// mapped shards; the consumer sums the ids in place (no copy into a batch buffer).
+fn lib_mapped<T: Tok>(dir: &str, seq: u64, batch: u64, workers: u64, max_batches: u64, seed: u64) {
+    let t0 = Instant::now();
+    let windows = TokenWindows::<T>::open(dir, seq).expect("open storage");
+    let open_s = t0.elapsed().as_secs_f64();
+    // SAFETY: the benchmark's data sets are written once before the runs; nothing truncates or
+    // rewrites them while this program maps them.
+    let collate = windows.mapped_collate(unsafe { guideloom_storage::MmapBackend::new() });
+    let loader = Loader::builder(windows)
+        .shuffle(seed)
+        .epochs(1)
+        .batch_size(batch)
+        .workers(workers as usize)
+        .collate(collate)
+        .build()
+        .expect("loader");
+    let epoch_windows = guideloom_loader::DataSource::len(loader.source());
+    let size = std::mem::size_of::<T>();
+    let mut first = None;
+    let (mut n, mut wins, mut checksum) = (0u64, 0u64, 0u64);
+    for b in loader.iter() {
+        let b = b.expect("batch");
+        for part in b.data.parts() {
+            checksum = checksum.wrapping_add(sum_tokens(part, size));
+        }
+        first.get_or_insert_with(|| t0.elapsed().as_secs_f64());
+        n += 1;
+        wins += b.data.len() as u64;
+        if max_batches > 0 && n >= max_batches {
+            break;
+        }
+    }
+    let seconds = t0.elapsed().as_secs_f64();
+    println!(
+        "{}",
+        json!({"batches": n, "windows": wins, "tokens": wins * seq, "seconds": seconds, "open_s": open_s,
+               "first_batch_s": first.unwrap_or(seconds), "checksum": checksum.to_string(), "epoch_windows": epoch_windows,
+               "backend": "mmap (zero-copy views)"})
+    );
 }
 
 fn consume<T: Tok>(

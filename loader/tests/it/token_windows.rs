@@ -211,3 +211,98 @@ fn narrowing_is_refused() {
         other => panic!("unexpected {other:?}"),
     }
 }
+
+/// Batches are read into recycled buffers (a dropped batch hands its buffer back): every batch
+/// still equals the decoded path's, with a short final batch (1 row) whose buffer is then
+/// lengthened for the next epoch's full batches, at 0 and 2 workers.
+#[test]
+fn recycled_batch_buffers_hold_exactly_the_batch() {
+    let dir = storage();
+    for workers in [0, 2] {
+        let slow = Loader::builder(
+            StreamWindows::with_stride(
+                guideloom_storage::StreamReader::open(dir.path(), TokenFormat::<u32>::new()).unwrap(),
+                129,
+                100,
+            )
+            .unwrap(),
+        )
+        .shuffle(9)
+        .epochs(3)
+        .batch_size(8)
+        .collate(StackTokens)
+        .build()
+        .unwrap();
+        let source = TokenWindows::<u32>::open_with(dir.path(), 129, 100, ReadOptions::default()).unwrap();
+        let collate = source.collate();
+        let pool = std::sync::Arc::clone(collate.pool());
+        let fast = Loader::builder(source)
+            .shuffle(9)
+            .epochs(3)
+            .batch_size(8)
+            .workers(workers)
+            .prefetch(1)
+            .collate(collate)
+            .build()
+            .unwrap();
+        let expected: Vec<_> = slow.iter().map(|b| b.unwrap().data).collect();
+        assert_eq!(expected.len(), 15);
+        assert_eq!(expected[4].shape(), [1, 129], "33 windows: the last batch of an epoch has 1 row");
+        let mut buffers = std::collections::HashSet::new();
+        let mut n = 0;
+        for (b, want) in fast.iter().zip(&expected) {
+            let b = b.unwrap();
+            assert_eq!(b.data, *want, "batch {} ({workers} workers)", b.number);
+            buffers.insert(b.data.data().as_ptr() as usize);
+            n += 1;
+            // `b` drops here: its buffer goes back to the pool.
+        }
+        assert_eq!(n, 15);
+        assert!(buffers.len() < n, "{workers} workers: 15 batches in {} distinct buffers", buffers.len());
+        assert!(pool.free_buffers() >= 1);
+        // A batch taken out of its buffer does not return it.
+        let kept = fast.batch(0).unwrap().unwrap().data.into_vec();
+        assert_eq!(kept, expected[0].data());
+    }
+}
+
+/// Zero-copy batches: the views of each window, concatenated, are the bytes the copying path
+/// reads (windows crossing the shard boundary and the empty shard come in two pieces), at 0
+/// and 2 workers.
+#[test]
+fn mapped_batches_view_the_same_bytes_as_the_copying_path() {
+    let dir = storage();
+    for workers in [0, 2] {
+        let source = TokenWindows::<u32>::open_with(dir.path(), 129, 100, ReadOptions::default()).unwrap();
+        let copying = source.collate();
+        // SAFETY: nothing truncates or rewrites this private temporary storage while it is mapped.
+        let mapped = source.mapped_collate(unsafe { guideloom_storage::MmapBackend::new() });
+        let loader = Loader::builder(source)
+            .shuffle(3)
+            .batch_size(8)
+            .workers(workers)
+            .collate(mapped)
+            .build()
+            .unwrap();
+        let mut windows = 0;
+        let mut two_pieces = 0;
+        for b in loader.iter() {
+            let b = b.unwrap();
+            let spans: Vec<_> = b.indices.iter().map(|&i| loader.source().get(i).unwrap()).collect();
+            let want = copying.collate(spans).unwrap();
+            assert_eq!(b.data.len(), b.len());
+            for row in 0..b.len() {
+                let pieces = b.data.window(row).unwrap();
+                two_pieces += usize::from(pieces.len() == 2);
+                let bytes: Vec<u8> = pieces.iter().flat_map(|p| p.iter().copied()).collect();
+                let ids: Vec<u32> =
+                    bytes.chunks_exact(4).map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect();
+                assert_eq!(ids, want.row(row).unwrap(), "window {} ({workers} workers)", b.indices[row]);
+            }
+            assert!(b.data.window(b.len()).is_none());
+            windows += b.len();
+        }
+        assert_eq!(windows, 33);
+        assert_eq!(two_pieces, 1, "window 9 = tokens [900, 1029) crosses from shard 0 to shard 2");
+    }
+}

@@ -56,6 +56,16 @@ impl MmapBackend {
         self.map_range_with(files, request, &mut Vec::new())
     }
 
+    /// Every request as a zero-copy slice, in request order (a batch takes the file set's
+    /// lock once per file, not per request).
+    ///
+    /// # Errors
+    /// As [`MmapBackend::map_range`], for the first request that fails.
+    pub fn map_ranges(&self, files: &FileSet, requests: &[ReadRequest]) -> Result<Vec<MappedBytes>> {
+        let mut seen = Vec::new();
+        requests.iter().map(|r| self.map_range_with(files, *r, &mut seen)).collect()
+    }
+
     /// [`MmapBackend::map_range`] reusing the maps already looked up for this batch in `seen`
     /// (file index, map), so a batch takes the file set's lock once per file, not per request.
     fn map_range_with(
@@ -122,6 +132,10 @@ impl ReadBackend for MmapBackend {
 
 /// A zero-copy view of mapped shard bytes; keeps its map alive (the map outlives the
 /// [`FileSet`] cache entry if needed). Dereferences to `[u8]`.
+///
+/// A view of a page-aligned map at an offset that is a multiple of the element size is
+/// aligned for that element, so `bytemuck::cast_slice` turns the view of a stream's ids into
+/// `&[u16]` (`&[u32]` ...) without copying.
 #[derive(Debug, Clone)]
 pub struct MappedBytes {
     map: Option<Arc<memmap2::Mmap>>,
