@@ -19,8 +19,9 @@ to the same bucket. Every system reads one shuffled epoch of the same windows in
 
 Figures per row: time to the first batch (from opening the storage / constructing the
 dataset), steady windows/s (windows after the first batch over the time after it), bytes
-fetched per byte delivered (2xx body bytes counted at the proxy over the bytes of the windows
-delivered), the peak size of the local cache directory (sampled every 20 ms), and the
+the seconds of the whole epoch, the requests
+the proxy received, bytes fetched per byte delivered (2xx body bytes counted at the proxy over
+the bytes of the windows delivered), the peak size of the local cache directory (sampled every 20 ms), and the
 1-minute load average before the row.
 """
 
@@ -312,11 +313,13 @@ def main():
 
         def row(label, run, cache_dir, remote=True):
             load = os.getloadavg()[0]
-            before = proxy.stats()["body_bytes"]
+            before = proxy.stats()
             os.makedirs(cache_dir, exist_ok=True)
             with PeakSampler(cache_dir) as peak:
                 r = run()
-            fetched = proxy.stats()["body_bytes"] - before
+            after = proxy.stats()
+            fetched = after["body_bytes"] - before["body_bytes"]
+            requests = after["requests"] - before["requests"]
             delivered = r["windows"] * delivered_per_window
             rows.append(
                 dict(
@@ -325,6 +328,8 @@ def main():
                     steady=r["steady"],
                     ratio=(fetched / delivered) if remote else None,
                     fetched=fetched,
+                    requests=requests if remote else None,
+                    seconds=r["seconds"],
                     delivered=delivered,
                     peak=peak.peak,
                     load=load,
@@ -358,15 +363,16 @@ def main():
         )
         print()
         print(
-            "| system | first batch ms | steady windows/s | fetched / delivered | peak cache | "
-            "windows | token sum | load (1 min) |"
+            "| system | first batch ms | steady windows/s | epoch s | requests | fetched / delivered | "
+            "peak cache | windows | token sum | load (1 min) |"
         )
-        print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+        print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
         for r in rows:
             ratio = "-" if r["ratio"] is None else f"{r['ratio']:.2f} ({r['fetched']:,} / {r['delivered']:,})"
             ok = {True: "=", False: "differs", None: "(partial epoch)"}[r["checksum_ok"]]
             print(
-                f"| {r['label']} | {r['first_ms']:.0f} | {r['steady']:,.0f} | {ratio} | "
+                f"| {r['label']} | {r['first_ms']:,.0f} | {r['steady']:,.0f} | {r['seconds']:.2f} | "
+                f"{'-' if r['requests'] is None else r['requests']} | {ratio} | "
                 f"{r['peak']:,} bytes | {r['windows']:,} | {ok} | {r['load']:.2f} |"
             )
     finally:
