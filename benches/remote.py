@@ -170,7 +170,11 @@ def write_data(args, work, gl_bin, moto_endpoint):
         for i in range(n):
             w.write({"tokens": stream[i * args.seq_len : (i + 1) * args.seq_len]})
     expected = int(stream[: n * args.seq_len].astype(np.uint64).sum())
-    return local, n, expected
+    import boto3
+
+    listing = boto3.client("s3", endpoint_url=moto_endpoint).list_objects_v2(Bucket=BUCKET, Prefix="mds/")
+    mds_shards = sum(1 for o in listing.get("Contents", []) if o["Key"].endswith(".mds"))
+    return local, n, expected, mds_shards
 
 
 def run_guideloom(args, gl_bin, storage, env):
@@ -304,7 +308,7 @@ def main():
 
         req = urllib.request.Request(f"http://127.0.0.1:{moto_port}/{BUCKET}", method="PUT")
         urllib.request.build_opener(urllib.request.ProxyHandler({})).open(req).close()
-        local, n, expected = write_data(args, work, args.guideloom, f"http://127.0.0.1:{moto_port}")
+        local, n, expected, mds_shards = write_data(args, work, args.guideloom, f"http://127.0.0.1:{moto_port}")
         proxy = Proxy(args.fault_proxy, moto_port, args.latency_ms)
         env = local_env(proxy.endpoint)
         token_bytes = 2
@@ -359,7 +363,8 @@ def main():
 
         print(
             f"{args.shards} x {args.shard_tokens} u16 tokens ({n} windows of {args.seq_len}), batch {args.batch_size}, "
-            f"{args.workers} workers, {args.latency_ms} ms per request at the proxy; token sum {expected}"
+            f"{args.workers} workers, {args.latency_ms} ms per request at the proxy; token sum {expected}; "
+            f"{mds_shards} MDS shards"
         )
         print()
         print(
