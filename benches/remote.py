@@ -225,9 +225,16 @@ def _stack(batch):
     return np.stack([s["tokens"] for s in batch])
 
 
+def _trace_worker(_):
+    import faulthandler
+
+    faulthandler.dump_traceback_later(float(os.environ["REMOTE_BENCH_TRACE_S"]), exit=False)
+
+
 def streaming_child(argv):
     """One Streaming epoch in its own process (its shared memory and locks start clean);
-    prints the figures as JSON."""
+    prints the figures as JSON. With REMOTE_BENCH_TRACE_S set, every process of it dumps its
+    Python stacks to stderr after that many seconds (to see where a stall waits)."""
     import numpy as np
     from streaming import StreamingDataset
     from streaming.base.util import clean_stale_shared_memory
@@ -235,6 +242,9 @@ def streaming_child(argv):
 
     conf, local, batch_size, workers = argv[0], argv[1], int(argv[2]), int(argv[3])
     clean_stale_shared_memory()
+    trace = os.environ.get("REMOTE_BENCH_TRACE_S")
+    if trace:
+        _trace_worker(None)
     t0 = time.perf_counter()
     ds = StreamingDataset(
         remote=f"s3://{BUCKET}/mds",
@@ -245,7 +255,13 @@ def streaming_child(argv):
         num_canonical_nodes=1,
         **STREAMING_CONFIGS[conf],
     )
-    dl = DataLoader(ds, batch_size=batch_size, num_workers=workers, collate_fn=_stack)
+    dl = DataLoader(
+        ds,
+        batch_size=batch_size,
+        num_workers=workers,
+        collate_fn=_stack,
+        worker_init_fn=_trace_worker if trace else None,
+    )
     first = None
     windows, checksum = 0, 0
     for b in dl:
@@ -268,6 +284,7 @@ def streaming_child(argv):
 
 
 def run_streaming(args, conf, local, env):
+    # A bound on one epoch: one run of the defaults hung (workers idle) for over 10 minutes.
     out = subprocess.run(
         [
             sys.executable,
@@ -282,6 +299,7 @@ def run_streaming(args, conf, local, env):
         env=env,
         stdout=subprocess.PIPE,
         text=True,
+        timeout=300,
     ).stdout
     return json.loads(out.strip().splitlines()[-1])
 
@@ -320,7 +338,11 @@ def main():
             before = proxy.stats()
             os.makedirs(cache_dir, exist_ok=True)
             with PeakSampler(cache_dir) as peak:
-                r = run()
+                try:
+                    r = run()
+                except subprocess.TimeoutExpired:
+                    print(f"{label}: no epoch within 300 s, row left out", file=sys.stderr, flush=True)
+                    return
             after = proxy.stats()
             fetched = after["body_bytes"] - before["body_bytes"]
             requests = after["requests"] - before["requests"]
