@@ -242,3 +242,53 @@ fn issue19_state_of_another_kind_names_the_field_not_an_untagged_enum() {
     let old = State::from_json(v1).expect("v1");
     assert_eq!((old.version, old.global_batch, old.to_json()), (1, 8, v1.to_string()));
 }
+
+/// A packing with rows longer than [`guideloom_loader::MAX_ROW_TOKENS`] is refused when it is
+/// built; it used to be accepted and then panic with "capacity overflow" (or try to allocate
+/// five arrays of `seq_len` entries) on the first row: `guideloom batches --pack first-fit
+/// --seq-len 18446744073709551615`.
+#[test]
+fn issue16_rows_too_long_to_allocate_are_refused_not_a_capacity_overflow_panic() {
+    use guideloom_loader::{
+        Filter, PackConfig, PackPlan, PackStrategy, Packed, StreamPacked, VecSource, MAX_ROW_TOKENS,
+    };
+    assert_eq!(MAX_ROW_TOKENS, 1 << 32);
+    #[allow(clippy::ptr_arg)]
+    fn all(_: &Vec<u32>) -> bool {
+        true
+    }
+    let strategies =
+        [PackStrategy::ConcatSplit, PackStrategy::FirstFit { bins: 2 }, PackStrategy::BestFitDecreasing];
+    for l in [MAX_ROW_TOKENS + 1, u64::MAX] {
+        let want = format!(
+            "invalid configuration: pack: rows of {l} tokens: more than the 4294967296 a row can hold"
+        );
+        for strategy in strategies {
+            let e = PackPlan::new(&[3, 5], PackConfig::new(l, strategy)).unwrap_err();
+            assert_eq!(e.to_string(), want);
+            let docs = VecSource::new(vec![vec![1u32, 2, 3]]);
+            let e = Packed::scan(docs, PackConfig::new(l, strategy), 0u32, u32::MAX).unwrap_err();
+            assert_eq!(e.to_string(), want);
+        }
+        let loader = Loader::builder(Filter::new(
+            VecSource::new(vec![vec![1u32, 2, 3]]),
+            all as fn(&Vec<u32>) -> bool,
+            1,
+        ))
+        .batch_size(1)
+        .build()
+        .unwrap();
+        let e = StreamPacked::new(
+            loader,
+            PackConfig::new(l, PackStrategy::FirstFit { bins: 1 }),
+            1,
+            0u32,
+            u32::MAX,
+        )
+        .unwrap_err();
+        assert_eq!(e.to_string(), want);
+    }
+    // The largest allowed row still plans (no row is laid out here).
+    let plan = PackPlan::new(&[3, 5], PackConfig::new(MAX_ROW_TOKENS, PackStrategy::ConcatSplit)).unwrap();
+    assert_eq!(plan.rows(), 1);
+}
