@@ -58,20 +58,30 @@ fn widen<E: TokenElement>(v: Vec<E>) -> Vec<u32> {
     v.into_iter().map(|t| Into::<u64>::into(t) as u32).collect()
 }
 
-/// Opens `dir`: its documents (`documents`, stream-with-meta storages only) or its windows.
-/// Opens one storage as windows, or as documents for `--pack`, with its token count.
+/// Opens `dir` (a local path or a storage URL): its documents (`documents`, stream-with-meta
+/// storages only) or its windows, with its token count.
 fn open(dir: &Path, w: &WindowArgs, documents: bool) -> CliResult<(Tokens, u64)> {
     let opts = read_options(w.backend)?;
-    let m = Manifest::load(dir)?;
+    let remote = crate::cmd::location::remote(dir)?;
+    let m = match &remote {
+        Some(d) => Manifest::load_from(d.as_ref())?,
+        None => Manifest::load(dir)?,
+    };
     let stride = w.stride.unwrap_or(w.seq_len);
+    type Remote = Option<Arc<dyn guideloom::storage::StorageDir>>;
     fn meta<E: TokenElement>(
         dir: &Path,
+        remote: Remote,
         o: guideloom::storage::ReadOptions,
         docs: bool,
         l: u64,
         s: u64,
     ) -> CliResult<(Tokens, u64)> {
-        let r = StreamWithMetaReader::open_with(dir, DocumentTokensFormat::<E>::new(), o)?;
+        let f = DocumentTokensFormat::<E>::new();
+        let r = match remote {
+            Some(d) => StreamWithMetaReader::open_in(d, f, o)?,
+            None => StreamWithMetaReader::open_with(dir, f, o)?,
+        };
         let tokens = r.len();
         if !docs {
             holds_a_window(dir, tokens, l)?;
@@ -88,27 +98,32 @@ fn open(dir: &Path, w: &WindowArgs, documents: bool) -> CliResult<(Tokens, u64)>
     }
     fn stream<E: TokenElement>(
         dir: &Path,
+        remote: Remote,
         o: guideloom::storage::ReadOptions,
         l: u64,
         s: u64,
     ) -> CliResult<(Tokens, u64)> {
-        let r = StreamReader::open_with(dir, TokenFormat::<E>::new(), o)?;
+        let f = TokenFormat::<E>::new();
+        let r = match remote {
+            Some(d) => StreamReader::open_in(d, f, o)?,
+            None => StreamReader::open_with(dir, f, o)?,
+        };
         let tokens = r.len();
         holds_a_window(dir, tokens, l)?;
         Ok((Arc::new(convert(StreamWindows::with_stride(r, l, s)?, widen::<E>)), tokens))
     }
     match (m.kind(), m.dtype(), documents) {
         (StorageKind::StreamWithMeta, Some(Dtype::Primitive(Primitive::U16)), d) => {
-            meta::<u16>(dir, opts, d, w.seq_len, stride)
+            meta::<u16>(dir, remote, opts, d, w.seq_len, stride)
         }
         (StorageKind::StreamWithMeta, Some(Dtype::Primitive(Primitive::U32)), d) => {
-            meta::<u32>(dir, opts, d, w.seq_len, stride)
+            meta::<u32>(dir, remote, opts, d, w.seq_len, stride)
         }
         (StorageKind::Stream, Some(Dtype::Primitive(Primitive::U16)), false) => {
-            stream::<u16>(dir, opts, w.seq_len, stride)
+            stream::<u16>(dir, remote, opts, w.seq_len, stride)
         }
         (StorageKind::Stream, Some(Dtype::Primitive(Primitive::U32)), false) => {
-            stream::<u32>(dir, opts, w.seq_len, stride)
+            stream::<u32>(dir, remote, opts, w.seq_len, stride)
         }
         (StorageKind::Stream, _, true) => Err(format!(
             "--pack needs document boundaries: {} is a plain token stream; ingest it with --doc-meta",
