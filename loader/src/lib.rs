@@ -120,6 +120,7 @@ pub use mix::{Mix, MixConfig, MixPlan, MixSchedule, MixSlot, MixStop, Sourced};
 pub use oamap::{GatherColumns, OamapRecord, OamapRecords};
 pub use pack::{
     Overflow, PackCollate, PackConfig, PackPlan, PackStrategy, Packed, PackedBatch, PackedRow, Piece,
+    MAX_ROW_TOKENS,
 };
 pub use permutation::Permutation;
 pub use rng::{MapContext, RecordRng};

@@ -51,6 +51,12 @@ pub enum Overflow {
     Split,
 }
 
+/// The longest row a packing accepts, in tokens (2^32): a [`PackedRow`] holds five arrays
+/// of `seq_len` entries, so a longer row could not be allocated (or would overflow `usize`
+/// on the way); [`PackPlan::new`] and [`StreamPacked::new`](crate::StreamPacked::new)
+/// refuse it with [`LoaderError::InvalidConfig`].
+pub const MAX_ROW_TOKENS: u64 = 1 << 32;
+
 /// Row length, strategy, overflow policy and segment limit of a packing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PackConfig {
@@ -123,14 +129,17 @@ impl PackPlan {
     /// Plans rows for documents of `lengths` tokens (empty documents are skipped).
     ///
     /// # Errors
-    /// [`LoaderError::InvalidConfig`] for `seq_len == 0`, `bins == 0` or `max_segments == 0`
-    /// (`pack`); [`LoaderError::DocumentTooLong`] for a document longer than `seq_len` under
+    /// [`LoaderError::InvalidConfig`] for `seq_len == 0`, `seq_len` above [`MAX_ROW_TOKENS`],
+    /// `bins == 0` or `max_segments == 0` (`pack`); [`LoaderError::DocumentTooLong`] for a document longer than `seq_len` under
     /// [`Overflow::Error`] (not for [`PackStrategy::ConcatSplit`], which splits by design).
     pub fn new(lengths: &[u64], config: PackConfig) -> Result<Self, LoaderError> {
         let l = config.seq_len;
         let bad = |detail: &str| LoaderError::InvalidConfig { field: "pack", detail: detail.into() };
         if l == 0 {
             return Err(bad("rows of 0 tokens"));
+        }
+        if l > MAX_ROW_TOKENS {
+            return Err(bad(&format!("rows of {l} tokens: more than the {MAX_ROW_TOKENS} a row can hold")));
         }
         if config.max_segments == Some(0) {
             return Err(bad("at most 0 segments per row"));

@@ -167,8 +167,11 @@ pub struct State {
     pub topology: Option<Topology>,
 }
 
-/// The two JSON layouts of a state.
-#[derive(Serialize, Deserialize)]
+/// The two JSON layouts of a state. Serialized untagged; read by the `Deserialize` below,
+/// which tells the layouts apart by their keys, so that a state of another kind (a packed or
+/// sequential loader's, a hand-edited one) is reported by the field it lacks or gets wrong,
+/// not as "data did not match any variant".
+#[derive(Serialize)]
 #[serde(untagged)]
 enum StateRepr {
     V2 {
@@ -177,7 +180,6 @@ enum StateRepr {
         global_batch: u64,
         config: StateConfig,
         source: SourceId,
-        #[serde(default)]
         transforms_fingerprint: u64,
     },
     V1 {
@@ -186,6 +188,58 @@ enum StateRepr {
         config: SamplerConfig,
         source: SourceId,
     },
+}
+
+impl<'de> Deserialize<'de> for StateRepr {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        use serde::de::Error as _;
+        let value = serde_json::Value::deserialize(d)?;
+        // The version-1 layout has no `global_batch` and keeps the topology in `config`; every
+        // other object is read as version 2, whose errors name the missing or invalid field.
+        let v1 = value.get("global_batch").is_none()
+            && value.get("config").and_then(|c| c.get("batch_size")).is_some();
+        let parsed = if v1 {
+            V1Layout::deserialize(value).map(StateRepr::from)
+        } else {
+            V2Layout::deserialize(value).map(StateRepr::from)
+        };
+        parsed.map_err(D::Error::custom)
+    }
+}
+
+/// The version-2 layout, read on its own (see [`StateRepr`]'s `Deserialize`).
+#[derive(Deserialize)]
+struct V2Layout {
+    version: u32,
+    next_batch: u64,
+    global_batch: u64,
+    config: StateConfig,
+    source: SourceId,
+    #[serde(default)]
+    transforms_fingerprint: u64,
+}
+
+/// The version-1 layout, read on its own (see [`StateRepr`]'s `Deserialize`).
+#[derive(Deserialize)]
+struct V1Layout {
+    version: u32,
+    next_batch: u64,
+    config: SamplerConfig,
+    source: SourceId,
+}
+
+impl From<V2Layout> for StateRepr {
+    fn from(l: V2Layout) -> Self {
+        let V2Layout { version, next_batch, global_batch, config, source, transforms_fingerprint } = l;
+        StateRepr::V2 { version, next_batch, global_batch, config, source, transforms_fingerprint }
+    }
+}
+
+impl From<V1Layout> for StateRepr {
+    fn from(l: V1Layout) -> Self {
+        let V1Layout { version, next_batch, config, source } = l;
+        StateRepr::V1 { version, next_batch, config, source }
+    }
 }
 
 impl From<StateRepr> for State {

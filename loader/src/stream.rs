@@ -535,8 +535,8 @@ where
     /// fills padding and `ignore` marks targets without a next token.
     ///
     /// # Errors
-    /// [`LoaderError::InvalidConfig`]: (`batch_size`) for 0; (`pack`) for rows of 0 tokens, 0
-    /// bins, `max_segments` 0, or [`PackStrategy::BestFitDecreasing`].
+    /// [`LoaderError::InvalidConfig`]: (`batch_size`) for 0; (`pack`) for rows of 0 tokens or
+    /// of more than [`MAX_ROW_TOKENS`](crate::MAX_ROW_TOKENS), 0 bins, `max_segments` 0, or [`PackStrategy::BestFitDecreasing`].
     pub fn new(
         loader: Loader<S, Option<X>>,
         config: PackConfig,
@@ -553,6 +553,13 @@ where
         }
         if config.seq_len == 0 {
             return bad("rows of 0 tokens");
+        }
+        if config.seq_len > crate::pack::MAX_ROW_TOKENS {
+            return bad(&format!(
+                "rows of {} tokens: more than the {} a row can hold",
+                config.seq_len,
+                crate::pack::MAX_ROW_TOKENS
+            ));
         }
         if config.max_segments == Some(0) {
             return bad("at most 0 segments per row");

@@ -212,3 +212,83 @@ fn issue14_llmc_checkpoint_after_a_shards_last_batch_resumes_at_the_next_shard()
     // After the last shard's last batch: the wrap to shard 0.
     assert_eq!(next(1, 3), [50256, 301, 302]);
 }
+
+/// A state file of another kind (a stream-packed loader's, a hand-written fragment, a value
+/// of the wrong type) is refused with an error naming the field it lacks or gets wrong, not
+/// serde's "data did not match any variant of untagged enum StateRepr"; both layouts still
+/// parse.
+#[test]
+fn issue19_state_of_another_kind_names_the_field_not_an_untagged_enum() {
+    let message = |json: &str| match State::from_json(json) {
+        Err(e @ LoaderError::StateJson(_)) => {
+            let source = std::error::Error::source(&e).map(ToString::to_string).unwrap_or_default();
+            assert!(!source.contains("untagged"), "{source}");
+            source
+        }
+        other => panic!("expected StateJson, got {other:?}"),
+    };
+    // What `batches --pack stream-* --save-state` writes, fed to a window loader.
+    let packed = r#"{"version":1,"next_batch":1,"upstream":{"version":2,"next_batch":2,"global_batch":2,"config":{"seed":0,"shuffle":true,"epochs":1,"drop_remainder":false},"source":{"records":3,"fingerprint":7}},"offset":0,"token":0,"rows":0,"fingerprint":1}"#;
+    assert_eq!(message(packed), "missing field `global_batch`");
+    assert_eq!(message(r#"{"version":2}"#), "missing field `next_batch`");
+    let bad_seed = r#"{"version":2,"next_batch":3,"global_batch":2,"config":{"seed":-1,"shuffle":true,"epochs":1,"drop_remainder":false},"source":{"records":5,"fingerprint":7}}"#;
+    assert_eq!(message(bad_seed), "invalid value: integer `-1`, expected u64");
+    let v1_bad = r#"{"version":1,"next_batch":"x","config":{"seed":1,"shuffle":true,"epochs":3,"batch_size":8,"drop_remainder":false,"rank":0,"world_size":1},"source":{"records":10,"fingerprint":0}}"#;
+    assert_eq!(message(v1_bad), "invalid type: string \"x\", expected u64");
+    // Both layouts still read, each round-tripping to the same text.
+    let v2 = r#"{"version":2,"next_batch":3,"global_batch":2,"config":{"seed":1,"shuffle":true,"epochs":1,"drop_remainder":false},"source":{"records":5,"fingerprint":7},"transforms_fingerprint":0}"#;
+    assert_eq!(State::from_json(v2).expect("v2").to_json(), v2);
+    let v1 = r#"{"version":1,"next_batch":4,"config":{"seed":1,"shuffle":true,"epochs":3,"batch_size":8,"drop_remainder":false,"rank":0,"world_size":1},"source":{"records":10,"fingerprint":0}}"#;
+    let old = State::from_json(v1).expect("v1");
+    assert_eq!((old.version, old.global_batch, old.to_json()), (1, 8, v1.to_string()));
+}
+
+/// A packing with rows longer than [`guideloom_loader::MAX_ROW_TOKENS`] is refused when it is
+/// built; it used to be accepted and then panic with "capacity overflow" (or try to allocate
+/// five arrays of `seq_len` entries) on the first row: `guideloom batches --pack first-fit
+/// --seq-len 18446744073709551615`.
+#[test]
+fn issue16_rows_too_long_to_allocate_are_refused_not_a_capacity_overflow_panic() {
+    use guideloom_loader::{
+        Filter, PackConfig, PackPlan, PackStrategy, Packed, StreamPacked, VecSource, MAX_ROW_TOKENS,
+    };
+    assert_eq!(MAX_ROW_TOKENS, 1 << 32);
+    #[allow(clippy::ptr_arg)]
+    fn all(_: &Vec<u32>) -> bool {
+        true
+    }
+    let strategies =
+        [PackStrategy::ConcatSplit, PackStrategy::FirstFit { bins: 2 }, PackStrategy::BestFitDecreasing];
+    for l in [MAX_ROW_TOKENS + 1, u64::MAX] {
+        let want = format!(
+            "invalid configuration: pack: rows of {l} tokens: more than the 4294967296 a row can hold"
+        );
+        for strategy in strategies {
+            let e = PackPlan::new(&[3, 5], PackConfig::new(l, strategy)).unwrap_err();
+            assert_eq!(e.to_string(), want);
+            let docs = VecSource::new(vec![vec![1u32, 2, 3]]);
+            let e = Packed::scan(docs, PackConfig::new(l, strategy), 0u32, u32::MAX).unwrap_err();
+            assert_eq!(e.to_string(), want);
+        }
+        let loader = Loader::builder(Filter::new(
+            VecSource::new(vec![vec![1u32, 2, 3]]),
+            all as fn(&Vec<u32>) -> bool,
+            1,
+        ))
+        .batch_size(1)
+        .build()
+        .unwrap();
+        let e = StreamPacked::new(
+            loader,
+            PackConfig::new(l, PackStrategy::FirstFit { bins: 1 }),
+            1,
+            0u32,
+            u32::MAX,
+        )
+        .unwrap_err();
+        assert_eq!(e.to_string(), want);
+    }
+    // The largest allowed row still plans (no row is laid out here).
+    let plan = PackPlan::new(&[3, 5], PackConfig::new(MAX_ROW_TOKENS, PackStrategy::ConcatSplit)).unwrap();
+    assert_eq!(plan.rows(), 1);
+}

@@ -19,7 +19,7 @@ use serde_json::{json, Value};
 use crate::cli::{BatchesArgs, BenchArgs, MixPackArgs, MixScheduleArg, OverflowArg, PackArg, WindowArgs};
 use crate::cmd::backend::read_options;
 use crate::cmd::print::StateJson;
-use crate::cmd::windows::{write_list, LoaderArgs};
+use crate::cmd::windows::{holds_a_window, write_list, LoaderArgs};
 use crate::CliResult;
 
 /// Token sequences of one storage, widened to u32 (windows, or documents when packing).
@@ -58,49 +58,72 @@ fn widen<E: TokenElement>(v: Vec<E>) -> Vec<u32> {
     v.into_iter().map(|t| Into::<u64>::into(t) as u32).collect()
 }
 
-/// Opens `dir`: its documents (`documents`, stream-with-meta storages only) or its windows.
-fn open(dir: &Path, w: &WindowArgs, documents: bool) -> CliResult<Tokens> {
+/// Opens `dir` (a local path or a storage URL): its documents (`documents`, stream-with-meta
+/// storages only) or its windows, with its token count.
+fn open(dir: &Path, w: &WindowArgs, documents: bool) -> CliResult<(Tokens, u64)> {
     let opts = read_options(w.backend)?;
-    let m = Manifest::load(dir)?;
+    let remote = crate::cmd::location::remote(dir)?;
+    let m = match &remote {
+        Some(d) => Manifest::load_from(d.as_ref())?,
+        None => Manifest::load(dir)?,
+    };
     let stride = w.stride.unwrap_or(w.seq_len);
+    type Remote = Option<Arc<dyn guideloom::storage::StorageDir>>;
     fn meta<E: TokenElement>(
         dir: &Path,
+        remote: Remote,
         o: guideloom::storage::ReadOptions,
         docs: bool,
         l: u64,
         s: u64,
-    ) -> CliResult<Tokens> {
-        let r = StreamWithMetaReader::open_with(dir, DocumentTokensFormat::<E>::new(), o)?;
-        Ok(if docs {
+    ) -> CliResult<(Tokens, u64)> {
+        let f = DocumentTokensFormat::<E>::new();
+        let r = match remote {
+            Some(d) => StreamWithMetaReader::open_in(d, f, o)?,
+            None => StreamWithMetaReader::open_with(dir, f, o)?,
+        };
+        let tokens = r.len();
+        if !docs {
+            holds_a_window(dir, tokens, l)?;
+        }
+        let source: Tokens = if docs {
             Arc::new(convert(MetaDocuments::new(r)?, widen::<E>))
         } else {
             Arc::new(convert(
                 MetaWindows::with_stride(r, l, s)?,
                 |w: guideloom::formats::DocumentTokensWindow<E>| widen(w.tokens),
             ))
-        })
+        };
+        Ok((source, tokens))
     }
     fn stream<E: TokenElement>(
         dir: &Path,
+        remote: Remote,
         o: guideloom::storage::ReadOptions,
         l: u64,
         s: u64,
-    ) -> CliResult<Tokens> {
-        let r = StreamReader::open_with(dir, TokenFormat::<E>::new(), o)?;
-        Ok(Arc::new(convert(StreamWindows::with_stride(r, l, s)?, widen::<E>)))
+    ) -> CliResult<(Tokens, u64)> {
+        let f = TokenFormat::<E>::new();
+        let r = match remote {
+            Some(d) => StreamReader::open_in(d, f, o)?,
+            None => StreamReader::open_with(dir, f, o)?,
+        };
+        let tokens = r.len();
+        holds_a_window(dir, tokens, l)?;
+        Ok((Arc::new(convert(StreamWindows::with_stride(r, l, s)?, widen::<E>)), tokens))
     }
     match (m.kind(), m.dtype(), documents) {
         (StorageKind::StreamWithMeta, Some(Dtype::Primitive(Primitive::U16)), d) => {
-            meta::<u16>(dir, opts, d, w.seq_len, stride)
+            meta::<u16>(dir, remote, opts, d, w.seq_len, stride)
         }
         (StorageKind::StreamWithMeta, Some(Dtype::Primitive(Primitive::U32)), d) => {
-            meta::<u32>(dir, opts, d, w.seq_len, stride)
+            meta::<u32>(dir, remote, opts, d, w.seq_len, stride)
         }
         (StorageKind::Stream, Some(Dtype::Primitive(Primitive::U16)), false) => {
-            stream::<u16>(dir, opts, w.seq_len, stride)
+            stream::<u16>(dir, remote, opts, w.seq_len, stride)
         }
         (StorageKind::Stream, Some(Dtype::Primitive(Primitive::U32)), false) => {
-            stream::<u32>(dir, opts, w.seq_len, stride)
+            stream::<u32>(dir, remote, opts, w.seq_len, stride)
         }
         (StorageKind::Stream, _, true) => Err(format!(
             "--pack needs document boundaries: {} is a plain token stream; ingest it with --doc-meta",
@@ -130,7 +153,19 @@ fn records(w: &WindowArgs, mp: &MixPackArgs) -> CliResult<(Arc<dyn DataSource<It
         return Err("with --mix, name every storage as --mix DIR=WEIGHT (no positional DIR)".into());
     }
     let dirs: Vec<(PathBuf, f64)> = if mixed { mp.mix.clone() } else { vec![(w.dir.clone(), 1.0)] };
-    let sources = dirs.iter().map(|(d, _)| open(d, w, documents)).collect::<CliResult<Vec<_>>>()?;
+    let (sources, tokens): (Vec<_>, Vec<u64>) =
+        dirs.iter().map(|(d, _)| open(d, w, documents)).collect::<CliResult<Vec<_>>>()?.into_iter().unzip();
+    // A row longer than every token of the storages packs nothing useful and would allocate
+    // `--seq-len` tokens per row (README: a --seq-len longer than the data is an error).
+    let total = tokens.iter().fold(0u64, |a, &t| a.saturating_add(t));
+    if documents && total > 0 && total < w.seq_len {
+        let named = if mixed { "the --mix storages hold" } else { "the storage holds" };
+        return Err(format!(
+            "no batch: {named} {total} tokens, fewer than one row of --seq-len {}",
+            w.seq_len
+        )
+        .into());
+    }
     if !mixed {
         let one = sources.into_iter().next().ok_or("no storage")?;
         return Ok((Arc::new(Widen2(one)), false));

@@ -183,7 +183,7 @@ fn open_meta<E: TokenElement, F: TokenStorageFn>(
 
 /// Fails when a storage of `tokens` tokens (at least one) is shorter than one window of
 /// `seq_len`, naming both.
-fn holds_a_window(dir: &Path, tokens: u64, seq_len: u64) -> CliResult {
+pub(crate) fn holds_a_window(dir: &Path, tokens: u64, seq_len: u64) -> CliResult {
     if tokens > 0 && tokens < seq_len {
         return Err(format!(
             "no batch: the storage {} holds {tokens} tokens, fewer than one window of --seq-len {seq_len}",
