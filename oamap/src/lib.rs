@@ -67,7 +67,9 @@ pub use guideloom_formats::{Column, DtypeKind};
 pub use json::{arrays_from_json, arrays_to_json};
 pub use limits::{parse_json, MAX_JSON_DEPTH, MAX_WRITE_ARRAY_BYTES};
 #[cfg(feature = "npz")]
-pub use npy::{open_npz, write_npz, write_npz_with_schema, NpzSource, DEFAULT_MAX_NPZ_MEMBER};
+pub use npy::{
+    open_npz, write_npz, write_npz_with_schema, NpzSource, DEFAULT_MAX_NPZ_MEMBER, DEFAULT_MAX_NPZ_TOTAL,
+};
 pub use npy::{parse_npy, write_npy};
 pub use reader::{ListView, Reader, RecordView, Value, MAX_OUTPUT_DEPTH};
 pub use schema::{ArrayNames, ExplicitNames, Extension, Node, NodeId, NodeKind, Schema};

@@ -94,7 +94,12 @@ fn npy_layout(name: &str, bytes: &[u8]) -> Result<(Dtype, usize, usize), OamapEr
 /// declares, a zip bomb, is never inflated past its declared data). A declared size above
 /// `limit` bytes is refused before any data is read.
 #[cfg(feature = "npz")]
-fn read_npy_member(name: &str, mut r: impl Read, limit: u64) -> Result<Vec<u8>, OamapError> {
+fn read_npy_member(
+    name: &str,
+    mut r: impl Read,
+    limit: u64,
+    budget: impl FnOnce(u64) -> Result<(), OamapError>,
+) -> Result<Vec<u8>, OamapError> {
     let mut out = Vec::new();
     (&mut r).take(12).read_to_end(&mut out).map_err(|e| archive_err(name, e))?;
     let (hstart, hlen) = header_span(name, &out)?;
@@ -112,6 +117,7 @@ fn read_npy_member(name: &str, mut r: impl Read, limit: u64) -> Result<Vec<u8>, 
             found: total,
         });
     }
+    budget(total)?;
     let have = out.len() as u64;
     if total > have {
         // Grown as bytes arrive: a header may declare more than the member holds.
@@ -169,6 +175,12 @@ pub fn write_npy(array: &Array) -> Vec<u8> {
 #[cfg(feature = "npz")]
 pub const DEFAULT_MAX_NPZ_MEMBER: u64 = 1 << 32;
 
+/// The default bound on the declared sizes of all the members one [`NpzSource`] decodes,
+/// each counted once (4 GiB; see [`NpzSource::with_max_total_bytes`]): several members that
+/// each stay under the member limit cannot together exhaust memory.
+#[cfg(feature = "npz")]
+pub const DEFAULT_MAX_NPZ_TOTAL: u64 = 1 << 32;
+
 #[cfg(feature = "npz")]
 fn archive_err(name: &str, source: impl Into<crate::BoxError>) -> OamapError {
     OamapError::Archive { name: name.to_string(), source: source.into() }
@@ -181,6 +193,9 @@ pub struct NpzSource {
     archive: Mutex<zip::ZipArchive<Cursor<Arc<[u8]>>>>,
     names: Vec<String>,
     max_member: u64,
+    max_total: u64,
+    /// Declared sizes of the members decoded so far, by name (each counted once).
+    decoded: Mutex<std::collections::HashMap<String, u64>>,
 }
 
 #[cfg(feature = "npz")]
@@ -199,7 +214,13 @@ impl NpzSource {
     pub fn new(bytes: impl Into<Arc<[u8]>>) -> Result<Self, OamapError> {
         let archive = zip::ZipArchive::new(Cursor::new(bytes.into())).map_err(|e| archive_err("<npz>", e))?;
         let names = archive.file_names().map(|n| n.strip_suffix(".npy").unwrap_or(n).to_string()).collect();
-        Ok(NpzSource { archive: Mutex::new(archive), names, max_member: DEFAULT_MAX_NPZ_MEMBER })
+        Ok(NpzSource {
+            archive: Mutex::new(archive),
+            names,
+            max_member: DEFAULT_MAX_NPZ_MEMBER,
+            max_total: DEFAULT_MAX_NPZ_TOTAL,
+            decoded: Mutex::new(std::collections::HashMap::new()),
+        })
     }
 
     /// Sets the largest member this source decodes, in bytes as its `.npy` header declares
@@ -207,6 +228,13 @@ impl NpzSource {
     /// a member is inflated only up to the size its header declares.
     pub fn with_max_member_bytes(mut self, limit: u64) -> Self {
         self.max_member = limit;
+        self
+    }
+
+    /// Sets the most bytes (as the members' `.npy` headers declare them, each member counted
+    /// once) this source decodes in all (default [`DEFAULT_MAX_NPZ_TOTAL`], 4 GiB).
+    pub fn with_max_total_bytes(mut self, limit: u64) -> Self {
+        self.max_total = limit;
         self
     }
 
@@ -220,8 +248,9 @@ impl NpzSource {
     ///
     /// # Errors
     /// [`OamapError::MissingArray`] when absent; [`OamapError::Npy`] for a bad header;
-    /// [`OamapError::TooLarge`] when the header declares more than the limit
-    /// ([`NpzSource::with_max_member_bytes`]); [`OamapError::Archive`] when it cannot be
+    /// [`OamapError::TooLarge`] when the header declares more than the member limit
+    /// ([`NpzSource::with_max_member_bytes`]) or takes the members decoded past the total
+    /// limit ([`NpzSource::with_max_total_bytes`]); [`OamapError::Archive`] when it cannot be
     /// decompressed.
     pub fn member_bytes(&self, name: &str) -> Result<Vec<u8>, OamapError> {
         let mut archive = self.archive.lock().map_err(|_| npy_err(name, "archive lock poisoned"))?;
@@ -233,7 +262,23 @@ impl NpzSource {
             return Err(OamapError::MissingArray { name: name.to_string() });
         };
         let file = archive.by_name(&member).map_err(|e| archive_err(name, e))?;
-        read_npy_member(name, file, self.max_member)
+        let budget = |declared: u64| {
+            let mut decoded = self.decoded.lock().map_err(|_| npy_err(name, "archive lock poisoned"))?;
+            if decoded.contains_key(name) {
+                return Ok(());
+            }
+            let sum = decoded.values().fold(declared, |a, &b| a.saturating_add(b));
+            if sum > self.max_total {
+                return Err(OamapError::TooLarge {
+                    what: format!("npz members decoded, with {name:?} (bytes declared by their headers)"),
+                    limit: self.max_total,
+                    found: sum,
+                });
+            }
+            decoded.insert(name.to_string(), declared);
+            Ok(())
+        };
+        read_npy_member(name, file, self.max_member, budget)
     }
 
     /// Decodes every member into an in-memory map.

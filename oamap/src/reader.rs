@@ -824,8 +824,16 @@ impl<'r> JsonWalk<'r> {
     }
 
     fn too_deep(&self, at: usize, depth: usize) -> OamapError {
+        // A path 1,000 levels deep is kilobytes long: its two ends say where.
+        let path = self.spell(at);
+        let path = match (path.char_indices().nth(60), path.char_indices().rev().nth(59)) {
+            (Some((head, _)), Some((tail, _))) if head < tail => {
+                format!("{}...{}", &path[..head], &path[tail..])
+            }
+            _ => path,
+        };
         OamapError::TooDeep {
-            name: format!("JSON output at {:?}", self.spell(at)),
+            name: format!("JSON output at {path:?}"),
             limit: MAX_OUTPUT_DEPTH,
             found: depth,
         }

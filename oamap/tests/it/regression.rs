@@ -105,6 +105,46 @@ fn issue19_oamap_inputs_a_zip_bomb_is_inflated_only_to_its_declared_array_size()
     assert!(matches!(src.get("x").unwrap_err(), OamapError::Npy { name, .. } if name == "x"));
 }
 
+/// An archive of several members, each declaring `count` int32 values (its data all zeros,
+/// deflated to almost nothing).
+fn many_members(members: usize, count: usize) -> Vec<u8> {
+    let header = format!("{{'descr': '<i4', 'fortran_order': False, 'shape': ({count},), }}");
+    let header = format!("{header:<117}\n");
+    let mut zw = zip::ZipWriter::new(std::io::Cursor::new(Vec::new()));
+    let opts = zip::write::SimpleFileOptions::default().compression_method(zip::CompressionMethod::Deflated);
+    for m in 0..members {
+        zw.start_file(format!("m{m}.npy"), opts).unwrap();
+        let mut npy = b"\x93NUMPY\x01\x00".to_vec();
+        npy.extend_from_slice(&(header.len() as u16).to_le_bytes());
+        npy.extend_from_slice(header.as_bytes());
+        npy.resize(npy.len() + 4 * count, 0);
+        zw.write_all(&npy).unwrap();
+    }
+    zw.finish().unwrap().into_inner()
+}
+
+/// Found by a new user's attack: each member was bounded (4 GiB declared), their sum was
+/// not, so a few MB of `.npz` could make `oam read` decode tens of GB. The members one source
+/// decodes are now bounded together too.
+#[test]
+fn issue19_oamap_inputs_members_each_under_the_limit_are_bounded_together() {
+    // Four members of 1 MiB (plus a 128-byte header) each; a total limit of 3.5 MiB.
+    let src = NpzSource::new(many_members(4, 1 << 18)).unwrap().with_max_total_bytes(7 << 19);
+    for m in 0..3 {
+        assert_eq!(src.get(&format!("m{m}")).unwrap().len(), 1 << 18);
+    }
+    // Asking again for a member already decoded counts nothing more.
+    assert_eq!(src.get("m0").unwrap().len(), 1 << 18);
+    match src.get("m3").unwrap_err() {
+        OamapError::TooLarge { what, limit, found } => {
+            assert!(what.contains("\"m3\""), "{what}");
+            assert_eq!((limit, found), (7 << 19, 4 * ((1 << 20) + 128)));
+        }
+        other => panic!("{other}"),
+    }
+    assert_eq!(guideloom_oamap::DEFAULT_MAX_NPZ_TOTAL, 1 << 32);
+}
+
 #[test]
 fn issue19_oamap_inputs_pointers_that_target_each_other_are_refused_by_the_schema() {
     for schema in [
