@@ -614,3 +614,21 @@ fn issue18_pack_and_mix_read_storage_urls() {
     let v: serde_json::Value = serde_json::from_str(&bench).unwrap();
     assert_eq!((v["rows"].as_u64(), v["real_tokens"].as_u64()), (Some(13), Some(190)), "{v}");
 }
+
+/// Regression (issue 14, found by a new user): `--llmc-epoch` without `--llmc-shuffle` was
+/// silently ignored (the run printed epoch 0's batches); it is an error naming the flags.
+#[test]
+fn issue14_llmc_epoch_without_a_shuffled_position_is_an_error_not_ignored() {
+    let shards = Path::new(env!("CARGO_MANIFEST_DIR")).join("loader/tests/data/llmc_order/order_*.bin");
+    let o = bin()
+        .args(["batches", "--order", "llmc"])
+        .arg(&shards)
+        .args(["--seq-len", "4", "--batch-size", "1", "--world-size", "2", "--rank", "1"])
+        .args(["--llmc-shard-idx", "0", "--llmc-sample-idx", "3", "--llmc-epoch", "2", "--epochs", "3"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1));
+    assert!(o.stdout.is_empty());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("--llmc-epoch goes with --llmc-shuffle and --llmc-shard-idx"), "{err}");
+}

@@ -223,6 +223,11 @@ fn llmc_state(a: &BatchesArgs, data: &ForeignDataset, initial: &State, epochs: u
     if let Some(p) = &a.resume {
         return read_state(p);
     }
+    if o.llmc_epoch != 0 && (!o.llmc_shuffle || o.llmc_shard_idx.is_none()) {
+        return Err("--llmc-epoch goes with --llmc-shuffle and --llmc-shard-idx (a sequential run's \
+                    position has no epoch; a checkpoint names its own)"
+            .into());
+    }
     let (epoch, shard, sample) = if let Some(p) = &o.llmc_state {
         let (c, tail) = read_llmc_checkpoint(p, data, (w.batch_size, w.seq_len))?;
         if (c.processes, c.rank) != (a.world_size, a.rank) {
