@@ -100,6 +100,44 @@ pub trait StorageDir: Send + Sync + fmt::Debug {
     fn prefetch(&self, files: &FileSet, requests: &[ReadRequest]) {
         let _ = (files, requests);
     }
+
+    /// The entries directly inside the directory (not recursive), in no particular order:
+    /// what foreign datasets list to expand a directory or a glob. A local directory
+    /// reports each entry's own type (links are not followed; names that are not UTF-8 are
+    /// left out); an object store reports its objects as files and the next level of its
+    /// prefixes as directories. The default refuses.
+    ///
+    /// # Errors
+    /// [`StorageError::Io`] naming the directory when it cannot be listed (kind
+    /// [`std::io::ErrorKind::Unsupported`] from the default); [`StorageError::Remote`] (op
+    /// `list`) from an object store.
+    fn list(&self) -> Result<Vec<DirEntry>> {
+        Err(StorageError::io(
+            self.path(),
+            std::io::Error::new(std::io::ErrorKind::Unsupported, "this storage directory cannot be listed"),
+        ))
+    }
+}
+
+/// What one entry of [`StorageDir::list`] is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum EntryKind {
+    /// A regular file (an object of an object store).
+    File,
+    /// A directory (a common prefix of an object store).
+    Dir,
+    /// Anything else, described: `"a symbolic link"`, `"a FIFO"`, `"a socket"`, `"a device"`.
+    Other(&'static str),
+}
+
+/// One entry of [`StorageDir::list`]: a name directly inside the directory and its kind.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DirEntry {
+    /// The name (one path component).
+    pub name: String,
+    /// What it is.
+    pub kind: EntryKind,
 }
 
 /// The last component of `path` as text.
@@ -135,10 +173,10 @@ pub(crate) fn resolve(dir: &Path, name: &str) -> Result<PathBuf> {
     Ok(dir.join(name))
 }
 
-/// The error for `path`, found to be of type `kind` instead of a regular file.
-fn not_regular(path: &Path, kind: std::fs::FileType) -> StorageError {
+/// What a file of type `kind` is, in words (`"a FIFO"`).
+fn kind_name(kind: std::fs::FileType) -> &'static str {
     use std::os::unix::fs::FileTypeExt;
-    let what = if kind.is_symlink() {
+    if kind.is_symlink() {
         "a symbolic link (links are never followed)"
     } else if kind.is_dir() {
         "a directory"
@@ -150,8 +188,15 @@ fn not_regular(path: &Path, kind: std::fs::FileType) -> StorageError {
         "a device"
     } else {
         "not a regular file"
-    };
-    StorageError::UnsafeFile { path: path.to_path_buf(), reason: format!("it is {what}, not a regular file") }
+    }
+}
+
+/// The error for `path`, found to be of type `kind` instead of a regular file.
+pub(crate) fn not_regular(path: &Path, kind: std::fs::FileType) -> StorageError {
+    StorageError::UnsafeFile {
+        path: path.to_path_buf(),
+        reason: format!("it is {}, not a regular file", kind_name(kind)),
+    }
 }
 
 /// The length of the regular file at `path` (not following a final symbolic link);
@@ -313,6 +358,25 @@ impl StorageDir for LocalDir {
             .map_err(|e| StorageError::io(&path, e))?;
         Ok(Some(text))
     }
+
+    /// `read_dir`, each entry's type as the directory records it (never following a link).
+    fn list(&self) -> Result<Vec<DirEntry>> {
+        let mut out = Vec::new();
+        for entry in std::fs::read_dir(&self.path).map_err(|e| StorageError::io(&self.path, e))? {
+            let entry = entry.map_err(|e| StorageError::io(&self.path, e))?;
+            let Some(name) = entry.file_name().to_str().map(str::to_string) else { continue };
+            let t = entry.file_type().map_err(|e| StorageError::io(entry.path(), e))?;
+            let kind = if t.is_file() {
+                EntryKind::File
+            } else if t.is_dir() {
+                EntryKind::Dir
+            } else {
+                EntryKind::Other(kind_name(t))
+            };
+            out.push(DirEntry { name, kind });
+        }
+        Ok(out)
+    }
 }
 
 /// A storage directory held in memory: files by name, each an immutable byte buffer. For
@@ -404,6 +468,16 @@ impl StorageDir for MemDir {
 
     fn file_len(&self, name: &str) -> Result<Option<u64>> {
         Ok(self.lock_read().get(name).map(|b| b.len() as u64))
+    }
+
+    /// Every file whose name is one component, as [`EntryKind::File`].
+    fn list(&self) -> Result<Vec<DirEntry>> {
+        Ok(self
+            .names()
+            .into_iter()
+            .filter(|n| !n.contains('/'))
+            .map(|name| DirEntry { name, kind: EntryKind::File })
+            .collect())
     }
 
     fn read_at(&self, name: &str, offset: u64, out: &mut [u8]) -> Result<()> {

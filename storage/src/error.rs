@@ -246,7 +246,7 @@ pub enum StorageError {
         crate::error::range_text(range)
     )]
     Remote {
-        /// What was asked: `get`, `head`, `put`, `copy`, `delete`, `open`.
+        /// What was asked: `get`, `head`, `list`, `put`, `copy`, `delete`, `open`.
         op: &'static str,
         /// The object's URL (`s3://bucket/prefix/shard-00000.stream`).
         url: String,

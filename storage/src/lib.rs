@@ -87,7 +87,7 @@ mod stream_meta;
 mod verify;
 
 pub use crate::core::{KeyOf, Kind, ReadPlan, Reader, ReaderIndex, ReaderKind, Window, Writer, WriterKind};
-pub use dir::{LocalDir, MemDir, StorageDir, WriteDir, WriteFile};
+pub use dir::{DirEntry, EntryKind, LocalDir, MemDir, StorageDir, WriteDir, WriteFile};
 pub use document::{DocumentReader, DocumentWriter};
 pub use error::{Result, StorageError};
 pub use foreign::{ForeignDataset, ForeignError, ForeignFormat, ForeignOptions};

@@ -1,10 +1,12 @@
-//! File access for the foreign layouts: sizes, bounded reads, globs, and names from indexes
+//! File access for the foreign layouts: where a dataset is ([`Place`]: a local path or an
+//! object-store URL), sizes, bounded reads, listings and globs, and names from indexes
 //! checked to stay inside the dataset's directory.
 
-use std::io::Read;
 use std::path::{Component, Path, PathBuf};
+use std::sync::Arc;
 
-use crate::dir::{LocalDir, StorageDir};
+use crate::dir::{EntryKind, LocalDir, StorageDir};
+use crate::remote::{RemoteOptions, StorageLocation};
 use crate::{Result, StorageError};
 
 use super::{ForeignError, ForeignFormat};
@@ -12,17 +14,100 @@ use super::{ForeignError, ForeignFormat};
 /// The most bytes an index file (`index.json`, a `.csv.gz` once inflated) may hold.
 pub(crate) const MAX_INDEX_BYTES: u64 = 1 << 30;
 
-/// The files of one dataset: its root directory and the layout errors name.
+/// What a dataset's path names: a local path, or an object-store URL (`s3://bucket/data/x`,
+/// no trailing `/`) with the options its store is opened with.
+#[derive(Debug, Clone)]
+pub(crate) enum Place {
+    /// A path on this machine.
+    Local(PathBuf),
+    /// An object-store URL.
+    Remote {
+        /// The URL.
+        url: String,
+        /// How the store is read.
+        options: RemoteOptions,
+    },
+}
+
+impl Place {
+    /// The place as errors and [`super::ForeignDataset::path`] name it.
+    pub(crate) fn label(&self) -> PathBuf {
+        match self {
+            Place::Local(p) => p.clone(),
+            Place::Remote { url, .. } => PathBuf::from(url),
+        }
+    }
+
+    /// The directory holding this place and its last component (`None` when there is none:
+    /// a bucket's root, or a path ending in `..`). A local path without a parent has `.`.
+    pub(crate) fn split(&self) -> (Place, Option<String>) {
+        match self {
+            Place::Local(p) => {
+                let parent = match p.parent() {
+                    Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+                    _ => PathBuf::from("."),
+                };
+                (Place::Local(parent), p.file_name().and_then(|n| n.to_str()).map(str::to_string))
+            }
+            Place::Remote { url, options } => {
+                let body = url.find("://").map_or(0, |i| i + 3);
+                match url[body..].rfind('/') {
+                    Some(i) if i + 1 < url.len() - body => (
+                        Place::Remote { url: url[..body + i].to_string(), options: options.clone() },
+                        Some(url[body + i + 1..].to_string()),
+                    ),
+                    _ => (self.clone(), None),
+                }
+            }
+        }
+    }
+
+    /// The directory at this place (a local directory is not checked; a remote one is opened
+    /// without a request).
+    ///
+    /// # Errors
+    /// [`StorageError::Remote`] (op `open`) when the store cannot be set up.
+    pub(crate) fn dir(&self) -> Result<Arc<dyn StorageDir>> {
+        match self {
+            Place::Local(p) => Ok(Arc::new(LocalDir::new(p))),
+            Place::Remote { url, options } => StorageLocation::Remote(url.clone()).open_with(options),
+        }
+    }
+
+    /// The directory at this place and its entries when it is a directory (locally: a
+    /// directory, links followed as the user named it; remotely: a prefix with anything under
+    /// it); `None` otherwise.
+    ///
+    /// # Errors
+    /// As [`StorageDir::list`].
+    pub(crate) fn as_dir(&self) -> Result<Option<(Arc<dyn StorageDir>, Vec<crate::dir::DirEntry>)>> {
+        match self {
+            Place::Local(p) if !p.is_dir() => Ok(None),
+            Place::Local(_) => {
+                let dir = self.dir()?;
+                let entries = dir.list()?;
+                Ok(Some((dir, entries)))
+            }
+            Place::Remote { .. } => {
+                let dir = self.dir()?;
+                let entries = dir.list()?;
+                Ok((!entries.is_empty()).then_some((dir, entries)))
+            }
+        }
+    }
+}
+
+/// The files of one dataset: its directory and the layout errors name.
 #[derive(Debug, Clone)]
 pub(crate) struct Fs {
     pub(crate) format: ForeignFormat,
     pub(crate) root: PathBuf,
-    dir: LocalDir,
+    pub(crate) dir: Arc<dyn StorageDir>,
 }
 
 impl Fs {
-    pub(crate) fn new(format: ForeignFormat, root: PathBuf) -> Self {
-        Fs { format, dir: LocalDir::new(&root), root }
+    pub(crate) fn new(format: ForeignFormat, dir: Arc<dyn StorageDir>) -> Self {
+        Fs { format, root: dir.path().to_path_buf(), dir }
     }
 
     /// The error `error` about file `name` (relative to the root).
@@ -68,7 +153,8 @@ impl Fs {
     }
 
     /// Checks that `name` (from an index) is a relative path below the root: no absolute
-    /// path, no `..`, no backslash, and, where it exists, no link leading out.
+    /// path, no `..`, no backslash, and, in a local directory where it exists, no link
+    /// leading out (an object store has no links).
     pub(crate) fn safe_name(&self, name: &str) -> Result<()> {
         let unsafe_path = || self.err(name, ForeignError::UnsafeShardPath { path: name.to_string() });
         if name.is_empty() || name.contains('\\') || name.contains('\0') {
@@ -77,97 +163,135 @@ impl Fs {
         if !Path::new(name).components().all(|c| matches!(c, Component::Normal(_) | Component::CurDir)) {
             return Err(unsafe_path());
         }
-        let full = self.root.join(name);
-        if let (Ok(real), Ok(root)) = (full.canonicalize(), self.root.canonicalize()) {
-            if !real.starts_with(root) {
-                return Err(unsafe_path());
+        if let Some(root) = self.dir.local_dir() {
+            let full = root.join(name);
+            if let (Ok(real), Ok(root)) = (full.canonicalize(), root.canonicalize()) {
+                if !real.starts_with(root) {
+                    return Err(unsafe_path());
+                }
             }
         }
         Ok(())
     }
 }
 
-/// Whether the file at `path` starts with `magic`.
-/// Opened as every storage file is ([`crate::dir::open_regular`]): a link, FIFO or
-/// directory is not a match.
-pub(crate) fn starts_with(path: &Path, magic: &[u8]) -> bool {
+/// Whether file `name` of `dir` is a regular file that starts with `magic` (a link, FIFO,
+/// directory or a shorter file is not a match; nothing is read past the magic).
+pub(crate) fn starts_with(dir: &dyn StorageDir, name: &str, magic: &[u8]) -> bool {
     let mut head = vec![0u8; magic.len()];
-    matches!(crate::dir::open_regular(path, crate::dir::Access::Read { direct: false }), Ok(Some(f))
-        if (&f).read_exact(&mut head).is_ok() && head == magic)
+    matches!(dir.file_len(name), Ok(Some(n)) if n >= magic.len() as u64)
+        && dir.read_at(name, 0, &mut head).is_ok()
+        && head == magic
 }
 
-/// The regular files of `dir` whose names end in `.ext`, sorted byte-wise.
-pub(crate) fn list_dir(format: ForeignFormat, dir: &Path, ext: &str) -> Result<Vec<String>> {
-    let mut names = Vec::new();
-    let suffix = format!(".{ext}");
-    for entry in std::fs::read_dir(dir).map_err(|e| StorageError::io(dir, e))? {
-        let entry = entry.map_err(|e| StorageError::io(dir, e))?;
-        let Some(name) = entry.file_name().to_str().map(str::to_string) else { continue };
-        let is_file = entry.file_type().is_ok_and(|t| t.is_file());
-        if is_file && name.ends_with(&suffix) {
-            names.push(name);
-        }
-    }
-    names.sort_unstable_by(|a, b| a.as_bytes().cmp(b.as_bytes()));
-    let _ = format;
-    Ok(names)
-}
-
-/// What `path` names: a file (itself), a directory (its files ending in one of `exts`), or a
-/// glob whose last component has `*`/`?` (the matching files). Returns the directory and the
-/// file names in it, sorted byte-wise (llm.c's `glob` order in the C locale).
+/// The names among `entries` (of the directory `dir`) that `keep` selects, sorted byte-wise.
+/// Directories are passed over; anything else that is not a regular file (a link, a FIFO, a
+/// socket, a device) and that `keep` selects is an error: a dataset is made of regular
+/// files, and a listing never follows a link or opens a FIFO.
 ///
 /// # Errors
-/// [`ForeignError::NoFiles`] when nothing matches.
-pub(crate) fn expand(format: ForeignFormat, path: &Path, exts: &[&str]) -> Result<(PathBuf, Vec<String>)> {
-    let no_files = || StorageError::Foreign {
-        format: Some(format),
-        path: path.to_path_buf(),
-        error: Box::new(ForeignError::NoFiles { pattern: path.display().to_string() }),
-    };
-    if path.is_dir() {
-        let mut names = Vec::new();
-        for ext in exts {
-            names.extend(list_dir(format, path, ext)?);
-        }
-        names.sort_unstable_by(|a, b| a.as_bytes().cmp(b.as_bytes()));
-        names.dedup();
-        if names.is_empty() {
-            return Err(no_files());
-        }
-        return Ok((path.to_path_buf(), names));
-    }
-    let parent = match path.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
-        _ => PathBuf::from("."),
-    };
-    let pattern = path.file_name().and_then(|n| n.to_str()).ok_or_else(no_files)?;
-    if !pattern.contains(['*', '?']) {
-        // A file the user names directly may be a link (their choice): it is resolved here,
-        // once; files found by listing are taken only when they are regular files themselves.
-        if !path.is_file() {
-            return Err(no_files());
-        }
-        let real = path.canonicalize().map_err(|e| StorageError::io(path, e))?;
-        return match (real.parent(), real.file_name().and_then(|n| n.to_str())) {
-            (Some(dir), Some(name)) => Ok((dir.to_path_buf(), vec![name.to_string()])),
-            _ => Err(no_files()),
-        };
-    }
+/// [`StorageError::UnsafeFile`] naming the first such entry.
+fn select(
+    dir: &dyn StorageDir,
+    entries: Vec<crate::dir::DirEntry>,
+    keep: impl Fn(&str) -> bool,
+) -> Result<Vec<String>> {
     let mut names = Vec::new();
-    for entry in std::fs::read_dir(&parent).map_err(|e| StorageError::io(&parent, e))? {
-        let entry = entry.map_err(|e| StorageError::io(&parent, e))?;
-        if let Some(name) = entry.file_name().to_str() {
-            if entry.file_type().is_ok_and(|t| t.is_file()) && wildcard(pattern.as_bytes(), name.as_bytes()) {
-                names.push(name.to_string());
+    for e in entries {
+        if !keep(&e.name) {
+            continue;
+        }
+        match e.kind {
+            EntryKind::File => names.push(e.name),
+            EntryKind::Dir => {}
+            EntryKind::Other(what) => {
+                return Err(StorageError::UnsafeFile {
+                    path: dir.path().join(&e.name),
+                    reason: format!(
+                        "it is {what}, not a regular file; a dataset's directory or glob may match regular files only (name the file itself, or replace it with a copy)"
+                    ),
+                })
             }
         }
     }
     names.sort_unstable_by(|a, b| a.as_bytes().cmp(b.as_bytes()));
+    names.dedup();
+    Ok(names)
+}
+
+/// The regular files among `entries` (of `dir`) whose names end in `.ext`, sorted byte-wise
+/// (see [`select`] for what is refused).
+pub(crate) fn with_ext(
+    dir: &dyn StorageDir,
+    entries: &[crate::dir::DirEntry],
+    ext: &str,
+) -> Result<Vec<String>> {
+    let suffix = format!(".{ext}");
+    select(dir, entries.to_vec(), |n| n.ends_with(&suffix))
+}
+
+/// What `place` names: a file (itself), a directory (its files ending in one of `exts`), or a
+/// glob whose last component has `*`/`?` (the matching files). Returns the directory and the
+/// file names in it, sorted byte-wise (llm.c's `glob` order in the C locale). A local file
+/// named directly may be a link (the user's choice): it is resolved here, once; files found
+/// by listing must be regular files themselves.
+///
+/// # Errors
+/// [`ForeignError::NoFiles`] when nothing matches; [`StorageError::UnsafeFile`] when the
+/// named file, or one the listing matches, is not a regular file (a FIFO, a socket, a
+/// device; a link found by listing).
+pub(crate) fn expand(
+    format: ForeignFormat,
+    place: &Place,
+    exts: &[&str],
+) -> Result<(Arc<dyn StorageDir>, Vec<String>)> {
+    let label = place.label();
+    let no_files = || StorageError::Foreign {
+        format: Some(format),
+        path: label.clone(),
+        error: Box::new(ForeignError::NoFiles { pattern: label.display().to_string() }),
+    };
+    if let Some((dir, entries)) = place.as_dir()? {
+        let names = select(dir.as_ref(), entries, |n| exts.iter().any(|e| n.ends_with(&format!(".{e}"))))?;
+        if names.is_empty() {
+            return Err(no_files());
+        }
+        return Ok((dir, names));
+    }
+    let (parent, pattern) = place.split();
+    let pattern = pattern.ok_or_else(no_files)?;
+    if !pattern.contains(['*', '?']) {
+        return match place {
+            Place::Local(path) => {
+                match std::fs::metadata(path) {
+                    Ok(m) if m.is_file() => {}
+                    Ok(m) if !m.is_dir() => return Err(crate::dir::not_regular(path, m.file_type())),
+                    _ => return Err(no_files()),
+                }
+                let real = path.canonicalize().map_err(|e| StorageError::io(path, e))?;
+                match (real.parent(), real.file_name().and_then(|n| n.to_str())) {
+                    (Some(dir), Some(name)) => {
+                        Ok((Arc::new(LocalDir::new(dir)) as Arc<dyn StorageDir>, vec![name.to_string()]))
+                    }
+                    _ => Err(no_files()),
+                }
+            }
+            Place::Remote { .. } => {
+                let dir = parent.dir()?;
+                match dir.file_len(&pattern)? {
+                    Some(_) => Ok((dir, vec![pattern])),
+                    None => Err(no_files()),
+                }
+            }
+        };
+    }
+    let dir = parent.dir()?;
+    let entries = dir.list()?;
+    let names = select(dir.as_ref(), entries, |n| wildcard(pattern.as_bytes(), n.as_bytes()))?;
     if names.is_empty() {
         return Err(no_files());
     }
-    Ok((parent, names))
+    Ok((dir, names))
 }
 
 /// Shell-style match of `name` against `pattern` (`*` any run, `?` one byte).

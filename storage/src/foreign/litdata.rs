@@ -10,14 +10,12 @@
 //! dims, values). Each item is one document. `pickle` leaves and compressed or encrypted
 //! chunks are refused.
 
-use std::path::Path;
-
 use guideloom_formats::Primitive;
 use serde_json::Value;
 
 use crate::Result;
 
-use super::files::{u32_at, Fs, MAX_INDEX_BYTES};
+use super::files::{u32_at, Fs, Place, MAX_INDEX_BYTES};
 use super::{ForeignDetails, ForeignError, ForeignFile, ForeignFormat, ForeignOptions, Parts};
 
 /// litdata's numpy dtype table (`_NUMPY_DTYPES_MAPPING`).
@@ -98,9 +96,9 @@ fn leaf(name: &str) -> std::result::Result<Option<Leaf>, ForeignError> {
 }
 
 /// Opens the litdata dataset whose `index.json` is in the directory `path`.
-pub(crate) fn open(path: &Path, options: &ForeignOptions) -> Result<Parts> {
+pub(crate) fn open(place: &Place, options: &ForeignOptions) -> Result<Parts> {
     let format = ForeignFormat::Litdata;
-    let fs = Fs::new(format, path.to_path_buf());
+    let fs = Fs::new(format, place.dir()?);
     let ix = "index.json";
     let text = fs.read_whole(ix, MAX_INDEX_BYTES)?;
     let invalid = |reason: String| fs.err(ix, ForeignError::InvalidIndex { reason });
@@ -188,7 +186,7 @@ pub(crate) fn open(path: &Path, options: &ForeignOptions) -> Result<Parts> {
         Leaf::Raw(p) => Some(p),
         _ => options.dtype,
     };
-    let mut parts = Parts::new(path.to_path_buf(), Primitive::U8);
+    let mut parts = Parts::new(&fs, Primitive::U8);
     parts.index_hash = xxhash_rust::xxh3::xxh3_64(&text);
     let mut documents = vec![0u64];
     let mut items_per_chunk = Vec::with_capacity(chunks.len());

@@ -10,7 +10,6 @@
 //! Foundry's older writer: int64). Each sample is one document. `pkl` columns are refused.
 
 use std::io::Read;
-use std::path::Path;
 use std::sync::Arc;
 
 use guideloom_formats::Primitive;
@@ -18,7 +17,7 @@ use serde_json::Value;
 
 use crate::Result;
 
-use super::files::{u32_at, u64_at, Fs, MAX_INDEX_BYTES};
+use super::files::{u32_at, u64_at, Fs, Place, MAX_INDEX_BYTES};
 use super::{ForeignDetails, ForeignError, ForeignFile, ForeignFormat, ForeignOptions, Parts};
 
 /// Encodings MDS knows that are safe to skip (not token columns).
@@ -244,10 +243,9 @@ fn decompress(fs: &Fs, name: &str, algo: &str, packed: &[u8], size: u64) -> Resu
 }
 
 /// Opens the MDS dataset whose `index.json` is in the directory `path`.
-pub(crate) fn open(path: &Path, options: &ForeignOptions) -> Result<Parts> {
+pub(crate) fn open(place: &Place, options: &ForeignOptions) -> Result<Parts> {
     let format = ForeignFormat::Mds;
-    let root = path.to_path_buf();
-    let fs = Fs::new(format, root.clone());
+    let fs = Fs::new(format, place.dir()?);
     let text = fs.read_whole("index.json", MAX_INDEX_BYTES)?;
     let index: Value = serde_json::from_slice(&text)
         .map_err(|e| fs.err("index.json", ForeignError::InvalidIndex { reason: e.to_string() }))?;
@@ -336,7 +334,7 @@ pub(crate) fn open(path: &Path, options: &ForeignOptions) -> Result<Parts> {
     };
 
     // Pass 2: the shard files.
-    let mut parts = Parts::new(root, dtype.unwrap_or(Primitive::U8));
+    let mut parts = Parts::new(&fs, dtype.unwrap_or(Primitive::U8));
     let mut found_dtype = dtype;
     let mut documents = vec![0u64];
     let mut samples_per_shard = Vec::with_capacity(entries.len());

@@ -8,13 +8,13 @@
 //! only, `i8[N]` modes. No array is aligned; everything is little-endian. The `.bin` is the
 //! sequences back to back, no header.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use guideloom_formats::Primitive;
 
 use crate::{Result, StorageError, Window};
 
-use super::files::{escaped, i32_at, i64_at, u64_at, Fs};
+use super::files::{escaped, i32_at, i64_at, u64_at, Fs, Place};
 use super::{ForeignDetails, ForeignError, ForeignFile, ForeignFormat, ForeignOptions, Parts};
 
 /// The `.idx` magic.
@@ -24,24 +24,18 @@ const LEGACY_MAGIC: &[u8] = b"TNTIDX\0\0";
 /// Header bytes before the arrays.
 const HEADER: u64 = 34;
 
-/// The `.idx` of the dataset named by `path` (a prefix, or its `.bin`/`.idx`).
-pub(crate) fn idx_path(path: &Path) -> PathBuf {
-    with_ext(&prefix(path), "idx")
+/// The `.idx` of the dataset named by the last component `name` (a prefix, or its
+/// `.bin`/`.idx`).
+pub(crate) fn idx_name(name: &str) -> String {
+    format!("{}.idx", stem(name))
 }
 
-/// The prefix `path` names (a trailing `.bin`/`.idx` removed).
-fn prefix(path: &Path) -> PathBuf {
-    match path.extension().and_then(|e| e.to_str()) {
-        Some("bin" | "idx") => path.with_extension(""),
-        _ => path.to_path_buf(),
+/// The prefix's last component that `name` names (a trailing `.bin`/`.idx` removed).
+fn stem(name: &str) -> &str {
+    match Path::new(name).extension().and_then(|e| e.to_str()) {
+        Some("bin" | "idx") => &name[..name.len() - 4],
+        _ => name,
     }
-}
-
-fn with_ext(prefix: &Path, ext: &str) -> PathBuf {
-    let mut s = prefix.as_os_str().to_os_string();
-    s.push(".");
-    s.push(ext);
-    PathBuf::from(s)
 }
 
 /// A Megatron index as validated on open: the sequences (one `add_item` each), their byte
@@ -139,19 +133,16 @@ impl MegatronIndex {
 }
 
 /// Opens the Megatron dataset named by `path` (a prefix, or its `.bin`/`.idx`).
-pub(crate) fn open(path: &Path, options: &ForeignOptions) -> Result<Parts> {
-    let prefix = prefix(path);
-    let root = match prefix.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
-        _ => PathBuf::from("."),
-    };
-    let stem = prefix.file_name().and_then(|n| n.to_str()).ok_or_else(|| StorageError::Foreign {
+pub(crate) fn open(place: &Place, options: &ForeignOptions) -> Result<Parts> {
+    let path = place.label();
+    let (root, name) = place.split();
+    let stem = name.as_deref().map(stem).ok_or_else(|| StorageError::Foreign {
         format: Some(ForeignFormat::Megatron),
-        path: path.to_path_buf(),
+        path: path.clone(),
         error: Box::new(ForeignError::NoFiles { pattern: path.display().to_string() }),
     })?;
     let (idx_name, bin_name) = (format!("{stem}.idx"), format!("{stem}.bin"));
-    let fs = Fs::new(ForeignFormat::Megatron, root.clone());
+    let fs = Fs::new(ForeignFormat::Megatron, root.dir()?);
     let idx_len = fs.len(&idx_name)?;
     let err = |e: ForeignError| fs.err(&idx_name, e);
 
@@ -299,7 +290,7 @@ pub(crate) fn open(path: &Path, options: &ForeignOptions) -> Result<Parts> {
         return Err(fs.err(&bin_name, ForeignError::DataFileSize { have: bin_len, want: end }));
     }
     let documents = document_indices.iter().map(|&s| starts[s as usize]).collect();
-    let mut parts = Parts::new(root, dtype);
+    let mut parts = Parts::new(&fs, dtype);
     parts.files = vec![
         ForeignFile { path: bin_name.into(), bytes: bin_len, elements: tokens },
         ForeignFile { path: idx_name.into(), bytes: idx_len, elements: 0 },

@@ -62,17 +62,18 @@ use guideloom_formats::{Dtype, Primitive, StreamFormat};
 use serde_json::{json, Value};
 
 use crate::core::Reader;
-use crate::dir::{LocalDir, StorageDir};
+use crate::dir::StorageDir;
 use crate::io::{FileSet, ReadOptions, ReadRequest, ShardFile};
 use crate::kind::Stream;
 use crate::manifest::{FormatSpec, Manifest, ShardEntry, StorageKind};
+use crate::remote::{RemoteOptions, StorageLocation};
 use crate::stream::StreamIndex;
 use crate::{Result, StorageError, StreamReader, Window};
 
 pub use error::ForeignError;
 pub use megatron::MegatronIndex;
 
-use files::Fs;
+use files::{Fs, Place};
 
 /// A layout of another project that [`ForeignDataset`] reads in place.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -320,6 +321,8 @@ pub enum ForeignDetails {
 #[derive(Debug)]
 struct Parts {
     root: PathBuf,
+    /// The directory `root` names, every file read through it.
+    dir: Arc<dyn StorageDir>,
     dtype: Primitive,
     big_endian: bool,
     files: Vec<ForeignFile>,
@@ -336,9 +339,10 @@ struct Parts {
 }
 
 impl Parts {
-    fn new(root: PathBuf, dtype: Primitive) -> Self {
+    fn new(fs: &Fs, dtype: Primitive) -> Self {
         Parts {
-            root,
+            root: fs.root.clone(),
+            dir: fs.dir.clone(),
             dtype,
             big_endian: false,
             files: Vec::new(),
@@ -390,26 +394,82 @@ impl ForeignDataset {
     ///
     /// # Errors
     /// [`StorageError::Foreign`] naming the file, with the [`ForeignError`] of the first
-    /// check that fails; [`StorageError::Io`] when a file cannot be read.
+    /// check that fails; [`StorageError::Io`] when a file cannot be read;
+    /// [`StorageError::UnsafeFile`] when the named file, or one a directory listing or glob
+    /// matches, is not a regular file (a FIFO, socket or device; a link found by listing).
     pub fn open(path: impl AsRef<Path>, options: &ForeignOptions) -> Result<Self> {
-        let path = path.as_ref();
+        Self::open_place(&Place::Local(path.as_ref().to_path_buf()), options)
+    }
+
+    /// Opens and validates the dataset at `location`: a local path as [`ForeignDataset::open`]
+    /// does, or an object-store URL (`s3://bucket/data/train_*.bin`, `gs://bucket/mds`, ...)
+    /// whose store is read with `remote`. What the URL names per layout is what a path names
+    /// (a Megatron prefix, a file, a glob whose last component has `*`/`?`, a directory of
+    /// `index.json` or of `.npy` files): directories and globs are an object listing of the
+    /// prefix (one level, sorted byte-wise as locally), files are read by ranged `GET`s, and
+    /// batches of [`ForeignDataset::reader`] go through the store's block cache and readahead.
+    /// Errors name files as `URL/name`.
+    ///
+    /// ```
+    /// use guideloom_formats::Primitive;
+    /// use guideloom_storage::foreign::{ForeignDataset, ForeignFormat, ForeignOptions};
+    /// use guideloom_storage::{RemoteOptions, StorageLocation};
+    /// let dir = tempfile::tempdir()?;
+    /// std::fs::write(dir.path().join("train.bin"), [1u8, 0, 2, 0])?;
+    /// // A local path given as a location reads exactly as `open` does.
+    /// let at = StorageLocation::parse(dir.path().join("train.bin").to_str().unwrap());
+    /// let options = ForeignOptions::new().format(ForeignFormat::NanoGpt).dtype(Primitive::U16);
+    /// let data = ForeignDataset::open_at(&at, &RemoteOptions::default(), &options)?;
+    /// assert_eq!(data.elements(), 2);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    ///
+    /// # Errors
+    /// As [`ForeignDataset::open`]; [`StorageError::Remote`] when the store cannot be opened
+    /// (or this build lacks the `remote` feature) or a request fails.
+    pub fn open_at(
+        location: &StorageLocation,
+        remote: &RemoteOptions,
+        options: &ForeignOptions,
+    ) -> Result<Self> {
+        let place = match location {
+            StorageLocation::Local(p) => Place::Local(p.clone()),
+            StorageLocation::Remote(url) => Place::Remote { url: url.clone(), options: remote.clone() },
+        };
+        Self::open_place(&place, options)
+    }
+
+    /// [`ForeignDataset::open_at`] of `url` read by [`StorageLocation::parse`] (a local path
+    /// or an object-store URL), the store's options from the environment
+    /// ([`RemoteOptions::from_env`]).
+    ///
+    /// # Errors
+    /// As [`ForeignDataset::open_at`]; [`RemoteOptions::from_env`]'s.
+    pub fn open_url(url: &str, options: &ForeignOptions) -> Result<Self> {
+        let location = StorageLocation::parse(url);
+        let remote = if location.is_remote() { RemoteOptions::from_env()? } else { RemoteOptions::default() };
+        Self::open_at(&location, &remote, options)
+    }
+
+    fn open_place(place: &Place, options: &ForeignOptions) -> Result<Self> {
+        let path = place.label();
         let format = match options.format {
             Some(f) => f,
-            None => detect(path)?,
+            None => detect_place(place)?,
         };
         let mut parts = match format {
-            ForeignFormat::Megatron => megatron::open(path, options)?,
-            ForeignFormat::NanoGpt => raw::open_nanogpt(path, options)?,
-            ForeignFormat::Llmc => raw::open_llmc(path, options)?,
-            ForeignFormat::Olmo => raw::open_olmo(path, options)?,
-            ForeignFormat::Npy => npy::open(path, options)?,
-            ForeignFormat::Mds => mds::open(path, options)?,
-            ForeignFormat::Litdata => litdata::open(path, options)?,
+            ForeignFormat::Megatron => megatron::open(place, options)?,
+            ForeignFormat::NanoGpt => raw::open_nanogpt(place, options)?,
+            ForeignFormat::Llmc => raw::open_llmc(place, options)?,
+            ForeignFormat::Olmo => raw::open_olmo(place, options)?,
+            ForeignFormat::Npy => npy::open(place, options)?,
+            ForeignFormat::Mds => mds::open(place, options)?,
+            ForeignFormat::Litdata => litdata::open(place, options)?,
         };
         let elements = parts.segments.iter().try_fold(0u64, |a, s| a.checked_add(s.2)).ok_or_else(|| {
             StorageError::Foreign {
                 format: Some(format),
-                path: path.to_path_buf(),
+                path: path.clone(),
                 error: Box::new(ForeignError::InvalidIndex {
                     reason: "the token count overflows u64".into(),
                 }),
@@ -427,10 +487,10 @@ impl ForeignDataset {
             parts.documents = Some(bounds);
         }
         if let (Some(delimiter), None) = (options.delimiter, &parts.documents) {
-            let fs = Fs::new(format, parts.root.clone());
+            let fs = Fs::new(format, parts.dir.clone());
             parts.documents = Some(raw::scan_documents(&fs, &parts, delimiter, elements)?);
         }
-        Ok(ForeignDataset { format, path: path.to_path_buf(), parts: Arc::new(parts), elements })
+        Ok(ForeignDataset { format, path, parts: Arc::new(parts), elements })
     }
 
     /// The layout.
@@ -646,11 +706,20 @@ impl ForeignDataset {
                 committed: f.bytes,
             })
             .collect();
-        let dir: Arc<dyn StorageDir> = if self.parts.mem.is_empty() {
-            Arc::new(LocalDir::new(&self.parts.root))
-        } else {
-            Arc::new(ForeignDir { root: self.parts.root.clone(), mem: self.parts.mem.clone() })
-        };
+        // The dataset's own directory serves the batches (a local one through the read
+        // backend) unless files are held in memory or a remote file is named by a path below
+        // the root (a remote directory reads the last component of a file's path).
+        let plain = self.parts.files.iter().all(|f| f.path.components().count() == 1);
+        let dir: Arc<dyn StorageDir> =
+            if self.parts.mem.is_empty() && (self.parts.dir.local_dir().is_some() || plain) {
+                self.parts.dir.clone()
+            } else {
+                Arc::new(ForeignDir {
+                    root: self.parts.root.clone(),
+                    mem: self.parts.mem.clone(),
+                    inner: self.parts.dir.clone(),
+                })
+            };
         let manifest = self.manifest()?;
         Ok(Reader::<Stream<F>>::from_index(dir, manifest, index, files, self.elements, format, options))
     }
@@ -662,6 +731,8 @@ impl ForeignDataset {
 struct ForeignDir {
     root: PathBuf,
     mem: BTreeMap<String, Arc<[u8]>>,
+    /// The dataset's directory, for the files not in memory.
+    inner: Arc<dyn StorageDir>,
 }
 
 impl StorageDir for ForeignDir {
@@ -672,13 +743,13 @@ impl StorageDir for ForeignDir {
     fn file_len(&self, name: &str) -> Result<Option<u64>> {
         match self.mem.get(name) {
             Some(b) => Ok(Some(b.len() as u64)),
-            None => LocalDir::new(&self.root).file_len(name),
+            None => self.inner.file_len(name),
         }
     }
 
     fn read_at(&self, name: &str, offset: u64, out: &mut [u8]) -> Result<()> {
         let Some(bytes) = self.mem.get(name) else {
-            return LocalDir::new(&self.root).read_at(name, offset, out);
+            return self.inner.read_at(name, offset, out);
         };
         let start = usize::try_from(offset).map_or(bytes.len(), |o| o.min(bytes.len()));
         let available = &bytes[start..];
@@ -724,15 +795,32 @@ impl StorageDir for ForeignDir {
 /// # Errors
 /// [`ForeignError::UnknownFormat`] otherwise (raw files need the format and a dtype).
 pub fn detect(path: &Path) -> Result<ForeignFormat> {
+    detect_place(&Place::Local(path.to_path_buf()))
+}
+
+/// [`detect`] of a local path or an object-store URL (see [`ForeignDataset::open_at`]).
+///
+/// # Errors
+/// As [`detect`]; [`StorageError::Remote`] when the store cannot be opened or listed.
+pub fn detect_at(location: &StorageLocation, remote: &RemoteOptions) -> Result<ForeignFormat> {
+    match location {
+        StorageLocation::Local(p) => detect(p),
+        StorageLocation::Remote(url) => {
+            detect_place(&Place::Remote { url: url.clone(), options: remote.clone() })
+        }
+    }
+}
+
+fn detect_place(place: &Place) -> Result<ForeignFormat> {
+    let path = place.label();
     let unknown = |reason: String| StorageError::Foreign {
         format: None,
-        path: path.to_path_buf(),
+        path: path.clone(),
         error: Box::new(ForeignError::UnknownFormat { reason }),
     };
-    if path.is_dir() {
-        let index = path.join("index.json");
-        if index.is_file() {
-            let fs = Fs::new(ForeignFormat::Mds, path.to_path_buf());
+    if let Some((dir, entries)) = place.as_dir()? {
+        if entries.iter().any(|e| e.name == "index.json" && e.kind != crate::dir::EntryKind::Dir) {
+            let fs = Fs::new(ForeignFormat::Mds, dir.clone());
             let text = fs.read_whole("index.json", files::MAX_INDEX_BYTES)?;
             let v: Value = serde_json::from_slice(&text)
                 .map_err(|e| unknown(format!("index.json is not JSON ({e})")))?;
@@ -744,8 +832,8 @@ pub fn detect(path: &Path) -> Result<ForeignFormat> {
             }
             return Err(unknown("index.json is neither MDS (shards) nor litdata (chunks, config)".into()));
         }
-        let npys = files::list_dir(ForeignFormat::Npy, path, "npy")?;
-        if !npys.is_empty() && npys.iter().all(|f| files::starts_with(&path.join(f), npy::MAGIC)) {
+        let npys = files::with_ext(dir.as_ref(), &entries, "npy")?;
+        if !npys.is_empty() && npys.iter().all(|f| files::starts_with(dir.as_ref(), f, npy::MAGIC)) {
             return Ok(ForeignFormat::Npy);
         }
         return Err(unknown(
@@ -753,17 +841,18 @@ pub fn detect(path: &Path) -> Result<ForeignFormat> {
                 .into(),
         ));
     }
-    let idx = megatron::idx_path(path);
-    if idx.is_file() && files::starts_with(&idx, megatron::MAGIC) {
-        return Ok(ForeignFormat::Megatron);
+    let (parent, name) = place.split();
+    if let Some(idx) = name.as_deref().map(megatron::idx_name) {
+        if files::starts_with(parent.dir()?.as_ref(), &idx, megatron::MAGIC) {
+            return Ok(ForeignFormat::Megatron);
+        }
     }
-    let (_, names) = files::expand(ForeignFormat::Npy, path, &[])?;
-    let first = names.first().map(|n| path.parent().unwrap_or(Path::new(".")).join(n));
-    if let Some(first) = first.filter(|f| f.is_file()) {
-        if files::starts_with(&first, npy::MAGIC) {
+    let (dir, names) = files::expand(ForeignFormat::Npy, place, &[])?;
+    if let Some(first) = names.first() {
+        if files::starts_with(dir.as_ref(), first, npy::MAGIC) {
             return Ok(ForeignFormat::Npy);
         }
-        if raw::has_llmc_header(&first) {
+        if raw::has_llmc_header(dir.as_ref(), first) {
             return Ok(ForeignFormat::Llmc);
         }
         return Err(unknown(
@@ -773,7 +862,7 @@ pub fn detect(path: &Path) -> Result<ForeignFormat> {
     }
     Err(StorageError::Foreign {
         format: None,
-        path: path.to_path_buf(),
+        path: path.clone(),
         error: Box::new(ForeignError::NoFiles { pattern: path.display().to_string() }),
     })
 }

@@ -6,13 +6,11 @@
 //! ..., 'shape': (...), }` padded with spaces and a newline, then the data. The header is read
 //! with a literal parser (never evaluated).
 
-use std::path::Path;
-
 use guideloom_formats::Primitive;
 
 use crate::Result;
 
-use super::files::{escaped, expand, u32_at, Fs};
+use super::files::{escaped, expand, u32_at, Fs, Place};
 use super::{ForeignDetails, ForeignError, ForeignFile, ForeignFormat, ForeignOptions, Parts};
 
 /// The NumPy magic.
@@ -259,12 +257,12 @@ impl Parser<'_> {
 /// Opens one `.npy`, a glob, or a directory of them (byte-wise name order). All files must
 /// share one dtype; 1-D arrays are token streams, a 2-D C-order array `(samples, L)` is its
 /// rows (as documents when it is the only file).
-pub(crate) fn open(path: &Path, options: &ForeignOptions) -> Result<Parts> {
+pub(crate) fn open(place: &Place, options: &ForeignOptions) -> Result<Parts> {
     let format = ForeignFormat::Npy;
-    let (root, names) = expand(format, path, &["npy"])?;
-    let fs = Fs::new(format, root.clone());
+    let (dir, names) = expand(format, place, &["npy"])?;
+    let fs = Fs::new(format, dir);
     let mut dtype: Option<(Primitive, bool)> = None;
-    let mut parts = Parts::new(root, Primitive::U8);
+    let mut parts = Parts::new(&fs, Primitive::U8);
     let mut shapes = Vec::new();
     for (i, name) in names.iter().enumerate() {
         let err = |e: ForeignError| fs.err(name, e);

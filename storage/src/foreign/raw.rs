@@ -15,11 +15,12 @@ use guideloom_formats::Primitive;
 
 use crate::{Result, StorageError};
 
-use super::files::{expand, i32_at, Fs, MAX_INDEX_BYTES};
+use super::files::{expand, i32_at, Fs, Place, MAX_INDEX_BYTES};
 use super::npy::MAGIC as NPY_MAGIC;
 use super::{
     DocumentDelimiter, ForeignDetails, ForeignError, ForeignFile, ForeignFormat, ForeignOptions, Parts,
 };
+use crate::dir::StorageDir;
 
 /// llm.c header bytes (256 × i32).
 const LLMC_HEADER: u64 = 1024;
@@ -61,12 +62,12 @@ fn raw_elements(fs: &Fs, name: &str, bytes: u64, dtype: Primitive) -> Result<u64
 }
 
 /// nanoGPT: raw little-endian tokens of the given dtype, one file or a glob.
-pub(crate) fn open_nanogpt(path: &Path, options: &ForeignOptions) -> Result<Parts> {
+pub(crate) fn open_nanogpt(place: &Place, options: &ForeignOptions) -> Result<Parts> {
     let format = ForeignFormat::NanoGpt;
-    let dtype = required_dtype(format, path, options)?;
-    let (root, names) = expand(format, path, &["bin"])?;
-    let fs = Fs::new(format, root.clone());
-    let mut parts = Parts::new(root, dtype);
+    let dtype = required_dtype(format, &place.label(), options)?;
+    let (dir, names) = expand(format, place, &["bin"])?;
+    let fs = Fs::new(format, dir);
+    let mut parts = Parts::new(&fs, dtype);
     for (i, name) in names.iter().enumerate() {
         let bytes = fs.len(name)?;
         let elements = raw_elements(&fs, name, bytes, dtype)?;
@@ -76,21 +77,20 @@ pub(crate) fn open_nanogpt(path: &Path, options: &ForeignOptions) -> Result<Part
     Ok(parts)
 }
 
-/// Whether the file at `path` starts with a valid llm.c token-shard header (magic and its
+/// Whether file `name` of `dir` starts with a valid llm.c token-shard header (magic and its
 /// version).
-pub(crate) fn has_llmc_header(path: &Path) -> bool {
+pub(crate) fn has_llmc_header(dir: &dyn StorageDir, name: &str) -> bool {
     let mut head = [0u8; 8];
-    let ok = matches!(crate::dir::open_regular(path, crate::dir::Access::Read { direct: false }),
-        Ok(Some(f)) if (&f).read_exact(&mut head).is_ok());
+    let ok = matches!(dir.file_len(name), Ok(Some(n)) if n >= 8) && dir.read_at(name, 0, &mut head).is_ok();
     ok && matches!((i32_at(&head, 0), i32_at(&head, 4)), (LLMC_GPT2, 1) | (LLMC_LLAMA3, 7))
 }
 
 /// llm.c / modded-nanogpt shards (one file or a glob); header-less legacy files when a dtype
 /// is given and the file has no llm.c magic.
-pub(crate) fn open_llmc(path: &Path, options: &ForeignOptions) -> Result<Parts> {
+pub(crate) fn open_llmc(place: &Place, options: &ForeignOptions) -> Result<Parts> {
     let format = ForeignFormat::Llmc;
-    let (root, names) = expand(format, path, &["bin"])?;
-    let fs = Fs::new(format, root.clone());
+    let (dir, names) = expand(format, place, &["bin"])?;
+    let fs = Fs::new(format, dir);
     let mut dtype: Option<Primitive> = None;
     let mut files = Vec::new();
     let mut segments = Vec::new();
@@ -137,7 +137,7 @@ pub(crate) fn open_llmc(path: &Path, options: &ForeignOptions) -> Result<Parts> 
             other => match options.dtype {
                 // A header-less file (llm.c before 2024-05-21 wrote raw int32): read as told.
                 Some(_) => {
-                    let d = required_dtype(format, path, options)?;
+                    let d = required_dtype(format, &place.label(), options)?;
                     (d, 0, raw_elements(&fs, name, bytes, d)?, 0)
                 }
                 None => {
@@ -161,7 +161,7 @@ pub(crate) fn open_llmc(path: &Path, options: &ForeignOptions) -> Result<Parts> 
         segments.push((i, base, elements));
         versions.push(version);
     }
-    let mut parts = Parts::new(root, dtype.unwrap_or(Primitive::U16));
+    let mut parts = Parts::new(&fs, dtype.unwrap_or(Primitive::U16));
     parts.files = files;
     parts.segments = segments;
     parts.details = ForeignDetails::Llmc { versions };
@@ -170,12 +170,12 @@ pub(crate) fn open_llmc(path: &Path, options: &ForeignOptions) -> Result<Parts> 
 
 /// OLMo / Dolma raw token files (named `*.npy` without an NPY header): a file, a glob or a
 /// directory; documents from each file's sibling `<stem>.csv.gz` when every file has one.
-pub(crate) fn open_olmo(path: &Path, options: &ForeignOptions) -> Result<Parts> {
+pub(crate) fn open_olmo(place: &Place, options: &ForeignOptions) -> Result<Parts> {
     let format = ForeignFormat::Olmo;
-    let dtype = required_dtype(format, path, options)?;
-    let (root, names) = expand(format, path, &["npy"])?;
-    let fs = Fs::new(format, root.clone());
-    let mut parts = Parts::new(root, dtype);
+    let dtype = required_dtype(format, &place.label(), options)?;
+    let (dir, names) = expand(format, place, &["npy"])?;
+    let fs = Fs::new(format, dir);
+    let mut parts = Parts::new(&fs, dtype);
     let mut documents = Some(vec![0u64]);
     let mut base = 0u64;
     for (i, name) in names.iter().enumerate() {

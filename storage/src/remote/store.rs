@@ -15,7 +15,7 @@ use object_store::{GetOptions, ObjectStore, ObjectStoreScheme, PutPayload, Retry
 
 use super::cache::DiskCache;
 use super::RemoteOptions;
-use crate::dir::{file_name, resolve, StorageDir, WriteDir, WriteFile};
+use crate::dir::{file_name, resolve, DirEntry, EntryKind, StorageDir, WriteDir, WriteFile};
 use crate::io::{FileSet, ReadRequest};
 use crate::{Result, StorageError};
 
@@ -611,8 +611,12 @@ impl Inner {
         }
     }
 
+    /// The object of file `name` (checked by [`check_name`]); a name with `/` (a file in a
+    /// sub-directory, as an MDS index may name) is that many path parts.
     fn object(&self, name: &str) -> ObjPath {
-        self.prefix.child(name)
+        name.split('/')
+            .filter(|p| !p.is_empty() && *p != ".")
+            .fold(self.prefix.clone(), |p, part| p.child(part))
     }
 
     fn object_url(&self, name: &str) -> String {
@@ -815,6 +819,31 @@ impl StorageDir for RemoteDir {
             inner.lock_sizes().insert(name.to_string(), n);
         }
         Ok(size)
+    }
+
+    /// One `LIST` with a delimiter (paged by the store): the objects directly under the
+    /// prefix as files (their sizes kept, as a `HEAD` would), the next level of prefixes as
+    /// directories.
+    fn list(&self) -> Result<Vec<DirEntry>> {
+        let inner = &self.inner;
+        let listed = self.rt().block_on(inner.retry("list", "", None, || async move {
+            inner.store.list_with_delimiter(Some(&inner.prefix)).await.map_err(|e| classify(&e))
+        }));
+        let listed = listed.map_err(|f| f.error())?;
+        let mut out = Vec::new();
+        let mut sizes = inner.lock_sizes();
+        for o in &listed.objects {
+            if let Some(name) = o.location.filename() {
+                sizes.insert(name.to_string(), o.size);
+                out.push(DirEntry { name: name.to_string(), kind: EntryKind::File });
+            }
+        }
+        for p in &listed.common_prefixes {
+            if let Some(name) = p.filename() {
+                out.push(DirEntry { name: name.to_string(), kind: EntryKind::Dir });
+            }
+        }
+        Ok(out)
     }
 
     fn read_at(&self, name: &str, offset: u64, out: &mut [u8]) -> Result<()> {

@@ -33,6 +33,16 @@ type DemoLoader = Loader<TokenWindows<u32>, WindowSpan, TokenWindowCollate<u32>>
 /// Runs the demo: ingest, storage summary, training loop, checkpoint and resume, throughput.
 /// Returns an error (non-zero exit) when a step fails, the resume check included.
 pub(crate) fn run(a: DemoArgs) -> CliResult {
+    for c in &a.corpus {
+        crate::cmd::location::local_only(c, "--corpus", "download the text files first")?;
+    }
+    if let Some(w) = &a.workdir {
+        crate::cmd::location::local_only(
+            w,
+            "--workdir",
+            "the demo writes, checkpoints and resumes in a local directory (`guideloom upload` copies its storage to a store afterwards)",
+        )?;
+    }
     let corpus = if a.corpus.is_empty() { default_corpus()? } else { a.corpus };
     let work = Workdir::new(a.workdir)?;
     let store = work.fresh_store()?;

@@ -4,6 +4,7 @@
 use std::path::Path;
 
 use guideloom::storage::foreign::{self, ForeignDataset, ForeignOptions};
+use guideloom::storage::{RemoteOptions, StorageLocation};
 
 use crate::cli::ForeignArgs;
 use crate::CliResult;
@@ -19,7 +20,8 @@ pub(crate) fn options(a: &ForeignArgs) -> ForeignOptions {
 
 /// The foreign dataset at `path` when it is one: `--format` names a layout, or `path` holds
 /// no native storage and its layout is detected (a magic number or an index file). `None`:
-/// read it as a native storage.
+/// read it as a native storage. `path` may be an object-store URL (`s3://bucket/data/x`):
+/// the dataset is then read from the store (endpoint and credentials from the environment).
 ///
 /// # Errors
 ///
@@ -28,12 +30,19 @@ pub(crate) fn options(a: &ForeignArgs) -> ForeignOptions {
 /// layout without `--dtype` is left to the native reader's error ("not a directory", "no
 /// manifest.json").
 pub(crate) fn open(path: &Path, a: &ForeignArgs) -> CliResult<Option<ForeignDataset>> {
-    let native = path.join("manifest.json").is_file();
+    let location = StorageLocation::from_path(path);
+    let remote = if location.is_remote() { RemoteOptions::from_env()? } else { RemoteOptions::default() };
+    let native = match &location {
+        StorageLocation::Local(_) => path.join("manifest.json").is_file(),
+        // A glob is never a storage (and `?` would read as a URL's query).
+        StorageLocation::Remote(url) if url.contains(['*', '?']) => false,
+        StorageLocation::Remote(_) => location.open_with(&remote)?.file_len("manifest.json")?.is_some(),
+    };
     if a.format.is_none() {
         if native {
             return Ok(None);
         }
-        match foreign::detect(path) {
+        match foreign::detect_at(&location, &remote) {
             Ok(_) => {}
             Err(_) if a.dtype.is_some() => {
                 return Err(format!(
@@ -45,5 +54,16 @@ pub(crate) fn open(path: &Path, a: &ForeignArgs) -> CliResult<Option<ForeignData
             Err(_) => return Ok(None),
         }
     }
-    Ok(Some(ForeignDataset::open(path, &options(a))?))
+    Ok(Some(ForeignDataset::open_at(&location, &remote, &options(a))?))
+}
+
+/// The dataset at `path` (a local path or an object-store URL) opened with `options`.
+///
+/// # Errors
+///
+/// The dataset fails validation or the store cannot be read.
+pub(crate) fn open_with(path: &Path, options: &ForeignOptions) -> CliResult<ForeignDataset> {
+    let location = StorageLocation::from_path(path);
+    let remote = if location.is_remote() { RemoteOptions::from_env()? } else { RemoteOptions::default() };
+    Ok(ForeignDataset::open_at(&location, &remote, options)?)
 }

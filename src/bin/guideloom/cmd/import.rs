@@ -1,6 +1,8 @@
 //! `guideloom import`: a dataset in another project's layout -> a native storage of the same
 //! token ids (no re-tokenizing), with its documents where it records them.
 
+use std::path::Path;
+
 use guideloom::formats::{DocumentTokensFormat, IntTokenFormat, TokenDocument, TokenElement, TokenFormat};
 use guideloom::storage::foreign::ForeignDataset;
 use guideloom::storage::{
@@ -20,16 +22,27 @@ pub(crate) fn run(a: ImportArgs) -> CliResult {
     let data = crate::cmd::foreign::open(&a.path, &a.foreign)?.ok_or_else(|| {
         format!("{} is not a dataset of a known layout: name it with --format", a.path.display())
     })?;
-    match Manifest::load(&a.out) {
-        Err(StorageError::NotAStorage { .. }) => {}
-        Ok(_) => return Err(format!("{} already holds a storage", a.out.display()).into()),
-        Err(e) => return Err(Box::new(e)),
+    if let Some(dir) = crate::cmd::location::remote(&a.out)? {
+        // Written locally, then uploaded (shard objects first, the manifest last).
+        if dir.file_len(guideloom::storage::MANIFEST_FILE)?.is_some() {
+            return Err(format!("{} already holds a storage", a.out.display()).into());
+        }
+    } else {
+        match Manifest::load(&a.out) {
+            Err(StorageError::NotAStorage { .. }) => {}
+            Ok(_) => return Err(format!("{} already holds a storage", a.out.display()).into()),
+            Err(e) => return Err(Box::new(e)),
+        }
     }
     let small = data.dtype().size() <= 2;
     let reader = data.reader(IntTokenFormat::new(data.dtype())?, ReadOptions::default())?;
-    let written = match (a.out_dtype, small) {
-        (DtypeArg::U16, _) | (DtypeArg::Auto, true) => write::<u16>(&a, &data, &reader)?,
-        (DtypeArg::U32, _) | (DtypeArg::Auto, false) => write::<u32>(&a, &data, &reader)?,
+    let convert = |out: &Path| match (a.out_dtype, small) {
+        (DtypeArg::U16, _) | (DtypeArg::Auto, true) => write::<u16>(&a, out, &data, &reader),
+        (DtypeArg::U32, _) | (DtypeArg::Auto, false) => write::<u32>(&a, out, &data, &reader),
+    };
+    let written = match crate::cmd::location::ingest_remote(&a.out, false, &convert)? {
+        Some(n) => n,
+        None => convert(&a.out)?,
     };
     eprintln!(
         "imported {} tokens{} from {} {} ({} files) into {}",
@@ -61,6 +74,7 @@ fn file_ranges(data: &ForeignDataset) -> Vec<(u64, u64, u64)> {
 /// Writes the storage with `E` ids; returns the tokens written.
 fn write<E: TokenElement>(
     a: &ImportArgs,
+    out: &Path,
     data: &ForeignDataset,
     reader: &StreamReader<IntTokenFormat>,
 ) -> CliResult<u64> {
@@ -76,7 +90,7 @@ fn write<E: TokenElement>(
             )
             .into());
         };
-        let mut w = StreamWithMetaWriter::open(&a.out, DocumentTokensFormat::<E, u32>::new())?;
+        let mut w = StreamWithMetaWriter::open(out, DocumentTokensFormat::<E, u32>::new())?;
         let files = file_ranges(data);
         for (ordinal, pair) in bounds.windows(2).enumerate() {
             let doc = reader.read(Window::new(pair[0], pair[1] - pair[0]))?;
@@ -95,7 +109,7 @@ fn write<E: TokenElement>(
         w.set_metadata("documents", json!(bounds.len() - 1));
         w.finish()?;
     } else {
-        let mut w = StreamWriter::open(&a.out, TokenFormat::<E, i64>::new())?;
+        let mut w = StreamWriter::open(out, TokenFormat::<E, i64>::new())?;
         for (shard, start, n) in file_ranges(data) {
             let mut done = 0u64;
             while done < n {

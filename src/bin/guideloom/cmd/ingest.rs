@@ -15,7 +15,20 @@ pub(crate) fn run(command: IngestCommand) -> CliResult {
     }
 }
 
+/// Refuses input files given as object-store URLs (ingest reads local files).
+fn local_inputs(paths: &[std::path::PathBuf]) -> CliResult {
+    for p in paths {
+        crate::cmd::location::local_only(
+            p,
+            "an input",
+            "download the input files first (--out may be a URL)",
+        )?;
+    }
+    Ok(())
+}
+
 fn text(a: IngestTextArgs) -> CliResult {
+    local_inputs(&a.paths)?;
     let opts = IngestOptions {
         tokenizer: a.tokenizer.into(),
         split: a.split.into(),
@@ -39,6 +52,7 @@ fn text(a: IngestTextArgs) -> CliResult {
 }
 
 fn jsonl(a: IngestJsonlArgs) -> CliResult {
+    local_inputs(&a.files)?;
     let field = match (a.tokens_field, a.text_field) {
         (Some(f), _) => JsonlField::Tokens(f),
         (None, Some(f)) => JsonlField::Text(f, a.tokenizer.into()),

@@ -15,11 +15,11 @@ pub(crate) fn run(a: InspectArgs) -> CliResult {
     if a.order.order.is_some() {
         return crate::cmd::order::inspect(&a);
     }
+    if let Some(data) = crate::cmd::foreign::open(&a.dir, &a.foreign)? {
+        return inspect_foreign(&a, &data);
+    }
     let remote = crate::cmd::location::remote(&a.dir)?;
     if remote.is_none() {
-        if let Some(data) = crate::cmd::foreign::open(&a.dir, &a.foreign)? {
-            return inspect_foreign(&a, &data);
-        }
         check_dir(&a.dir)?;
     }
     let dir = remote.unwrap_or_else(|| std::sync::Arc::new(storage::LocalDir::new(&a.dir)));
@@ -150,7 +150,7 @@ fn inspect_foreign(a: &InspectArgs, data: &ForeignDataset) -> CliResult {
             .into());
         }
         let options = crate::cmd::foreign::options(&a.foreign).format(ForeignFormat::Mds).verify_hashes(true);
-        ForeignDataset::open(&a.dir, &options)?;
+        crate::cmd::foreign::open_with(&a.dir, &options)?;
         Some(true)
     } else {
         None

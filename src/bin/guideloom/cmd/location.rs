@@ -27,12 +27,34 @@ pub(crate) fn is_remote(arg: &Path) -> bool {
     StorageLocation::from_path(arg).is_remote()
 }
 
+/// Refuses an object-store URL where a command reads or writes local files only: `what`
+/// names the argument (`--workdir`), `instead` says what to do.
+///
+/// # Errors
+///
+/// `arg` is a remote URL.
+pub(crate) fn local_only(arg: &Path, what: &str, instead: &str) -> CliResult {
+    if is_remote(arg) {
+        return Err(format!(
+            "{what} {}: an object-store URL, but {what} takes a local path; {instead}",
+            arg.display()
+        )
+        .into());
+    }
+    Ok(())
+}
+
 /// Runs `guideloom upload LOCAL URL`: every committed shard file, then the manifest.
 pub(crate) fn upload(a: &crate::cli::UploadArgs) -> CliResult {
     let loc = StorageLocation::parse(&a.url);
     let StorageLocation::Remote(url) = loc else {
         return Err(format!("{}: not an object-store URL (s3://, gs://, az://)", a.url).into());
     };
+    local_only(
+        &a.local,
+        "LOCAL",
+        "upload copies a local storage to a store (to read a remote storage, give its URL to the reading command)",
+    )?;
     let dir = guideloom::storage::RemoteDir::open(&url, guideloom::storage::RemoteOptions::from_env()?)?;
     let bytes = dir.upload(&a.local)?;
     let s = dir.stats();

@@ -85,8 +85,10 @@ fn megatron_config(
 ) -> CliResult<(Vec<Weighted>, GptConfig)> {
     let paths = data_path(text)?;
     let options = ForeignOptions::new().format(ForeignFormat::Megatron);
-    let datasets: Vec<Weighted> =
-        paths.iter().map(|(w, p)| Ok((*w, ForeignDataset::open(p, &options)?))).collect::<CliResult<_>>()?;
+    let datasets: Vec<Weighted> = paths
+        .iter()
+        .map(|(w, p)| Ok((*w, crate::cmd::foreign::open_with(p, &options)?)))
+        .collect::<CliResult<_>>()?;
     let which = match which {
         "valid" => MegatronSplit::Valid,
         "test" => MegatronSplit::Test,
@@ -172,14 +174,17 @@ fn megatron(a: &BatchesArgs) -> CliResult {
         a.window.batch_size.checked_mul(a.world_size).ok_or("--batch-size x --world-size overflows")?;
     let (source, next_batch) = megatron_resume_source(source, o.consumed_samples, global)?;
     let offset = o.consumed_samples % global;
-    let loader = Loader::builder(source)
+    let mut builder = Loader::builder(source)
         .batch_size(a.window.batch_size)
         .shard(a.rank, a.world_size)
         .epochs(a.epochs)
         // Megatron's MegatronPretrainingSampler drops the incomplete last global batch.
         .drop_remainder(true)
-        .workers(a.window.workers)
-        .build()?;
+        .workers(a.window.workers);
+    if datasets.iter().any(|(_, d)| crate::cmd::location::is_remote(d.path())) {
+        builder = builder.readahead(crate::cmd::location::REMOTE_READAHEAD);
+    }
+    let loader = builder.build()?;
     let state = match &a.resume {
         Some(p) => read_state(p)?,
         None => State { next_batch, ..loader.initial_state() },
@@ -291,7 +296,7 @@ fn llmc(a: &BatchesArgs) -> CliResult {
     let w = &a.window;
     let mut options = crate::cmd::foreign::options(&w.foreign);
     options.format = Some(ForeignFormat::Llmc);
-    let data = ForeignDataset::open(&w.dir, &options)?;
+    let data = crate::cmd::foreign::open_with(&w.dir, &options)?;
     let format = guideloom::formats::IntTokenFormat::new(data.dtype())?;
     let reader = data.reader(format, read_options(w.backend)?)?;
     let shuffle = a.order.llmc_shuffle;
@@ -315,12 +320,15 @@ fn llmc(a: &BatchesArgs) -> CliResult {
         (llmc_windows(&data, w.batch_size, w.seq_len, a.world_size)?, a.rank, a.world_size, a.epochs)
     };
     let per_epoch = if shuffle { (windows.len() as u64 / a.epochs.max(1)).max(1) } else { u64::MAX };
-    let loader = Loader::builder(Spans::new(reader, windows)?)
+    let mut builder = Loader::builder(Spans::new(reader, windows)?)
         .batch_size(1)
         .shard(rank, world)
         .epochs(epochs)
-        .workers(w.workers)
-        .build()?;
+        .workers(w.workers);
+    if crate::cmd::location::is_remote(&w.dir) {
+        builder = builder.readahead(crate::cmd::location::REMOTE_READAHEAD);
+    }
+    let loader = builder.build()?;
     if loader.source().is_empty() {
         eprintln!("note: no batch: the shards hold fewer than B x T x processes + 1 tokens each");
     }

@@ -112,6 +112,13 @@ impl Sequential<'_> {
     /// The files of `--jsonl` (as given) or `--text` (directories walked, paths sorted).
     fn files(&self) -> CliResult<Files> {
         let s = self.seq;
+        for p in s.jsonl.iter().chain(&s.text) {
+            crate::cmd::location::local_only(
+                p,
+                "a --sequential input",
+                "download the files first, or ingest them into a storage (`ingest --out URL`) and read that",
+            )?;
+        }
         if !s.jsonl.is_empty() {
             let field = match (&s.tokens_field, &s.text_field) {
                 (Some(f), None) => JsonlField::Tokens(f.clone()),

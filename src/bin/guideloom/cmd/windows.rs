@@ -96,12 +96,12 @@ pub(crate) trait TokenStorageFn {
 /// The storage cannot be opened, holds another kind or dtype, or holds tokens but fewer than
 /// one window of `--seq-len` (an empty storage is not an error: it yields no batch).
 pub(crate) fn open_token_storage<F: TokenStorageFn>(w: &WindowArgs, f: F) -> CliResult<F::Output> {
-    if let Some(dir) = crate::cmd::location::remote(&w.dir)? {
-        return open_remote(w, dir, f);
-    }
     if let Some(data) = crate::cmd::foreign::open(&w.dir, &w.foreign)? {
         holds_a_window(&w.dir, data.elements(), w.seq_len)?;
         return f.foreign(&data, read_options(w.backend)?);
+    }
+    if let Some(dir) = crate::cmd::location::remote(&w.dir)? {
+        return open_remote(w, dir, f);
     }
     let m = Manifest::load(&w.dir)?;
     let opts = read_options(w.backend)?;
