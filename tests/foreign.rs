@@ -186,7 +186,7 @@ fn bench_reads_foreign_datasets_through_the_fast_path() {
 }
 
 /// Every sample a plain `batches` reads, with the flags it needs.
-fn importable() -> Vec<(&'static str, Vec<&'static str>)> {
+pub(crate) fn importable() -> Vec<(&'static str, Vec<&'static str>)> {
     vec![
         ("megatron/gpt2_text_document", vec![]),
         ("megatron/llama3_text_document", vec![]),

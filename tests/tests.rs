@@ -10,5 +10,7 @@ mod order;
 mod regression;
 #[cfg(feature = "cli")]
 mod remote;
+#[cfg(feature = "cli")]
+mod remote_urls;
 #[cfg(feature = "ingest")]
 mod sequential;

@@ -88,6 +88,10 @@ impl Place {
                 let entries = dir.list()?;
                 Ok(Some((dir, entries)))
             }
+            // A glob is never a directory (and `?` would read as a URL's query).
+            Place::Remote { url, .. } if url.rsplit('/').next().is_some_and(|n| n.contains(['*', '?'])) => {
+                Ok(None)
+            }
             Place::Remote { .. } => {
                 let dir = self.dir()?;
                 let entries = dir.list()?;
