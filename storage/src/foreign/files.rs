@@ -80,7 +80,7 @@ impl Place {
     ///
     /// # Errors
     /// As [`StorageDir::list`].
-    pub(crate) fn as_dir(&self) -> Result<Option<(Arc<dyn StorageDir>, Vec<crate::dir::DirEntry>)>> {
+    pub(crate) fn as_dir(&self) -> Result<Option<Listed>> {
         match self {
             Place::Local(p) if !p.is_dir() => Ok(None),
             Place::Local(_) => {
@@ -100,6 +100,9 @@ impl Place {
         }
     }
 }
+
+/// A directory and its entries.
+pub(crate) type Listed = (Arc<dyn StorageDir>, Vec<crate::dir::DirEntry>);
 
 /// The files of one dataset: its directory and the layout errors name.
 #[derive(Debug, Clone)]

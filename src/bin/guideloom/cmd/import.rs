@@ -40,7 +40,7 @@ pub(crate) fn run(a: ImportArgs) -> CliResult {
         (DtypeArg::U16, _) | (DtypeArg::Auto, true) => write::<u16>(&a, out, &data, &reader),
         (DtypeArg::U32, _) | (DtypeArg::Auto, false) => write::<u32>(&a, out, &data, &reader),
     };
-    let written = match crate::cmd::location::ingest_remote(&a.out, false, &convert)? {
+    let written = match crate::cmd::location::ingest_remote(&a.out, false, convert)? {
         Some(n) => n,
         None => convert(&a.out)?,
     };
