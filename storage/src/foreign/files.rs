@@ -92,9 +92,15 @@ impl Place {
             Place::Remote { url, .. } if url.rsplit('/').next().is_some_and(|n| n.contains(['*', '?'])) => {
                 Ok(None)
             }
-            Place::Remote { .. } => {
+            Place::Remote { url, .. } => {
                 let dir = self.dir()?;
-                let entries = dir.list()?;
+                let entries = match dir.list() {
+                    Ok(e) => e,
+                    // A plain web server cannot list: its URLs name files (or, with the
+                    // format named, the directory of an index).
+                    Err(_) if url.starts_with("http") => return Ok(None),
+                    Err(e) => return Err(e),
+                };
                 Ok((!entries.is_empty()).then_some((dir, entries)))
             }
         }

@@ -24,6 +24,14 @@
 //! | OLMo / Dolma token files | `olmo` | a file, a glob or a directory of `*.npy` (raw, no NPY header) | required | the sibling `.csv.gz`, else a delimiter scan |
 //! | NumPy `.npy` v1/v2/v3 | `npy` | a file, a glob or a directory of `*.npy` | from the header (either byte order) | rows of a 2-D array; optionally one per file |
 //!
+//! [`ForeignDataset::open_at`] (and [`ForeignDataset::open_url`]) read the same layouts from
+//! an object-store URL (`s3://bucket/data/fineweb_train_*.bin`, `gs://bucket/mds`): a
+//! directory or a glob is one listing of the prefix, sorted byte-wise as locally, files are
+//! read by ranged requests through the store's block cache, and errors name files as
+//! `URL/name`. Locally, a directory or glob takes regular files only: a FIFO, socket, device
+//! or symbolic link it matches is [`crate::StorageError::UnsafeFile`] naming it (a link is
+//! followed only when the path names it directly), and sub-directories are passed over.
+//!
 //! Auto-detection ([`ForeignOptions::format`] `None`) picks a layout only where a magic
 //! number or an index file makes it unambiguous (`index.json` of MDS or litdata, a
 //! Megatron `.idx`, the NumPy or llm.c magic); raw files (nanoGPT, OLMo, legacy llm.c) need
