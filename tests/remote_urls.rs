@@ -397,3 +397,25 @@ fn remote_urls_missing_or_short_objects_are_typed_errors_naming_the_url() {
         assert!(!o.status.success() && err.contains(&names), "{args:?}: {err}");
     }
 }
+
+/// Arguments that name local files refuse a URL with what to do instead (no server needed:
+/// nothing is read).
+#[test]
+fn remote_urls_local_only_arguments_refuse_urls_saying_what_to_do() {
+    let u = "s3://bucket/somewhere";
+    let cases: [(&[&str], &str); 5] = [
+        (&["upload", u, "s3://bucket/other"], "LOCAL s3://bucket/somewhere: an object-store URL"),
+        (&["demo", "--workdir", u], "--workdir s3://bucket/somewhere: an object-store URL"),
+        (&["demo", "--corpus", u], "--corpus s3://bucket/somewhere: an object-store URL"),
+        (&["ingest", "text", "--out", "/nonexistent/never-written", u], "download the input files first"),
+        (
+            &["batches", "--sequential", "--jsonl", u, "--tokens-field", "ids", "--seq-len", "4"],
+            "a --sequential input s3://bucket/somewhere: an object-store URL",
+        ),
+    ];
+    for (args, want) in cases {
+        let o = bin().args(args).output().unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(!o.status.success() && err.contains(want), "{args:?}: {err}");
+    }
+}
