@@ -866,15 +866,18 @@ def plot(results):
         pts = {}
         for r in rs:
             pts.setdefault(r["seq"], []).append(r["steady_windows_per_s"])
-        for r in main.get((lab, 2), []):
-            pts.setdefault(r["seq"], []).append(r["steady_windows_per_s"])
+        for (l2, w), rs2 in main.items():
+            if l2 == lab and (w == 2 or rs2[0]["system"] in PY_ONE_PROCESS):
+                for r in rs2:
+                    pts.setdefault(r["seq"], []).append(r["steady_windows_per_s"])
         xs = sorted(pts)
         ax.plot(xs, [med(pts[x]) for x in xs], marker="o", label=lab)
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel("window size (tokens, u16)")
     ax.set_ylabel("windows/s (median, warm cache, 2 workers, batch 32)")
-    ax.set_title("guideloom vs peers: windows/s vs window size (2 vCPUs)")
+    ids = sorted({r.get("run_id", "?") for rs in g.values() for r in rs})
+    ax.set_title(f"guideloom vs peers: windows/s vs window size\n{os.cpu_count()} vCPUs; run {', '.join(ids)}", fontsize=10)
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=8, bbox_to_anchor=(1.02, 1), loc="upper left")
     fig.tight_layout()
