@@ -33,8 +33,9 @@ OUT = os.path.join(ROOT, "benches", "out")
 DATA = os.path.join(OUT, "data")
 # GUIDELOOM_BENCH_CLI / GUIDELOOM_BENCH_TARGET point at other builds (a CARGO_TARGET_DIR of
 # one's own; a "before" binary for an A/B run); the defaults are benches/run.sh's.
-TARGET = os.environ.get("GUIDELOOM_BENCH_TARGET", os.path.join(OUT, "target", "release"))
-CLI = os.environ.get("GUIDELOOM_BENCH_CLI", os.path.join(ROOT, "target", "release", "guideloom"))
+_RELEASE = os.path.join(os.environ.get("CARGO_TARGET_DIR", os.path.join(ROOT, "target")), "release")
+TARGET = os.environ.get("GUIDELOOM_BENCH_TARGET", _RELEASE)
+CLI = os.environ.get("GUIDELOOM_BENCH_CLI", os.path.join(_RELEASE, "guideloom"))
 CLI_BEFORE = os.environ.get("GUIDELOOM_BENCH_CLI_BEFORE")
 NATIVE = os.path.join(TARGET, "guideloom_benches")
 BURN = os.path.join(TARGET, "burn_loader")
@@ -130,6 +131,8 @@ def command(system, dtype, seq, workers, k, backend=None, method=None):
         cmd = [NATIVE, "raw", binf, dtype, str(seq), str(BATCH), str(max(workers, 1)), str(k), str(SEED), method]
     elif system == "burn":
         cmd = [BURN, binf, dtype, str(seq), str(BATCH), str(workers), str(k), str(SEED)]
+    elif system.endswith("-1p"):  # a peer's configuration in one process (0 workers), whatever the table's workers
+        cmd = [PY, PEERS, system[:-3], binf, dtype, str(seq), str(BATCH), "0", str(k), str(SEED)]
     else:
         cmd = [PY, PEERS, system, binf, dtype, str(seq), str(BATCH), str(workers), str(k), str(SEED)]
     return cmd, env
@@ -156,6 +159,8 @@ def label(system, backend=None, method=None):
             "torch": "torch DataLoader", "grain-dl": "Grain DataLoader", "grain-ds": "Grain MapDataset",
             "torch-best": "torch DataLoader, batched __getitems__, persistent workers, prefetch 4",
             "grain-dl-best": "Grain DataLoader, ReadOptions(num_threads=0, prefetch_buffer_size=0)",
+            "torch-best-1p": "torch DataLoader, batched __getitems__, 0 workers (1 process)",
+            "grain-dl-best-1p": "Grain DataLoader, ReadOptions(num_threads=0, prefetch_buffer_size=0), 0 workers (1 process)",
             "grain-ds-best": "Grain MapDataset, ReadOptions(num_threads=0), 1 process", "numpy": "numpy memmap gather (np.stack), 1 process",
             "burn": "burn DataLoader", "guideloom-cpumap": "guideloom Loader, CPU-heavy map",
             "burn-cpumap": "burn DataLoader, CPU-heavy get"}[system]
@@ -254,18 +259,20 @@ PY_K = {("torch", 0): 1500, ("torch", 1): 1500, ("torch", 2): 1500,
         ("grain-dl", 0): 100, ("grain-dl", 1): 200, ("grain-dl", 2): 300,
         ("grain-dl-best", 0): 1000, ("grain-dl-best", 1): 1000, ("grain-dl-best", 2): 1000,
         ("grain-ds", 0): 500, ("grain-ds", 1): 500, ("grain-ds", 2): 500,
-        ("numpy", 0): 4000, ("grain-ds-best", 0): 2000}
+        ("numpy", 0): 4000, ("grain-ds-best", 0): 2000, ("torch-best-1p", 0): 3000, ("grain-dl-best-1p", 0): 1000}
 # The Python peers of the main section and the worker counts each runs with (the default
 # configuration and the best one found in their documentation: see benches/peers.py).
-PY_MAIN = {"torch": (0, 2), "torch-best": (0, 1, 2), "grain-dl": (0, 2), "grain-dl-best": (0, 2), "grain-ds": (0, 2)}
+# (Their settings with 0 workers are the one-process systems "torch-best-1p", "grain-dl-best-1p".)
+PY_MAIN = {"torch": (0, 2), "torch-best": (1, 2), "grain-dl": (0, 2), "grain-dl-best": (2,), "grain-ds": (0, 2)}
 # Peers that run in one process whatever `workers` says (listed in the lowest workers table).
-PY_ONE_PROCESS = ("numpy", "grain-ds-best")
-# The peers of the other sections: their best configurations.
-PY_BEST = ("torch-best", "grain-dl-best")
+PY_ONE_PROCESS = ("numpy", "grain-ds-best", "torch-best-1p", "grain-dl-best-1p")
+# The peers of the other sections: the best configurations of the main section on 2 cores (all
+# in one process: worker processes cost more than they bring there, for torch and Grain alike).
+PY_BEST = ("torch-best-1p", "grain-dl-best-1p")
 # Peer families of the summary: a family's best configuration is its fastest measured row.
 FAMILIES = (("burn DataLoader", ("burn",)), ("numpy memmap gather", ("numpy",)),
-            ("torch DataLoader", ("torch", "torch-best")), ("Grain MapDataset", ("grain-ds", "grain-ds-best")),
-            ("Grain DataLoader", ("grain-dl", "grain-dl-best")))
+            ("torch DataLoader", ("torch", "torch-best", "torch-best-1p")), ("Grain MapDataset", ("grain-ds", "grain-ds-best")),
+            ("Grain DataLoader", ("grain-dl", "grain-dl-best", "grain-dl-best-1p")))
 # Systems left out (--skip).
 SKIP = set()
 
@@ -379,7 +386,8 @@ def startup_section(runs, results):
     """Open and first-batch time and the CLI's wall time and peak RSS against the number of
     shards: 1-10,000 shards of one 256 MiB u16 stream, MANY_SHARDS shards of 1,000 tokens, and
     SPARSE_SHARDS sparse shards of SPARSE_ELEMENTS tokens (10^11 elements by default)."""
-    stores = [(f"{n:,} shards, {STARTUP_BYTES >> 20} MiB", n, "mkdata", STARTUP_BYTES) for n in (1, 10, 100, 1000, 10000)]
+    stores = [(f"{n:,} shard{'s' if n > 1 else ''}, {STARTUP_BYTES >> 20} MiB", n, "mkdata", STARTUP_BYTES)
+              for n in (1, 10, 100, 1000, 10000)]
     stores.append((f"{MANY_SHARDS:,} shards of 1,000 tokens", MANY_SHARDS, "mkdata", 2000 * MANY_SHARDS))
     stores.append((f"{SPARSE_SHARDS * SPARSE_ELEMENTS:.0e} elements in {SPARSE_SHARDS:,} sparse shards".replace("e+", "e"),
                    SPARSE_SHARDS, "sparse", 2 * SPARSE_SHARDS * SPARSE_ELEMENTS))
@@ -672,7 +680,8 @@ def summary_block(results):
         if b:
             m, lab, w, rs = b
             one = rs[0]["system"] in PY_ONE_PROCESS
-            conf = lab[len(fam):].lstrip(", ").replace(", 1 process", "").replace("1 process", "") if lab.startswith(fam) else lab
+            conf = lab[len(fam):].lstrip(", ") if lab.startswith(fam) else lab
+            conf = re.sub(r",? ?(0 workers )?\(?1 process\)?$", "", conf)
             where = "1 process" if one else f"{w} workers"
             row(fam, f"{conf}; {where}" if conf else f"default settings; {where}", m, rs)
             peers.append((fam, gl / m))
@@ -760,16 +769,18 @@ def write_report(results, args):
     lines = ["<!-- BEGIN GENERATED by benches/compare.py: do not edit by hand -->", "",
              "Every table below says which run produced it. The runs:", ""]
     for m in metas:
-        lines.append(f"- *Run {m['run_id']}*: `{m['cmd']}` ({m['runs']} interleaved runs on the main section, "
-                     f"{m['runs_other']} elsewhere; sections {', '.join(m['sections'])}; "
+        lines.append(f"- *Run {m['run_id']}*: `{m['cmd'].strip()}` at guideloom {m.get('commit', '?')} ({m['runs']} interleaved run{'s' if m['runs'] > 1 else ''} per figure "
+                     f"on the main section, {m['runs_other']} elsewhere; sections {', '.join(m['sections'])}; "
                      f"{m['seconds'] / 60:.1f} min; 1-min load average {m['load_start']:.2f} at the start, "
                      f"{m['load_end']:.2f} at the end; data sets of {m.get('data_mib', 1024):,} MiB)")
-    if not metas:
-        lines.append("- (results of runs made before the driver recorded its runs)")
+    for rid in sorted({r["run_id"] for r in results if "run_id" in r} - {m["run_id"] for m in metas}):
+        lines.append(f"- *Run {rid}*: interrupted before it ended (its finished sections were kept with `--merge`)")
+    if any("run_id" not in r for r in results if r.get("section") != "_meta"):
+        lines.append("- *an older run (no run id)*: results of a run made before the driver recorded its runs")
     lines += ["", "### Machine and versions", "",
               f"- {os.cpu_count()} vCPUs ({cpu[0].split(':', 1)[1].strip() if cpu else '?'}), {int(mem) / 2**20:.1f} GiB RAM, "
               f"kernel {platform.release()}; data on `{dev}` (virtio-blk, ext4)",
-              f"- guideloom {v(['git', '-C', ROOT, 'rev-parse', '--short', 'HEAD'])} ({v(['rustc', '--version'])}), "
+              f"- {v(['rustc', '--version'])}, "
               f"burn-core {lock_version(os.path.join(ROOT, 'benches', 'burn_loader', 'Cargo.lock'), 'burn-core')}, "
               f"Python {platform.python_version()}: {pyv}", ""]
     for sec, title in (("main", "Warm page cache, u16, 2,049-token windows, workers 0/1/2"),
@@ -889,7 +900,7 @@ def section_verify(ok, results):
     expect, n = expected_epoch_sum("u16", 2049)
     cs = ([dict(system="guideloom-cli", backend=b) for b in ok] + [dict(system="guideloom-lib", backend="auto"),
           dict(system="raw", method="mmap"), dict(system="raw", method="pread"), dict(system="burn")]
-          + [dict(system=s) for s in ("numpy", "grain-ds-best") + PY_BEST])
+          + [dict(system=s) for s in PY_ONE_PROCESS])
     for c in cs:
         if c["system"] in SKIP:
             continue
@@ -912,7 +923,7 @@ def main():
                     help="a smoke test of every section: 64 MiB data sets, 1 run, 2,000-shard start-up storages; "
                          "writes to benches/out/quick.md unless --report-to says otherwise")
     ap.add_argument("--runs", type=int, default=None, help="interleaved runs per figure of the main section (default 5)")
-    ap.add_argument("--runs-other", type=int, default=None, help="runs per figure of the other sections (default 3)")
+    ap.add_argument("--runs-other", type=int, default=None, help="runs per figure of the other sections (default: --runs)")
     ap.add_argument("--sections", default=",".join(ALL_SECTIONS))
     ap.add_argument("--backends", default="auto,mmap", help="CLI backends of the main section (verify runs every one)")
     ap.add_argument("--keep-data", action="store_true")
@@ -936,7 +947,7 @@ def main():
             PY_K[k] = max(10, PY_K[k] // 10)
         args.report_to = args.report_to or os.path.join(OUT, "quick.md")
     args.runs = args.runs or (1 if args.quick else 5)
-    args.runs_other = args.runs_other or (1 if args.quick else min(3, args.runs))
+    args.runs_other = args.runs_other or (1 if args.quick else args.runs)
     global DOC, PLOT, DATA
     if args.report_to:
         DOC = os.path.abspath(args.report_to)
@@ -1006,14 +1017,14 @@ def main():
                 lambda: measure("main", configs_for("u16", 2049, workers, backends), args.runs, results))
     run_section("u32", "warm, u32, 2,049 tokens, workers 2",
                 lambda: measure("u32", configs_for("u32", 2049, (2,), ["auto"], mapped=False,
-                                                   py={s: (2,) for s in PY_BEST}), ro, results))
+                                                   py={}), ro, results))
     run_section("verify", "one full epoch per system (checksum)", lambda: section_verify(ok, results))
 
     def sweep():
         cs = []
         for seq in (129, 513, 8193):
             k_py = {kk: (vv if seq <= 2049 else max(50, vv // 4)) for kk, vv in PY_K.items()}
-            cs += configs_for("u16", seq, (2,), ["auto"], k_py, py={"torch-best": (2,)})
+            cs += configs_for("u16", seq, (2,), ["auto"], k_py, py={})
         measure("sweep", cs, ro, results)
 
     run_section("sweep", "window length 129/513/8,193 tokens, u16, workers 2", sweep)
@@ -1034,7 +1045,8 @@ def main():
     total = time.time() - t_start
     results.append(dict(section="_meta", run_id=RUN_ID, cmd=os.environ.get("GUIDELOOM_BENCH_CMD", "benches/compare.py " + " ".join(sys.argv[1:])),
                         sections=secs, runs=args.runs, runs_other=ro, seconds=total, load_start=load_start,
-                        load_end=os.getloadavg()[0], data_mib=DATA_BYTES >> 20, timings=timings))
+                        load_end=os.getloadavg()[0], data_mib=DATA_BYTES >> 20, timings=timings,
+                        commit=sh(["git", "-C", ROOT, "describe", "--always", "--dirty"]).strip()))
     json.dump(results, open(res_path, "w"), indent=0)
     write_report(results, args)
     plot(results)

@@ -15,6 +15,8 @@ root=$(pwd)
 mkdir -p benches/out
 benches/venv.sh numpy torch megatron-core
 cargo build --release --bin guideloom
-export CARGO_TARGET_DIR="$root/benches/out/target"
-cargo build --release --manifest-path benches/native/Cargo.toml
+target=${CARGO_TARGET_DIR:-$root/target}
+CARGO_TARGET_DIR=$target cargo build --release --manifest-path benches/native/Cargo.toml
+export GUIDELOOM_BENCH_CLI="${GUIDELOOM_BENCH_CLI:-$target/release/guideloom}"
+export GUIDELOOM_BENCH_TARGET="${GUIDELOOM_BENCH_TARGET:-$target/release}"
 exec benches/.venv/bin/python benches/compare.py --sections interop "$@"

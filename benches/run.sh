@@ -9,7 +9,7 @@
 # interleaved with the others), prints its progress and the total time, and deletes the data
 # sets at the end (unless --keep-data). About 25 minutes on 2 vCPUs once built.
 #
-#   benches/run.sh [--all]          every section, 5 interleaved runs on the main workload, 3 elsewhere
+#   benches/run.sh [--all]          every section, 5 interleaved runs per figure
 #   benches/run.sh --quick          smoke test of every section (64 MiB data, 1 run; tables to benches/out/quick.md)
 #   benches/run.sh [--runs N] [--runs-other N] [--sections main,u32,...] [--backends auto,mmap]
 #                  [--workers 0,1,2] [--skip SYSTEM,...] [--keep-data] [--merge] [--report-only] [--report-to FILE]
