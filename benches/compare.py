@@ -872,7 +872,7 @@ def plot(results):
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    fig, ax = plt.subplots(figsize=(10, 5))
+    fig, ax = plt.subplots(figsize=(13, 5.5))
     for lab, rs in sorted(g.items()):
         pts = {}
         for r in rs:
