@@ -1,12 +1,15 @@
 """guideloom benchmark driver: runs every system on the same workload, interleaved, and writes the
-tables of docs/BENCHMARKS.md (between the GENERATED markers) and docs/benchmarks_window_size.png.
+tables of docs/BENCHMARKS.md (between the SUMMARY and GENERATED markers) and
+docs/benchmarks_window_size.png.
 
 Run through benches/run.sh (it creates the venv and builds the programs). Results of every run
-are appended to benches/out/results.jsonl.
+are appended to benches/out/results.jsonl; the whole set is kept in benches/out/results.json,
+each record tagged with the run (`run_id`) that produced it.
 
-    python benches/compare.py [--runs N] [--sections main,u32,sweep,cold,scaling,startup,resume,verify]
-                              [--backends auto,pread,io-uring,mmap] [--keep-data] [--workers 0,1,2]
-                              [--skip SYSTEM,...] [--report-to FILE]
+    python benches/compare.py [--all] [--quick] [--runs N] [--runs-other N]
+                              [--sections main,u32,verify,sweep,cold,scaling,memory,startup,resume]
+                              [--backends auto,mmap] [--keep-data] [--workers 0,1,2]
+                              [--skip SYSTEM,...] [--report-to FILE] [--merge] [--report-only]
 
 `--sections interop` alone (benches/interop.sh) measures foreign datasets read in place (a
 Megatron .bin/.idx and a nanoGPT train.bin over the same 1 GiB of u16 tokens) against the
@@ -30,8 +33,9 @@ OUT = os.path.join(ROOT, "benches", "out")
 DATA = os.path.join(OUT, "data")
 # GUIDELOOM_BENCH_CLI / GUIDELOOM_BENCH_TARGET point at other builds (a CARGO_TARGET_DIR of
 # one's own; a "before" binary for an A/B run); the defaults are benches/run.sh's.
-TARGET = os.environ.get("GUIDELOOM_BENCH_TARGET", os.path.join(OUT, "target", "release"))
-CLI = os.environ.get("GUIDELOOM_BENCH_CLI", os.path.join(ROOT, "target", "release", "guideloom"))
+_RELEASE = os.path.join(os.environ.get("CARGO_TARGET_DIR", os.path.join(ROOT, "target")), "release")
+TARGET = os.environ.get("GUIDELOOM_BENCH_TARGET", _RELEASE)
+CLI = os.environ.get("GUIDELOOM_BENCH_CLI", os.path.join(_RELEASE, "guideloom"))
 CLI_BEFORE = os.environ.get("GUIDELOOM_BENCH_CLI_BEFORE")
 NATIVE = os.path.join(TARGET, "guideloom_benches")
 BURN = os.path.join(TARGET, "burn_loader")
@@ -42,6 +46,19 @@ PLOT = os.path.join(ROOT, "docs", "benchmarks_window_size.png")
 BATCH = 32
 SEED = 1
 GIB = 1 << 30
+# Bytes of each token data set (1 GiB; --quick: 64 MiB).
+DATA_BYTES = GIB
+# Every section, in the order they run (the default of --sections).
+ALL_SECTIONS = ("main", "u32", "verify", "sweep", "cold", "scaling", "memory", "startup", "resume")
+# Start-up at scale: shards of the many-shard storage (1,000 u16 tokens each) and sparse shard
+# files of 10^6 u16 tokens (10^11 elements at 100,000); --quick makes them smaller.
+MANY_SHARDS = 100_000
+SPARSE_SHARDS = 100_000
+SPARSE_ELEMENTS = 1_000_000
+STARTUP_BYTES = 256 << 20
+MEMORY_SECONDS = 5
+# This invocation: its id (UTC start time) tags every record it makes.
+RUN_ID = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())
 HZ = os.sysconf("SC_CLK_TCK")
 
 
@@ -64,10 +81,10 @@ def make_data(dtypes=("u16", "u32")):
             sh([CLI, "ingest", "text", "--out", src, "--tokenizer", tok, "--dtype", dtype, "--eos",
                 os.path.join(ROOT, "data", "austen")])
         store, binf = os.path.join(DATA, dtype), os.path.join(DATA, f"{dtype}.bin")
-        if not (os.path.exists(os.path.join(store, "manifest.json")) and os.path.getsize(binf) == GIB
+        if not (os.path.exists(os.path.join(store, "manifest.json")) and os.path.getsize(binf) == DATA_BYTES
                 if os.path.exists(binf) else False):
-            print(f"writing 1 GiB of {dtype} tokens (8 shards + raw .bin)", flush=True)
-            sh([NATIVE, "mkdata", src, dtype, str(GIB), "8", store, binf])
+            print(f"writing {DATA_BYTES / 2**20:,.0f} MiB of {dtype} tokens (8 shards + raw .bin)", flush=True)
+            sh([NATIVE, "mkdata", src, dtype, str(DATA_BYTES), "8", store, binf])
 
 
 def expected_epoch_sum(dtype, seq):
@@ -114,6 +131,8 @@ def command(system, dtype, seq, workers, k, backend=None, method=None):
         cmd = [NATIVE, "raw", binf, dtype, str(seq), str(BATCH), str(max(workers, 1)), str(k), str(SEED), method]
     elif system == "burn":
         cmd = [BURN, binf, dtype, str(seq), str(BATCH), str(workers), str(k), str(SEED)]
+    elif system.endswith("-1p"):  # a peer's configuration in one process (0 workers), whatever the table's workers
+        cmd = [PY, PEERS, system[:-3], binf, dtype, str(seq), str(BATCH), "0", str(k), str(SEED)]
     else:
         cmd = [PY, PEERS, system, binf, dtype, str(seq), str(BATCH), str(workers), str(k), str(SEED)]
     return cmd, env
@@ -138,6 +157,10 @@ def label(system, backend=None, method=None):
         return f"guideloom CLI, nanoGPT train.bin in place ({backend})"
     return {"megatron": "megatron-core IndexedDataset (get per sequence)", "nanogpt": "nanoGPT get_batch (np.memmap gather)",
             "torch": "torch DataLoader", "grain-dl": "Grain DataLoader", "grain-ds": "Grain MapDataset",
+            "torch-best": "torch DataLoader, batched __getitems__, persistent workers, prefetch 4",
+            "grain-dl-best": "Grain DataLoader, ReadOptions(num_threads=0, prefetch_buffer_size=0)",
+            "torch-best-1p": "torch DataLoader, batched __getitems__, 0 workers (1 process)",
+            "grain-dl-best-1p": "Grain DataLoader, ReadOptions(num_threads=0, prefetch_buffer_size=0), 0 workers (1 process)",
             "grain-ds-best": "Grain MapDataset, ReadOptions(num_threads=0), 1 process", "numpy": "numpy memmap gather (np.stack), 1 process",
             "burn": "burn DataLoader", "guideloom-cpumap": "guideloom Loader, CPU-heavy map",
             "burn-cpumap": "burn DataLoader, CPU-heavy get"}[system]
@@ -208,12 +231,12 @@ def measure(section, configs, runs, results, cold=False):
                 j, ru, other = run_one(cmd, env)
             except RuntimeError as e:
                 print(f"  FAILED {label(c['system'], c.get('backend'), c.get('method'))}: {e}", flush=True)
-                rec = dict(c, section=section, run=r, error=str(e)[:500])
+                rec = dict(c, section=section, run=r, run_id=RUN_ID, error=str(e)[:500])
                 results.append(rec)
                 continue
             w, s, f = j["windows"], j["seconds"], j["first_batch_s"]
             steady = (w - BATCH) / (s - f) if s > f and w > BATCH else w / s
-            rec = dict(c, section=section, run=r, cold=cold, windows=w, seconds=s, first_batch_s=f,
+            rec = dict(c, section=section, run=r, run_id=RUN_ID, cold=cold, windows=w, seconds=s, first_batch_s=f,
                        windows_per_s=w / s, steady_windows_per_s=steady, tokens_per_s=w * c["seq"] / s,
                        checksum=j["checksum"], epoch_windows=j.get("epoch_windows"),
                        rss_kb=j.get("rss_kb") or ru.ru_maxrss, rss_clean=True, cpu_s=ru.ru_utime + ru.ru_stime,
@@ -229,16 +252,27 @@ def measure(section, configs, runs, results, cold=False):
 
 # ---------------------------------------------------------------- sections
 
-# Batches per run for the Python peers (chosen so a run takes a few seconds here); the Rust
-# systems read one whole epoch at 2,049 tokens (8,188 batches).
-PY_K = {("torch", 0): 2000, ("torch", 1): 2000, ("torch", 2): 2000,
-        ("grain-dl", 0): 200, ("grain-dl", 1): 600, ("grain-dl", 2): 1000,
-        ("grain-ds", 0): 1000, ("grain-ds", 1): 500, ("grain-ds", 2): 500}
-PY_K.update({("numpy", 0): 4000, ("grain-ds-best", 0): 2000})
-PY_SYSTEMS = ("torch", "grain-dl", "grain-ds")
-# Peers at their best configuration, measured once per section (in the workers-0 rounds: one
-# process each).
-PY_BEST = ("numpy", "grain-ds-best")
+# Batches per run for the Python peers (chosen so a run takes 1-3 s here at 2,049 tokens); the
+# Rust systems read one whole epoch at 2,049 tokens (8,188 batches of the 1 GiB set).
+PY_K = {("torch", 0): 1500, ("torch", 1): 1500, ("torch", 2): 1500,
+        ("torch-best", 0): 3000, ("torch-best", 1): 3000, ("torch-best", 2): 3000,
+        ("grain-dl", 0): 100, ("grain-dl", 1): 200, ("grain-dl", 2): 300,
+        ("grain-dl-best", 0): 1000, ("grain-dl-best", 1): 1000, ("grain-dl-best", 2): 1000,
+        ("grain-ds", 0): 500, ("grain-ds", 1): 500, ("grain-ds", 2): 500,
+        ("numpy", 0): 4000, ("grain-ds-best", 0): 2000, ("torch-best-1p", 0): 3000, ("grain-dl-best-1p", 0): 1000}
+# The Python peers of the main section and the worker counts each runs with (the default
+# configuration and the best one found in their documentation: see benches/peers.py).
+# (Their settings with 0 workers are the one-process systems "torch-best-1p", "grain-dl-best-1p".)
+PY_MAIN = {"torch": (0, 2), "torch-best": (1, 2), "grain-dl": (0, 2), "grain-dl-best": (2,), "grain-ds": (0, 2)}
+# Peers that run in one process whatever `workers` says (listed in the lowest workers table).
+PY_ONE_PROCESS = ("numpy", "grain-ds-best", "torch-best-1p", "grain-dl-best-1p")
+# The peers of the other sections: the best configurations of the main section on 2 cores (all
+# in one process: worker processes cost more than they bring there, for torch and Grain alike).
+PY_BEST = ("torch-best-1p", "grain-dl-best-1p")
+# Peer families of the summary: a family's best configuration is its fastest measured row.
+FAMILIES = (("burn DataLoader", ("burn",)), ("numpy memmap gather", ("numpy",)),
+            ("torch DataLoader", ("torch", "torch-best", "torch-best-1p")), ("Grain MapDataset", ("grain-ds", "grain-ds-best")),
+            ("Grain DataLoader", ("grain-dl", "grain-dl-best", "grain-dl-best-1p")))
 # Systems left out (--skip).
 SKIP = set()
 
@@ -249,27 +283,31 @@ def rust_k(seq):
     return 0 if seq >= 513 else 32768
 
 
-def configs_for(dtype, seq, workers_list, backends, k_py=None, generic=False):
+def configs_for(dtype, seq, workers_list, backends, k_py=None, generic=False, mapped=True, py=None):
+    """The configurations of one table. py: {peer: worker counts} (default PY_MAIN); the one-process
+    peers (PY_ONE_PROCESS) run once, in the lowest workers table."""
+    py = PY_MAIN if py is None else py
+    k_py = k_py or PY_K
     cs = []
     for w in workers_list:
         for b in backends:
             cs.append(dict(system="guideloom-cli", backend=b, dtype=dtype, seq=seq, workers=w, k=rust_k(seq)))
         cs.append(dict(system="guideloom-lib", backend="auto", dtype=dtype, seq=seq, workers=w, k=rust_k(seq)))
-        cs.append(dict(system="guideloom-lib-mapped", backend="auto", dtype=dtype, seq=seq, workers=w, k=rust_k(seq)))
+        if mapped:
+            cs.append(dict(system="guideloom-lib-mapped", backend="auto", dtype=dtype, seq=seq, workers=w, k=rust_k(seq)))
         if generic:
             cs.append(dict(system="guideloom-lib-generic", backend="auto", dtype=dtype, seq=seq, workers=w, k=rust_k(seq)))
         if w != 1:
             for m in ("mmap", "pread"):
                 cs.append(dict(system="raw", method=m, dtype=dtype, seq=seq, workers=w, k=rust_k(seq)))
         cs.append(dict(system="burn", dtype=dtype, seq=seq, workers=w, k=rust_k(seq)))
-        for s in PY_SYSTEMS:
-            if s == "grain-ds" and w == 1:
-                continue
-            cs.append(dict(system=s, dtype=dtype, seq=seq, workers=w, k=(k_py or PY_K)[(s, w)]))
+        for s, ws in py.items():
+            if w in ws:
+                cs.append(dict(system=s, dtype=dtype, seq=seq, workers=w, k=k_py[(s, w)]))
         if w == min(workers_list):
-            for s in PY_BEST:
+            for s in PY_ONE_PROCESS:
                 # One process whatever `workers` says (listed in this workers table).
-                cs.append(dict(system=s, dtype=dtype, seq=seq, workers=w, k=(k_py or PY_K)[(s, 0)]))
+                cs.append(dict(system=s, dtype=dtype, seq=seq, workers=w, k=k_py[(s, 0)]))
         if CLI_BEFORE:
             for b in backends:
                 cs.append(dict(system="guideloom-cli-before", backend=b, dtype=dtype, seq=seq, workers=w, k=rust_k(seq)))
@@ -308,21 +346,92 @@ def scaling_table(results):
     return out + [""]
 
 
+def time_rss(cmd):
+    """Runs cmd under /usr/bin/time (a small parent, so the peak RSS is the command's own, not
+    this driver's carried over an exec); returns (wall s, peak RSS KiB, stdout)."""
+    t0 = time.perf_counter()
+    p = subprocess.run(["/usr/bin/time", "-f", "RSS_KB %M"] + cmd, capture_output=True, text=True)
+    wall = time.perf_counter() - t0
+    if p.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)} failed ({p.returncode}): {p.stderr[-2000:]}")
+    rss = int(re.findall(r"^RSS_KB (\d+)$", p.stderr, re.M)[-1])
+    return wall, rss, p.stdout
+
+
+def make_sparse(d, shards, elements):
+    """A u16 stream storage of `shards` sparse shard files of `elements` tokens each (zeros, a
+    hole on disk): the manifest of a 1-shard storage made by benches/native mkdata, its shard
+    list replaced. Checksums are 0 (reading does not check them; `guideloom verify` would refuse
+    the storage)."""
+    tmpl = d + ".template"
+    sh([NATIVE, "mkdata", os.path.join(DATA, "austen-u16"), "u16", str(2 * 1000), "1", tmpl])
+    m = json.load(open(os.path.join(tmpl, "manifest.json")))
+    one = m["shards"][0]
+    assert one["bytes"] == 2 * one["elements"] and not one.get("files"), one
+    sh(["rm", "-rf", d])
+    os.makedirs(d)
+    for f in os.listdir(tmpl):
+        if f != "manifest.json" and not f.endswith(".stream"):
+            sh(["cp", "-r", os.path.join(tmpl, f), d])
+    sh(["rm", "-rf", tmpl])
+    m["shards"] = [dict(id=i, elements=elements, bytes=2 * elements, checksum=0) for i in range(shards)]
+    for i in range(shards):
+        with open(os.path.join(d, f"shard-{i:05}.stream"), "wb") as f:
+            f.truncate(2 * elements)
+    with open(os.path.join(d, "manifest.json"), "w") as f:
+        json.dump(m, f)
+
+
 def startup_section(runs, results):
-    rows = []
-    for shards in (1, 10, 100, 1000, 10000):
-        d = os.path.join(DATA, f"shards-{shards}")
-        sh([NATIVE, "mkdata", os.path.join(DATA, "austen-u16"), "u16", str(256 << 20), str(shards), d])
+    """Open and first-batch time and the CLI's wall time and peak RSS against the number of
+    shards: 1-10,000 shards of one 256 MiB u16 stream, MANY_SHARDS shards of 1,000 tokens, and
+    SPARSE_SHARDS sparse shards of SPARSE_ELEMENTS tokens (10^11 elements by default)."""
+    stores = [(f"{n:,} shard{'s' if n > 1 else ''}, {STARTUP_BYTES >> 20} MiB", n, "mkdata", STARTUP_BYTES)
+              for n in (1, 10, 100, 1000, 10000)]
+    stores.append((f"{MANY_SHARDS:,} shards of 1,000 tokens", MANY_SHARDS, "mkdata", 2000 * MANY_SHARDS))
+    stores.append((f"{SPARSE_SHARDS * SPARSE_ELEMENTS:.0e} elements in {SPARSE_SHARDS:,} sparse shards".replace("e+", "e"),
+                   SPARSE_SHARDS, "sparse", 2 * SPARSE_SHARDS * SPARSE_ELEMENTS))
+    for name, shards, how, nbytes in stores:
+        d = os.path.join(DATA, f"startup-{how}-{shards}")
+        t0 = time.time()
+        if how == "mkdata":
+            sh([NATIVE, "mkdata", os.path.join(DATA, "austen-u16"), "u16", str(nbytes), str(shards), d])
+        else:
+            make_sparse(d, shards, SPARSE_ELEMENTS)
+        print(f"  made {name} in {time.time() - t0:.1f} s", flush=True)
         for r in range(runs):
             j, ru, other = run_one([NATIVE, "lib", d, "u16", "2049", str(BATCH), "2", "1", str(SEED)], dict(os.environ))
-            t0 = time.perf_counter()
-            sh([CLI, "bench", d, "--seq-len", "2049", "--batch-size", str(BATCH), "--shuffle", "--workers", "2",
-                "--max-batches", "1", "--json"])
-            cli_wall = time.perf_counter() - t0
-            rows.append(dict(section="startup", shards=shards, run=r, open_s=j["open_s"], first_batch_s=j["first_batch_s"],
-                             records=j["epoch_windows"], cli_wall_s=cli_wall, other_load=other))
+            wall, rss_kb, _ = time_rss([CLI, "bench", d, "--seq-len", "2049", "--batch-size", str(BATCH), "--shuffle",
+                                        "--seed", str(SEED), "--workers", "2", "--max-batches", "1", "--json"])
+            results.append(dict(section="startup", run_id=RUN_ID, storage=name, shards=shards, bytes=nbytes, run=r,
+                                open_s=j["open_s"], first_batch_s=j["first_batch_s"], records=j["epoch_windows"],
+                                cli_wall_s=wall, cli_rss_kb=rss_kb, other_load=other, loadavg1=os.getloadavg()[0]))
+            print(f"  [startup {r + 1}/{runs}] {name}: open {j['open_s'] * 1e3:.1f} ms, first batch "
+                  f"{j['first_batch_s'] * 1e3:.1f} ms, CLI {wall * 1e3:.0f} ms, {rss_kb / 1024:.1f} MiB", flush=True)
         sh(["rm", "-rf", d])
-    results.extend(rows)
+
+
+def memory_section(results):
+    """Peak RSS of `guideloom bench` (default backend, workers 2, shuffled u16 windows of 2,049
+    tokens) against prefetch and batch size, for 20 batches and for MEMORY_SECONDS s (epochs
+    repeating). Was benches/memory.sh."""
+    store = os.path.join(DATA, "u16")
+    for batch in (32, 1024):
+        for prefetch in (1, 4, 16):
+            for run in ("short", "long"):
+                lim = ["--max-batches", "20"] if run == "short" else ["--seconds", str(MEMORY_SECONDS)]
+                cmd = [CLI, "bench", store, "--seq-len", "2049", "--batch-size", str(batch), "--shuffle", "--seed", str(SEED),
+                       "--workers", "2", "--prefetch", str(prefetch)] + lim + ["--json"]
+                try:
+                    wall, rss_kb, out = time_rss(cmd)
+                except RuntimeError as e:
+                    print(f"  FAILED memory batch {batch} prefetch {prefetch} {run}: {e}", flush=True)
+                    continue
+                j = json.loads([l for l in out.splitlines() if l.startswith("{")][-1])
+                results.append(dict(section="memory", run_id=RUN_ID, batch=batch, prefetch=prefetch, run=run,
+                                    batches=j["batches"], rss_kb=rss_kb, loadavg1=os.getloadavg()[0]))
+                print(f"  [memory] batch {batch} prefetch {prefetch} {run}: {j['batches']} batches, "
+                      f"{rss_kb / 1024:.1f} MiB", flush=True)
 
 
 def resume_section(runs, results):
@@ -330,13 +439,14 @@ def resume_section(runs, results):
     for pos in (1, 1000, 1_000_000, 1_000_000_000):
         for r in range(runs):
             j, ru, other = run_one([NATIVE, "resume", store, "u16", "2049", str(BATCH), str(pos)], dict(os.environ))
-            results.append(dict(section="resume", position=pos, run=r, state_bytes=j["state_bytes"], resume_s=j["resume_s"]))
+            results.append(dict(section="resume", run_id=RUN_ID, position=pos, run=r, state_bytes=j["state_bytes"],
+                                resume_s=j["resume_s"], loadavg1=os.getloadavg()[0]))
     # The CLI's state file after 1,000 batches.
     with tempfile.TemporaryDirectory() as t:
         f = os.path.join(t, "state.json")
         sh([CLI, "batches", store, "--seq-len", "2049", "--batch-size", str(BATCH), "--shuffle", "--workers", "2",
             "--max-batches", "1000", "--no-tokens", "--save-state", f])
-        results.append(dict(section="resume-cli", state_bytes=os.path.getsize(f)))
+        results.append(dict(section="resume-cli", run_id=RUN_ID, state_bytes=os.path.getsize(f)))
 
 
 def make_megatron():
@@ -489,6 +599,152 @@ def throughput_table(results, section, title_rows, cold=False):
     return "\n".join(out) + "\n"
 
 
+def provenance(rs):
+    """One line saying which run(s) produced these records, how many runs per figure and the load."""
+    ids = sorted({r.get("run_id", "an older run (no run id)") for r in rs})
+    runs = max((r.get("run", 0) if isinstance(r.get("run"), int) else 0) for r in rs) + 1 if rs else 0
+    loads = [r["loadavg1"] for r in rs if "loadavg1" in r]
+    others = [r["other_load"] for r in rs if "other_load" in r]
+    txt = f"*Run {', '.join(ids)}*"
+    if runs > 1:
+        txt += f"; {runs} interleaved runs per figure"
+    elif any(isinstance(r.get("run"), int) for r in rs):
+        txt += "; 1 run per figure"
+    if loads:
+        txt += f"; 1-min load average {min(loads):.2f}–{max(loads):.2f}"
+    if others:
+        txt += f"; other processes' CPU use during the runs median {med(others):.2f} cores (max {max(others):.2f})"
+    return txt + "."
+
+
+def family_best(results, section, systems, dtype="u16", seq=2049):
+    """The fastest configuration (median steady windows/s) of any of `systems` in `section`."""
+    best = None
+    for (lab, d, q, w), rs in group(results, section).items():
+        if d != dtype or q != seq or rs[0]["system"] not in systems:
+            continue
+        m = med([x["steady_windows_per_s"] for x in rs])
+        if best is None or m > best[0]:
+            best = (m, lab, w, rs)
+    return best
+
+
+def rate_of(results, section, label_, w, dtype="u16", seq=2049):
+    rs = group(results, section).get((label_, dtype, seq, w))
+    return (med([x["steady_windows_per_s"] for x in rs]), rs) if rs else (None, None)
+
+
+def span(rs):
+    ws = [x["steady_windows_per_s"] for x in rs]
+    return f"{fmt_k(med(ws))} ({fmt_k(min(ws))}–{fmt_k(max(ws))})"
+
+
+def summary_block(results):
+    """The SUMMARY block: the main workload at 2 workers, the raw limit, each peer at its best
+    measured configuration, and the goals of issues 7 and 20."""
+    main = [r for r in results if r.get("section") == "main" and "error" not in r]
+    if not main:
+        return None
+    gl, gl_rs = rate_of(results, "main", "guideloom CLI (auto)", 2)
+    mm, mm_rs = rate_of(results, "main", "guideloom CLI (mmap)", 2)
+    rawm, rawm_rs = rate_of(results, "main", "raw limit (mmap)", 2)
+    rawp, rawp_rs = rate_of(results, "main", "raw limit (pread)", 2)
+    if not (gl and rawm):
+        return None
+    # The raw limit: the faster of its two readers (mmap + memcpy, pread) at 2 threads.
+    raw_name = "mmap" if not rawp or rawm >= rawp else "pread"
+    rawb = max(rawm, rawp or 0)
+    out = ["<!-- BEGIN SUMMARY generated by benches/compare.py: do not edit by hand -->", "",
+           provenance([r for r in main if r["workers"] == 2 or r["system"] in PY_ONE_PROCESS + tuple(PY_MAIN)]), "",
+           "Warm page cache, u16, 2,049-token windows, batch 32, shuffled, every token summed; k windows/s, median "
+           "(min–max) of the interleaved runs. guideloom's default configuration is `guideloom bench` with the default "
+           "backend and 2 workers (2 cores); the raw limit is `benches/native raw` with 2 threads; each peer is shown at "
+           "its fastest measured configuration (any worker count, any of the settings tried; the full tables list all).", "",
+           f"| system | configuration | k windows/s | guideloom default is | of raw limit ({raw_name}) |", "|---|---|---|---|---|"]
+
+    def row(name, conf, m, rs):
+        out.append(f"| {name} | {conf} | {span(rs)} | {gl / m:.2f}x | {m / rawb:.0%} |")
+
+    row("raw limit, mmap + memcpy", "2 threads", rawm, rawm_rs)
+    if rawp:
+        row("raw limit, pread", "2 threads", rawp, rawp_rs)
+    out.append(f"| **guideloom CLI, default backend** | 2 workers | **{span(gl_rs)}** | 1x | **{gl / rawb:.0%}** |")
+    if mm:
+        row("guideloom CLI, `--backend mmap`", "2 workers", mm, mm_rs)
+    zc, zc_rs = rate_of(results, "main", "guideloom lib zero-copy views (mmap)", 2)
+    if zc:
+        row("guideloom lib, zero-copy views", "2 workers", zc, zc_rs)
+    peers = []
+    for fam, systems in FAMILIES:
+        b = family_best(results, "main", systems)
+        if b:
+            m, lab, w, rs = b
+            one = rs[0]["system"] in PY_ONE_PROCESS
+            conf = lab[len(fam):].lstrip(", ") if lab.startswith(fam) else lab
+            conf = re.sub(r",? ?(0 workers )?\(?1 process\)?$", "", conf)
+            where = "1 process" if one else f"{w} workers"
+            row(fam, f"{conf}; {where}" if conf else f"default settings; {where}", m, rs)
+            peers.append((fam, gl / m))
+    out.append("")
+    ok = gl / rawb >= 0.9
+    out.append(f"**Acceptance (issue 20): guideloom's default configuration reads {gl / rawb:.2f} of the raw limit "
+               f"({raw_name}, 2 threads) on the main workload: the 0.9 goal is {'met' if ok else 'missed'}**"
+               + (f" (it would have to be {0.9 * rawb / gl:.2f}x faster)" if not ok else "")
+               + f"; {gl / rawm:.2f} of the raw mmap limit" + (f", {gl / rawp:.2f} of the raw pread limit" if rawp else "")
+               + (f"; the mmap backend {mm / rawb:.2f}" if mm else "") + ". Against each peer at its best configuration: "
+               + ", ".join(f"{x:.2f}x {fam}" for fam, x in peers) + ".")
+    out.append("")
+    # Goals of issue 7.
+    goals = []
+    for fam, factor in (("Grain DataLoader", 20), ("Grain MapDataset", 20), ("torch DataLoader", 10), ("burn DataLoader", 3)):
+        x = dict(peers).get(fam)
+        if x is not None:
+            goals.append(f"| >= {factor}x {fam} (at its best) | {x:.2f}x | {'met' if x >= factor else 'missed'} |")
+    st = [r for r in results if r.get("section") == "startup" and r["shards"] == 10000 and "bytes" in r]
+    if st:
+        f = med([r["first_batch_s"] for r in st])
+        goals.append(f"| start-up with 10,000 shards < 50 ms (open + first batch, library) | {fmt_ms(f)} ms "
+                     f"(open {fmt_ms(med([r['open_s'] for r in st]))} ms) | {'met' if f < 0.05 else 'missed'} |")
+    rz = [r for r in results if r.get("section") == "resume"]
+    if rz:
+        b = max(r["state_bytes"] for r in rz)
+        goals.append(f"| checkpoint state < 1 KiB | at most {b} bytes (position 1 to 10^9) | {'met' if b < 1024 else 'missed'} |")
+        t = max(med([r["resume_s"] for r in rz if r["position"] == p]) for p in {r["position"] for r in rz})
+        goals.append(f"| resume without replay | at most {fmt_ms(t)} ms at any position (median), checked equal to "
+                     "`Loader::batch(position)` | met |")
+    if goals:
+        out += ["| goal (issue 7) | figure | verdict |", "|---|---|---|"] + goals + [""]
+    out.append("<!-- END SUMMARY -->")
+    return "\n".join(out)
+
+
+def sweep_table(results):
+    """One row per window length: the median k windows/s of each system with 2 workers (the
+    one-process peers in their one process); the 2,049-token row is the main section's."""
+    pts = {}
+    for sec in ("sweep", "main"):
+        for (lab, dtype, seq, w), rs in group(results, sec).items():
+            one = rs[0]["system"] in PY_ONE_PROCESS
+            if dtype != "u16" or not (w == 2 or one) or (sec == "main" and seq != 2049):
+                continue
+            if sec == "main" and any(k[0] == seq for k in pts if k[1] == lab and k[2] == "sweep"):
+                continue
+            pts[(seq, lab, sec)] = med([x["steady_windows_per_s"] for x in rs])
+    if not any(k[2] == "sweep" for k in pts):
+        return []
+    labs = sorted({k[1] for k in pts if k[2] == "sweep"}, key=lambda l: -max(v for k, v in pts.items() if k[1] == l))
+    seqs = sorted({k[0] for k in pts})
+    out = ["| window (tokens) | " + " | ".join(labs) + " |", "|---" * (len(labs) + 1) + "|"]
+    for q in seqs:
+        cells = []
+        for l in labs:
+            v = pts.get((q, l, "sweep"), pts.get((q, l, "main")))
+            cells.append(fmt_k(v) if v is not None else "–")
+        out.append(f"| {q:,} | " + " | ".join(cells) + " |")
+    return out + ["", "(k windows/s, medians; 2 workers, or one process for the peers that run in one; the "
+                  "2,049-token row is the main section's workers-2 table.)", ""]
+
+
 def write_report(results, args):
     def v(cmd):
         try:
@@ -509,25 +765,39 @@ def write_report(results, args):
     dev = v(["sh", "-c", f"df -h {DATA} | tail -1"])
     pyv = v([PY, "-c", "import numpy, torch, grain, importlib.metadata as m; print('numpy', numpy.__version__, '| torch', "
              "torch.__version__, '| grain', m.version('grain'), '| matplotlib', m.version('matplotlib'))"])
+    metas = [r for r in results if r.get("section") == "_meta"]
     lines = ["<!-- BEGIN GENERATED by benches/compare.py: do not edit by hand -->", "",
-             f"Generated {time.strftime('%Y-%m-%d %H:%M %Z')} by `benches/run.sh` ({args.runs} interleaved runs per figure).", "",
-             "### Machine and versions", "",
-             f"- {os.cpu_count()} vCPUs ({cpu[0].split(':', 1)[1].strip() if cpu else '?'}), {int(mem) / 2**20:.1f} GiB RAM, "
-             f"kernel {platform.release()}; data on `{dev}` (virtio-blk, ext4)",
-             f"- guideloom {v(['git', '-C', ROOT, 'rev-parse', '--short', 'HEAD'])} ({v(['rustc', '--version'])}), "
-             f"burn-core {lock_version(os.path.join(ROOT, 'benches', 'burn_loader', 'Cargo.lock'), 'burn-core')}, "
-             f"Python {platform.python_version()}: {pyv}",
-             f"- load average when the run ended: {' '.join(f'{x:.2f}' for x in os.getloadavg())}", ""]
+             "Every table below says which run produced it. The runs:", ""]
+    for m in metas:
+        lines.append(f"- *Run {m['run_id']}*: `{m['cmd'].strip()}` at guideloom {m.get('commit', '?')} ({m['runs']} interleaved run{'s' if m['runs'] > 1 else ''} per figure "
+                     f"on the main section, {m['runs_other']} elsewhere; sections {', '.join(m['sections'])}; "
+                     f"{m['seconds'] / 60:.1f} min; 1-min load average {m['load_start']:.2f} at the start, "
+                     f"{m['load_end']:.2f} at the end; data sets of {m.get('data_mib', 1024):,} MiB)")
+    for rid in sorted({r["run_id"] for r in results if "run_id" in r} - {m["run_id"] for m in metas}):
+        lines.append(f"- *Run {rid}*: interrupted before it ended (its finished sections were kept with `--merge`)")
+    if any("run_id" not in r for r in results if r.get("section") != "_meta"):
+        lines.append("- *an older run (no run id)*: results of a run made before the driver recorded its runs")
+    lines += ["", "### Machine and versions", "",
+              f"- {os.cpu_count()} vCPUs ({cpu[0].split(':', 1)[1].strip() if cpu else '?'}), {int(mem) / 2**20:.1f} GiB RAM, "
+              f"kernel {platform.release()}; data on `{dev}` (virtio-blk, ext4)",
+              f"- {v(['rustc', '--version'])}, "
+              f"burn-core {lock_version(os.path.join(ROOT, 'benches', 'burn_loader', 'Cargo.lock'), 'burn-core')}, "
+              f"Python {platform.python_version()}: {pyv}", ""]
     for sec, title in (("main", "Warm page cache, u16, 2,049-token windows, workers 0/1/2"),
                        ("u32", "Warm page cache, u32 (cl100k), 2,049-token windows"),
                        ("sweep", "Window size sweep (u16, workers 2)"),
                        ("cold", "Cold page cache (posix_fadvise DONTNEED on every data file before each run), u16, 2,049 tokens")):
         t = throughput_table(results, sec, title, cold=(sec == "cold"))
         if t:
-            lines += [f"### {title}", t]
+            lines += [f"### {title}", "", provenance([r for r in results if r.get("section") == sec]), t]
+        if sec == "sweep":
+            sw = sweep_table(results)
+            if sw:
+                lines += ["**Windows/s against window length** (plotted in "
+                          "[benchmarks_window_size.png](benchmarks_window_size.png))", "", *sw]
     ver = [r for r in results if r.get("section") == "verify" and "error" not in r]
     if ver:
-        lines += ["### Epoch checksum (one full epoch per system, u16, 2,049 tokens, workers 2)", "",
+        lines += ["### Epoch checksum (one full epoch per system, u16, 2,049 tokens, workers 2)", "", provenance(ver), "",
                   f"Expected: sum of the first {ver[0]['expect_windows']:,} × 2,049 tokens of the stream = **{ver[0]['expect']}**.", "",
                   "| system | windows | checksum | equal |", "|---|---|---|---|"]
         for r in ver:
@@ -535,21 +805,43 @@ def write_report(results, args):
         lines.append("")
     sc = scaling_table(results)
     if sc:
-        lines += ["### Scaling with a CPU-heavy map (no I/O)", ""] + sc
+        lines += ["### Scaling with a CPU-heavy map (no I/O)", "", provenance([r for r in results if r.get("section") == "scaling"]), ""] + sc
+    mr = [r for r in results if r.get("section") == "memory"]
+    if mr:
+        lines += ["### Memory: peak RSS against prefetch and batch size", "", provenance(mr), "",
+                  "`guideloom bench DIR --seq-len 2049 --shuffle --workers 2 --prefetch P --batch-size B` (default backend, "
+                  "u16 storage of 8 shards) under `/usr/bin/time -f %M`; short = 20 batches, long = "
+                  f"{max((r.get('seconds', MEMORY_SECONDS) for r in mr), default=MEMORY_SECONDS)} s (`--seconds`, epochs repeating). "
+                  "The last column is the batch buffers the loader may hold: (prefetch + workers) x batch x 2,049 x 2 bytes.", "",
+                  "| batch | prefetch | run | batches | peak RSS MiB | (prefetch + workers) x batch MiB |", "|---|---|---|---|---|---|"]
+        for r in mr:
+            lines.append(f"| {r['batch']} | {r['prefetch']} | {r['run']} | {r['batches']:,} | {r['rss_kb'] / 1024:.1f} | "
+                         f"{(r['prefetch'] + 2) * r['batch'] * 2049 * 2 / 2**20:.1f} |")
+        lines.append("")
     st = [r for r in results if r.get("section") == "startup"]
     if st:
-        lines += ["### Start-up vs shards (u16, 256 MiB, 65,504 windows of 2,049; workers 2)", "",
-                  "| shards | open ms median (min–max) | open + first batch ms | CLI process wall ms (`bench --max-batches 1`) |",
-                  "|---|---|---|---|"]
-        for n in sorted({r["shards"] for r in st}):
-            rs = [r for r in st if r["shards"] == n]
+        lines += ["### Start-up vs shards (u16, workers 2)", "", provenance(st), "",
+                  "Open and open + first batch: `benches/native lib` (`TokenWindows::open`, `Loader` with shuffle, 2 workers); "
+                  "CLI: `guideloom bench DIR --seq-len 2049 --shuffle --workers 2 --max-batches 1 --json`, process start to exit, "
+                  "and its peak RSS (`/usr/bin/time -f %M`). The sparse storage's shard files are holes on disk and its "
+                  "manifest's checksums 0 (reading does not check them).", "",
+                  "| storage | open ms median (min–max) | open + first batch ms | CLI process wall ms | CLI peak RSS MiB |",
+                  "|---|---|---|---|---|"]
+        names = []
+        for r in st:
+            if r.get("storage", r["shards"]) not in names:
+                names.append(r.get("storage", r["shards"]))
+        for n in names:
+            rs = [r for r in st if r.get("storage", r["shards"]) == n]
             o, f, c = [r["open_s"] for r in rs], [r["first_batch_s"] for r in rs], [r["cli_wall_s"] for r in rs]
-            lines.append(f"| {n:,} | {fmt_ms(med(o))} ({fmt_ms(min(o))}–{fmt_ms(max(o))}) | {fmt_ms(med(f))} ({fmt_ms(min(f))}–{fmt_ms(max(f))}) | "
-                         f"{fmt_ms(med(c))} ({fmt_ms(min(c))}–{fmt_ms(max(c))}) |")
+            m = [r["cli_rss_kb"] for r in rs if "cli_rss_kb" in r]
+            lines.append(f"| {n if isinstance(n, str) else f'{n:,} shards'} | {fmt_ms(med(o))} ({fmt_ms(min(o))}–{fmt_ms(max(o))}) | "
+                         f"{fmt_ms(med(f))} ({fmt_ms(min(f))}–{fmt_ms(max(f))}) | "
+                         f"{fmt_ms(med(c))} ({fmt_ms(min(c))}–{fmt_ms(max(c))}) | {f'{med(m) / 1024:.1f}' if m else 'n/a'} |")
         lines.append("")
     rz = [r for r in results if r.get("section") == "resume"]
     if rz:
-        lines += ["### Checkpoint size and resume time vs position (u16, 2,049 tokens, batch 32)", "",
+        lines += ["### Checkpoint size and resume time vs position (u16, 2,049 tokens, batch 32)", "", provenance(rz), "",
                   "| position (batch) | state bytes | resume ms median (min–max): parse state + open + `iter_from` + first batch |",
                   "|---|---|---|"]
         for p in sorted({r["position"] for r in rz}):
@@ -563,8 +855,11 @@ def write_report(results, args):
     lines.append("<!-- END GENERATED -->")
     gen = "\n".join(lines)
     os.makedirs(os.path.dirname(DOC), exist_ok=True)
-    doc = open(DOC).read() if os.path.exists(DOC) else "# Benchmarks\n\n<!-- BEGIN GENERATED -->\n<!-- END GENERATED -->\n"
+    doc = open(DOC).read() if os.path.exists(DOC) else "# Benchmarks\n\n<!-- BEGIN SUMMARY -->\n<!-- END SUMMARY -->\n\n<!-- BEGIN GENERATED -->\n<!-- END GENERATED -->\n"
     doc = re.sub(r"<!-- BEGIN GENERATED.*?<!-- END GENERATED -->", lambda _: gen, doc, flags=re.S)
+    summ = summary_block(results)
+    if summ:
+        doc = re.sub(r"<!-- BEGIN SUMMARY.*?<!-- END SUMMARY -->", lambda _: summ, doc, flags=re.S)
     open(DOC, "w").write(doc)
     print(f"wrote {os.path.relpath(DOC, ROOT)}")
 
@@ -577,20 +872,23 @@ def plot(results):
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    fig, ax = plt.subplots(figsize=(10, 5))
+    fig, ax = plt.subplots(figsize=(13, 5.5))
     for lab, rs in sorted(g.items()):
         pts = {}
         for r in rs:
             pts.setdefault(r["seq"], []).append(r["steady_windows_per_s"])
-        for r in main.get((lab, 2), []):
-            pts.setdefault(r["seq"], []).append(r["steady_windows_per_s"])
+        for (l2, w), rs2 in main.items():
+            if l2 == lab and (w == 2 or rs2[0]["system"] in PY_ONE_PROCESS):
+                for r in rs2:
+                    pts.setdefault(r["seq"], []).append(r["steady_windows_per_s"])
         xs = sorted(pts)
         ax.plot(xs, [med(pts[x]) for x in xs], marker="o", label=lab)
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel("window size (tokens, u16)")
     ax.set_ylabel("windows/s (median, warm cache, 2 workers, batch 32)")
-    ax.set_title("guideloom vs peers: windows/s vs window size (2 vCPUs)")
+    ids = sorted({r.get("run_id", "?") for rs in g.values() for r in rs})
+    ax.set_title(f"guideloom vs peers: windows/s vs window size\n{os.cpu_count()} vCPUs; run {', '.join(ids)}", fontsize=10)
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=8, bbox_to_anchor=(1.02, 1), loc="upper left")
     fig.tight_layout()
@@ -598,28 +896,69 @@ def plot(results):
     print(f"wrote {os.path.relpath(PLOT, ROOT)}")
 
 
+def section_verify(ok, results):
+    expect, n = expected_epoch_sum("u16", 2049)
+    cs = ([dict(system="guideloom-cli", backend=b) for b in ok] + [dict(system="guideloom-lib", backend="auto"),
+          dict(system="raw", method="mmap"), dict(system="raw", method="pread"), dict(system="burn")]
+          + [dict(system=s) for s in PY_ONE_PROCESS])
+    for c in cs:
+        if c["system"] in SKIP:
+            continue
+        cmd, env = command(c["system"], "u16", 2049, 2, 0, c.get("backend"), c.get("method"))
+        try:
+            j, ru, other = run_one(cmd, env)
+            results.append(dict(section="verify", run_id=RUN_ID, label=label(c["system"], c.get("backend"), c.get("method")),
+                                windows=j["windows"], checksum=j["checksum"], expect=expect, expect_windows=n,
+                                loadavg1=os.getloadavg()[0], other_load=other))
+            print(f"  {results[-1]['label']}: {j['windows']} windows, checksum {j['checksum']} (expected {expect})", flush=True)
+        except RuntimeError as e:
+            print(f"  FAILED {c}: {e}", flush=True)
+
+
 def main():
+    global DATA_BYTES, MANY_SHARDS, SPARSE_SHARDS, STARTUP_BYTES, MEMORY_SECONDS, CPU_RECORDS
     ap = argparse.ArgumentParser()
-    ap.add_argument("--runs", type=int, default=5)
-    ap.add_argument("--sections", default="main,u32,verify,sweep,cold,scaling,startup,resume")
-    ap.add_argument("--backends", default="auto,pread,io-uring,mmap")
+    ap.add_argument("--all", action="store_true", help="every section (the default; spelled out for scripts)")
+    ap.add_argument("--quick", action="store_true",
+                    help="a smoke test of every section: 64 MiB data sets, 1 run, 2,000-shard start-up storages; "
+                         "writes to benches/out/quick.md unless --report-to says otherwise")
+    ap.add_argument("--runs", type=int, default=None, help="interleaved runs per figure of the main section (default 5)")
+    ap.add_argument("--runs-other", type=int, default=None, help="runs per figure of the other sections (default: --runs)")
+    ap.add_argument("--sections", default=",".join(ALL_SECTIONS))
+    ap.add_argument("--backends", default="auto,mmap", help="CLI backends of the main section (verify runs every one)")
     ap.add_argument("--keep-data", action="store_true")
     ap.add_argument("--report-to", default=None,
-                    help="write the generated tables to this file instead of docs/BENCHMARKS.md (no plot)")
+                    help="write the generated tables to this file instead of docs/BENCHMARKS.md (the plot beside it)")
     ap.add_argument("--workers", default="0,1,2", help="worker counts of the main section")
     ap.add_argument("--skip", default="", help="systems left out, e.g. burn,torch,grain-dl,guideloom-lib-generic")
     ap.add_argument("--report-only", action="store_true", help="rebuild the tables from benches/out/results.json")
     ap.add_argument("--merge", action="store_true",
                     help="keep the results of the sections not run now from benches/out/results.json")
     args = ap.parse_args()
+    t_start = time.time()
     secs = args.sections.split(",")
+    unknown = [x for x in secs if x not in ALL_SECTIONS + ("interop",)]
+    if unknown:
+        ap.error(f"unknown sections {unknown}; known: {', '.join(ALL_SECTIONS)} (and interop alone)")
+    if args.quick:
+        DATA_BYTES, MANY_SHARDS, SPARSE_SHARDS, STARTUP_BYTES, MEMORY_SECONDS = 64 << 20, 2000, 2000, 16 << 20, 1
+        CPU_RECORDS = 3200
+        for k in PY_K:
+            PY_K[k] = max(10, PY_K[k] // 10)
+        args.report_to = args.report_to or os.path.join(OUT, "quick.md")
+    args.runs = args.runs or (1 if args.quick else 5)
+    args.runs_other = args.runs_other or (1 if args.quick else args.runs)
+    global DOC, PLOT, DATA
     if args.report_to:
-        global DOC, PLOT
         DOC = os.path.abspath(args.report_to)
         PLOT = os.path.splitext(DOC)[0] + ".png"
+        if args.quick and not os.path.exists(DOC):
+            sh(["cp", os.path.join(ROOT, "docs", "BENCHMARKS.md"), DOC])
+    if args.quick:
+        DATA = os.path.join(OUT, "data-quick")
     SKIP.update(x for x in args.skip.split(",") if x)
     backends = args.backends.split(",")
-    res_path = os.path.join(OUT, "results.json")
+    res_path = os.path.join(OUT, "quick.json" if args.quick else "results.json")
     if args.report_only:
         results = json.load(open(res_path))
         write_report(results, args)
@@ -637,65 +976,77 @@ def main():
                 if d not in ("austen-u16", "austen-u32"):
                     sh(["rm", "-rf", os.path.join(DATA, d)])
         return
+    print(f"run {RUN_ID}: sections {','.join(secs)}; {args.runs} runs on main, {args.runs_other} elsewhere; "
+          f"data sets of {DATA_BYTES >> 20} MiB in {os.path.relpath(DATA, ROOT)}", flush=True)
     make_data(("u16", "u32") if "u32" in secs else ("u16",))
     # Backends this build accepts.
     ok = []
-    for b in backends:
+    for b in ("auto", "pread", "io-uring", "mmap"):
         try:
             sh([CLI, "bench", os.path.join(DATA, "u16"), "--seq-len", "2049", "--max-batches", "1", "--backend", b, "--json"])
             ok.append(b)
         except subprocess.CalledProcessError as e:
             print(f"backend {b} not available in this build: {e.stderr.strip()}", flush=True)
+    backends = [b for b in backends if b in ok]
     results = []
     if args.merge and os.path.exists(res_path):
         sec_of = {"resume-cli": "resume"}
         results = [r for r in json.load(open(res_path)) if sec_of.get(r.get("section"), r.get("section")) not in secs]
+        # An older run's record stays only while some of its tables do.
+        kept = {r.get("run_id") for r in results if r.get("section") != "_meta"}
+        results = [r for r in results if r.get("section") != "_meta" or r.get("run_id") in kept]
     open(os.path.join(OUT, "results.jsonl"), "w").close()
-    if "main" in secs:
-        print("== warm, u16, 2,049 tokens, workers 0/1/2", flush=True)
-        measure("main", configs_for("u16", 2049, tuple(int(w) for w in args.workers.split(",")), ok, generic=True),
-                args.runs, results)
-    if "u32" in secs:
-        print("== warm, u32, 2,049 tokens, workers 2", flush=True)
-        measure("u32", configs_for("u32", 2049, (2,), ["auto"]), args.runs, results)
-    if "verify" in secs:
-        print("== one full epoch per system (checksum)", flush=True)
-        expect, n = expected_epoch_sum("u16", 2049)
-        for c in ([dict(system="guideloom-cli", backend=b) for b in ok] + [dict(system="guideloom-lib", backend="auto"),
-                  dict(system="raw", method="mmap"), dict(system="raw", method="pread"), dict(system="burn")]
-                  + [dict(system=s) for s in PY_SYSTEMS]):
-            cmd, env = command(c["system"], "u16", 2049, 2, 0, c.get("backend"), c.get("method"))
-            try:
-                j, ru, other = run_one(cmd, env)
-                results.append(dict(section="verify", label=label(c["system"], c.get("backend"), c.get("method")),
-                                    windows=j["windows"], checksum=j["checksum"], expect=expect, expect_windows=n))
-                print(f"  {results[-1]['label']}: {j['windows']} windows, checksum {j['checksum']} (expected {expect})", flush=True)
-            except RuntimeError as e:
-                print(f"  FAILED {c}: {e}", flush=True)
-    if "sweep" in secs:
-        print("== window size sweep, u16, workers 2", flush=True)
+    load_start = os.getloadavg()[0]
+    ro = args.runs_other
+    timings = []
+
+    def run_section(name, title, fn):
+        if name not in secs:
+            return
+        t0 = time.time()
+        print(f"== [{len(timings) + 1}/{len(secs)}] {name}: {title} ({time.time() - t_start:.0f} s so far; "
+              f"load {os.getloadavg()[0]:.2f})", flush=True)
+        fn()
+        timings.append((name, time.time() - t0))
+        print(f"   {name} took {time.time() - t0:.0f} s", flush=True)
+        # Partial results survive an interrupted run (--report-only rebuilds the tables from them).
+        json.dump(results, open(res_path, "w"), indent=0)
+
+    workers = tuple(int(w) for w in args.workers.split(","))
+    run_section("main", f"warm, u16, 2,049 tokens, workers {args.workers}, {args.runs} interleaved runs",
+                lambda: measure("main", configs_for("u16", 2049, workers, backends), args.runs, results))
+    run_section("u32", "warm, u32, 2,049 tokens, workers 2",
+                lambda: measure("u32", configs_for("u32", 2049, (2,), ["auto"], mapped=False,
+                                                   py={}), ro, results))
+    run_section("verify", "one full epoch per system (checksum)", lambda: section_verify(ok, results))
+
+    def sweep():
         cs = []
         for seq in (129, 513, 8193):
-            k_py = {kk: (vv if seq <= 2049 else max(100, vv // 4)) for kk, vv in PY_K.items()}
-            cs += configs_for("u16", seq, (2,), ["auto"], k_py)
-        measure("sweep", cs, args.runs, results)
-    if "cold" in secs:
-        print("== cold page cache, u16, 2,049 tokens, workers 2, 300 batches", flush=True)
+            k_py = {kk: (vv if seq <= 2049 else max(50, vv // 4)) for kk, vv in PY_K.items()}
+            cs += configs_for("u16", seq, (2,), ["auto"], k_py, py={})
+        measure("sweep", cs, ro, results)
+
+    run_section("sweep", "window length 129/513/8,193 tokens, u16, workers 2", sweep)
+
+    def cold():
         k = 300
         cs = [dict(system="guideloom-cli", backend=b, dtype="u16", seq=2049, workers=2, k=k) for b in ok]
         cs += [dict(system="raw", method=m, dtype="u16", seq=2049, workers=2, k=k) for m in ("direct", "pread", "mmap-lazy")]
         cs += [dict(system="burn", dtype="u16", seq=2049, workers=2, k=k)]
-        cs += [dict(system=s, dtype="u16", seq=2049, workers=2, k=k) for s in ("torch", "grain-dl")]
-        measure("cold", cs, args.runs, results, cold=True)
-    if "scaling" in secs:
-        print("== scaling with a CPU-heavy map, workers 0/1/2", flush=True)
-        scaling_section(args.runs, results)
-    if "startup" in secs:
-        print("== start-up vs shards", flush=True)
-        startup_section(args.runs, results)
-    if "resume" in secs:
-        print("== checkpoint size and resume time", flush=True)
-        resume_section(args.runs, results)
+        cs += [dict(system=s, dtype="u16", seq=2049, workers=2, k=k) for s in PY_BEST]
+        measure("cold", [c for c in cs if c["system"] not in SKIP], ro, results, cold=True)
+
+    run_section("cold", "cold page cache, u16, 2,049 tokens, workers 2, 300 batches", cold)
+    run_section("scaling", "CPU-heavy map, workers 0/1/2", lambda: scaling_section(ro, results))
+    run_section("memory", "peak RSS against prefetch and batch size", lambda: memory_section(results))
+    run_section("startup", "start-up against shards (1 to 100,000; 10^11 elements)", lambda: startup_section(ro, results))
+    run_section("resume", "checkpoint size and resume time", lambda: resume_section(ro, results))
+    total = time.time() - t_start
+    results.append(dict(section="_meta", run_id=RUN_ID, cmd=os.environ.get("GUIDELOOM_BENCH_CMD", "benches/compare.py " + " ".join(sys.argv[1:])),
+                        sections=secs, runs=args.runs, runs_other=ro, seconds=total, load_start=load_start,
+                        load_end=os.getloadavg()[0], data_mib=DATA_BYTES >> 20, timings=timings,
+                        commit=sh(["git", "-C", ROOT, "describe", "--always", "--dirty"]).strip()))
     json.dump(results, open(res_path, "w"), indent=0)
     write_report(results, args)
     plot(results)
@@ -703,7 +1054,9 @@ def main():
         for d in os.listdir(DATA):
             if d not in ("austen-u16", "austen-u32"):
                 sh(["rm", "-rf", os.path.join(DATA, d)])
-        print("deleted the 1 GiB data sets (pass --keep-data to keep them)")
+        print("deleted the data sets (pass --keep-data to keep them)")
+    print("section times: " + ", ".join(f"{n} {t:.0f} s" for n, t in timings))
+    print(f"total {total / 60:.1f} min (run {RUN_ID})", flush=True)
 
 
 if __name__ == "__main__":

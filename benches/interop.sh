@@ -4,7 +4,7 @@
 # megatron-core's own IndexedDataset (CPU) and nanoGPT's np.memmap gather. Rewrites the INTEROP
 # block of docs/BENCHMARKS.md.
 #
-# Creates (or reuses) the venv benches/.venv with numpy, torch and megatron-core from PyPI;
+# Creates (or reuses) the venv benches/.venv with numpy, torch and megatron-core (benches/venv.sh);
 # builds the guideloom CLI and benches/native in release; builds the data sets under
 # benches/out/data and deletes them at the end (unless --keep-data).
 #
@@ -13,11 +13,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
 mkdir -p benches/out
-if [ ! -x benches/.venv/bin/python ]; then
-  python3 -m venv benches/.venv
-fi
-benches/.venv/bin/pip install -q --disable-pip-version-check numpy torch megatron-core
+benches/venv.sh numpy torch megatron-core
 cargo build --release --bin guideloom
-export CARGO_TARGET_DIR="$root/benches/out/target"
-cargo build --release --manifest-path benches/native/Cargo.toml
+target=${CARGO_TARGET_DIR:-$root/target}
+CARGO_TARGET_DIR=$target cargo build --release --manifest-path benches/native/Cargo.toml
+export GUIDELOOM_BENCH_CLI="${GUIDELOOM_BENCH_CLI:-$target/release/guideloom}"
+export GUIDELOOM_BENCH_TARGET="${GUIDELOOM_BENCH_TARGET:-$target/release}"
 exec benches/.venv/bin/python benches/compare.py --sections interop "$@"

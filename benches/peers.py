@@ -6,9 +6,15 @@ processes, from /proc VmHWM).
 
     python peers.py SYSTEM BIN u16|u32 SEQ_LEN BATCH WORKERS MAX_BATCHES(0 = one epoch) SEED
 
-SYSTEM: torch | grain-dl (grain.DataLoader + IndexSampler) | grain-ds (MapDataset API) |
-grain-ds-best (MapDataset through `to_iter_dataset(grain.ReadOptions(num_threads=0))`, WORKERS
-ignored) | numpy (one np.memmap, `np.stack` of each batch's windows, one process) |
+SYSTEM: torch (DataLoader, per-window `__getitem__`, default settings) | torch-best (DataLoader
+with a batched `__getitems__` that gathers a whole batch with one `np.stack` (torch >= 2.1 calls
+it instead of one `__getitem__` per index), `collate_fn` that passes the batch through,
+`pin_memory=False`, `persistent_workers=True` and `prefetch_factor=4` when WORKERS > 0) |
+grain-dl (grain.DataLoader + IndexSampler, default ReadOptions) | grain-dl-best (the same with
+`read_options=ReadOptions(num_threads=0, prefetch_buffer_size=0)`: no read threads, the source is
+a memmap slice) | grain-ds (MapDataset API) | grain-ds-best (MapDataset through
+`to_iter_dataset(grain.ReadOptions(num_threads=0))`, WORKERS ignored) | numpy (one np.memmap,
+`np.stack` of each batch's windows, one process) |
 megatron (megatron-core's IndexedDataset over BIN's prefix, read as GPTDataset reads a sample:
 one `get(sequence, offset, length)` per sequence the window touches, concatenated, as int64) |
 nanogpt (nanoGPT's train.py get_batch: a fresh np.memmap per batch, one slice per window,
@@ -46,6 +52,11 @@ def descendants(pid):
     return out
 
 
+def passthrough(batch):
+    """collate_fn of torch-best: `__getitems__` has stacked the batch already."""
+    return batch
+
+
 def main():
     system, path, dtype, seq, batch, workers, max_batches, seed = sys.argv[1:9]
     seq, batch, workers, max_batches, seed = int(seq), int(batch), int(workers), int(max_batches), int(seed)
@@ -77,10 +88,10 @@ def main():
         if system == "megatron":
             from megatron.core.datasets.indexed_dataset import IndexedDataset
         return in_process(system, path, np, torch, seq, batch, max_batches, seed)
-    if system == "torch":  # imports are not part of the measured start-up
+    if system in ("torch", "torch-best"):  # imports are not part of the measured start-up
         import torch
         from torch.utils.data import DataLoader, Dataset, RandomSampler
-    elif system == "grain-dl":
+    elif system in ("grain-dl", "grain-dl-best"):
         import grain.python as gp
     else:
         import grain
@@ -103,10 +114,38 @@ def main():
                             num_workers=workers, persistent_workers=False)
         it = iter(loader)
         to_np = lambda b: b.numpy()
-    elif system == "grain-dl":
+    elif system == "torch-best":
+
+        class TorchBatchedWindows(Dataset):
+            """`__getitems__`: the DataLoader's fetcher asks for a batch's indices at once."""
+
+            def __init__(self):
+                self.w = Windows()
+
+            def __len__(self):
+                return n
+
+            def __getitem__(self, i):
+                return torch.from_numpy(self.w[i])
+
+            def __getitems__(self, idx):
+                if self.w.data is None:
+                    self.w.data = np.memmap(path, dtype=np_dtype, mode="r")
+                d = self.w.data
+                return torch.from_numpy(np.stack([d[int(i) * seq:(int(i) + 1) * seq] for i in idx]))
+
+        g = torch.Generator()
+        g.manual_seed(seed)
+        extra = dict(persistent_workers=True, prefetch_factor=4) if workers > 0 else {}
+        loader = DataLoader(TorchBatchedWindows(), batch_size=batch, sampler=RandomSampler(range(n), generator=g),
+                            num_workers=workers, collate_fn=passthrough, pin_memory=False, **extra)
+        it = iter(loader)
+        to_np = lambda b: b.numpy()
+    elif system in ("grain-dl", "grain-dl-best"):
         sampler = gp.IndexSampler(num_records=n, shard_options=gp.NoSharding(), shuffle=True, num_epochs=1, seed=seed)
+        extra = dict(read_options=gp.ReadOptions(num_threads=0, prefetch_buffer_size=0)) if system == "grain-dl-best" else {}
         loader = gp.DataLoader(data_source=Windows(), sampler=sampler,
-                               operations=[gp.Batch(batch_size=batch, drop_remainder=False)], worker_count=workers)
+                               operations=[gp.Batch(batch_size=batch, drop_remainder=False)], worker_count=workers, **extra)
         it = iter(loader)
         to_np = lambda b: b
     elif system in ("grain-ds", "grain-ds-best"):

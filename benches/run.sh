@@ -1,20 +1,39 @@
 #!/usr/bin/env bash
-# Regenerates docs/BENCHMARKS.md's tables and docs/benchmarks_window_size.png on this machine:
-# creates the Python venv (numpy, torch, grain, matplotlib from PyPI), builds the guideloom CLI,
-# the benchmark programs (benches/native) and the burn peer (benches/burn_loader) in release,
-# builds 1 GiB u16 and u32 token data sets from the bundled Austen corpus under benches/out/data,
-# runs every system interleaved and deletes the data sets at the end (unless --keep-data).
+# The one benchmark command: regenerates every loader-speed figure of docs/BENCHMARKS.md (the
+# SUMMARY and GENERATED blocks) and docs/benchmarks_window_size.png in one run, with no
+# interactive step. It creates the Python venv (benches/venv.sh: numpy, torch, grain, matplotlib),
+# builds the guideloom CLI, the benchmark programs (benches/native) and the burn peer
+# (benches/burn_loader) in release under $CARGO_TARGET_DIR (default target/), writes 1 GiB u16
+# and u32 token data sets from the bundled Austen corpus under benches/out/data, runs every
+# section (main, u32, verify, sweep, cold, scaling, memory, startup, resume; each system
+# interleaved with the others), prints its progress and the total time, and deletes the data
+# sets at the end (unless --keep-data). About 25 minutes on 2 vCPUs once built.
 #
-#   benches/run.sh [--runs N] [--sections main,u32,verify,sweep,cold,scaling,startup,resume]
-#                  [--backends auto,pread,io-uring,mmap] [--keep-data] [--report-only] [--merge]
+#   benches/run.sh [--all]          every section, 5 interleaved runs per figure
+#   benches/run.sh --quick          smoke test of every section (64 MiB data, 1 run; tables to benches/out/quick.md)
+#   benches/run.sh [--runs N] [--runs-other N] [--sections main,u32,...] [--backends auto,mmap]
+#                  [--workers 0,1,2] [--skip SYSTEM,...] [--keep-data] [--merge] [--report-only] [--report-to FILE]
+#
+# A run interrupted after some sections keeps their results in benches/out/results.json:
+# `--merge --sections <the rest>` finishes it, `--report-only` rebuilds the tables from it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
+t0=$(date +%s)
 mkdir -p benches/out
+echo "== venv (benches/venv.sh)"
 benches/venv.sh
+target=${CARGO_TARGET_DIR:-$root/target}
+echo "== release builds in $target"
 cargo build --release --bin guideloom
-export GUIDELOOM_BENCH_CLI="${GUIDELOOM_BENCH_CLI:-${CARGO_TARGET_DIR:-$root/target}/release/guideloom}"
-export CARGO_TARGET_DIR="$root/benches/out/target"
-cargo build --release --manifest-path benches/native/Cargo.toml
-cargo build --release --manifest-path benches/burn_loader/Cargo.toml
-exec benches/.venv/bin/python benches/compare.py "$@"
+CARGO_TARGET_DIR=$target cargo build --release --manifest-path benches/native/Cargo.toml
+CARGO_TARGET_DIR=$target cargo build --release --manifest-path benches/burn_loader/Cargo.toml
+export GUIDELOOM_BENCH_CLI="${GUIDELOOM_BENCH_CLI:-$target/release/guideloom}"
+export GUIDELOOM_BENCH_TARGET="${GUIDELOOM_BENCH_TARGET:-$target/release}"
+export GUIDELOOM_BENCH_CMD="benches/run.sh $*"
+echo "== setup took $(( $(date +%s) - t0 )) s"
+status=0
+benches/.venv/bin/python benches/compare.py "$@" || status=$?
+echo "== disk: venv $(du -sh benches/.venv | cut -f1), build $(du -sh "$target/release" | cut -f1) ($target/release), benches/out $(du -sh benches/out | cut -f1)"
+echo "== benches/run.sh took $(( ($(date +%s) - t0) / 60 )) min $(( ($(date +%s) - t0) % 60 )) s (exit $status)"
+exit $status

@@ -10,13 +10,17 @@
 //! - `collate/zero-copy`: `MappedWindowCollate::collate` of the same batch (views into the
 //!   mapped shards, no copy) and a sum of its bytes;
 //! - `loader/workers=W`: `it.next()` of an unbounded shuffled loader over `TokenWindows` with
-//!   its own collation, the consumer summing every token (the `guideloom bench` consumer).
+//!   its own collation, the consumer summing every token (the `guideloom bench` consumer);
+//! - `plan/shards=S`: shard resolution alone, `StreamReader::plan` of one batch of 32 shuffled
+//!   windows (which shard and byte range each window reads; no I/O) over a storage of the same
+//!   tokens in S shards, for S = 8 and 1,000 (the lookup is a binary search over shard starts).
 
 use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
+use guideloom_formats::TokenFormat;
 use guideloom_loader::{Collate, DataSource, Loader, TokenWindows, WindowSpan};
-use guideloom_storage::{MmapBackend, ReadOptions};
+use guideloom_storage::{MmapBackend, ReadOptions, StreamReader, Window};
 
 const SEQ: u64 = 2_049;
 const BATCH: u64 = 32;
@@ -70,6 +74,22 @@ fn bench(c: &mut Criterion) {
                 batch.data.data().iter().map(|&t| u64::from(t)).sum::<u64>()
             })
         });
+    }
+
+    for shards in [8u64, 1_000] {
+        let dir = tempfile::tempdir().expect("temp dir");
+        guideloom_testkit::write_u16_storage(dir.path(), mib, shards);
+        let r = StreamReader::open(dir.path(), TokenFormat::<u16>::new()).expect("open");
+        let n = r.len() / SEQ;
+        let windows: Vec<Window> = (0..BATCH).map(|k| Window::new(((k * 7_919) % n) * SEQ, SEQ)).collect();
+        // The plan covers exactly the batch's bytes.
+        let plan = r.plan(&windows).expect("plan");
+        assert_eq!(
+            (plan.bytes(), plan.len() as u64),
+            (BATCH * SEQ * 2, BATCH),
+            "the plan reads other bytes than the batch's"
+        );
+        g.bench_function(format!("plan/shards={shards}"), |b| b.iter(|| r.plan(&windows).expect("plan")));
     }
     g.finish();
 }
