@@ -648,6 +648,34 @@ pub(crate) fn check_file(dir: &dyn StorageDir, shard: u64, name: &str, committed
     }
 }
 
+/// Checks files `(shard, name, committed)` of `dir` as [`check_file`] does one by one, in
+/// order, all through one [`StorageDir::check_lengths`] call, and returns them as
+/// [`ShardFile`]s.
+///
+/// # Errors
+/// As [`check_file`], for the first file (in order) that fails.
+pub(crate) fn check_files(dir: &dyn StorageDir, files: &[(u64, String, u64)]) -> Result<Vec<ShardFile>> {
+    let pairs: Vec<(&str, u64)> =
+        files.iter().map(|(_, name, committed)| (name.as_str(), *committed)).collect();
+    if let Some((i, found)) = dir.check_lengths(&pairs)? {
+        let (shard, name, committed) = &files[i];
+        let (shard, path, expected) = (*shard, dir.path().join(name), *committed);
+        return Err(match found {
+            None => StorageError::MissingShard { shard, path },
+            Some(actual) => StorageError::ShardTooShort { shard, path, expected, actual },
+        });
+    }
+    let base = dir.path();
+    Ok(files
+        .iter()
+        .map(|(shard, name, committed)| ShardFile {
+            path: base.join(name),
+            shard: *shard,
+            committed: *committed,
+        })
+        .collect())
+}
+
 /// An index file of a shard (`.index`, `.metaidx`) being loaded: checked, read, and named in
 /// [`StorageError::CorruptIndex`].
 pub(crate) struct IndexFile<'a> {

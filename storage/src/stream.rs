@@ -4,7 +4,7 @@
 use guideloom_formats::{Dtype, FormatError, RawWindow, StreamFormat};
 
 use crate::core::{
-    check_file, PlannedOutput, ReadPlan, Reader, ReaderIndex, ReaderKind, Sealed, Window, Writer,
+    check_files, PlannedOutput, ReadPlan, Reader, ReaderIndex, ReaderKind, Sealed, Window, Writer,
 };
 use crate::dir::StorageDir;
 use crate::io::{MappedBytes, MmapBackend, ReadRequest, ShardFile};
@@ -187,28 +187,41 @@ impl ReaderIndex for StreamIndex {
             reason: format!("a {} storage has no element dtype", m.kind()),
         })?;
         let itemsize = dtype.itemsize();
-        let mut files = Vec::with_capacity(m.shards().len());
+        let mut checks = Vec::with_capacity(m.shards().len());
         let mut starts = Vec::with_capacity(m.shards().len() + 1);
         let mut total = 0u64;
         starts.push(0);
+        // The manifest's entries first, then every shard file at once (`check_files`); an
+        // entry found wrong is reported after the files of the shards before it are checked,
+        // so the first fault in shard order is the one reported, as when each shard's entry
+        // and file were checked in turn.
+        let mut bad_entry = None;
         for s in m.shards() {
             let elements = s.elements.unwrap_or(0);
             if elements.checked_mul(itemsize) != Some(s.bytes) {
-                return Err(StorageError::InvalidManifest {
+                bad_entry = Some(StorageError::InvalidManifest {
                     path: path(),
                     reason: format!(
                         "shard {} records {elements} elements of {itemsize} bytes but {} bytes",
                         s.id, s.bytes
                     ),
                 });
+                break;
             }
-            let name = shard_file_name(s.id, m.kind().data_extension());
-            files.push(check_file(dir, s.id, &name, s.bytes)?);
-            total = total.checked_add(elements).ok_or_else(|| StorageError::InvalidManifest {
-                path: path(),
-                reason: "element counts overflow u64".into(),
-            })?;
+            checks.push((s.id, shard_file_name(s.id, m.kind().data_extension()), s.bytes));
+            let Some(t) = total.checked_add(elements) else {
+                bad_entry = Some(StorageError::InvalidManifest {
+                    path: path(),
+                    reason: "element counts overflow u64".into(),
+                });
+                break;
+            };
+            total = t;
             starts.push(total);
+        }
+        let files = check_files(dir, &checks)?;
+        if let Some(e) = bad_entry {
+            return Err(e);
         }
         let ids = m.shards().iter().map(|s| s.id).collect();
         Ok((StreamIndex { dtype, itemsize, ids, starts, extents: None, swap: false }, files, total))
