@@ -20,7 +20,8 @@ use crate::append::{AppendFile, OpenShards};
 use crate::dir::{LocalDir, StorageDir, WriteDir};
 use crate::io::{FileSet, ReadOptions, ReadRequest, ShardFile};
 use crate::manifest::{
-    shard_file_name, FileEntry, FormatSpec, Manifest, ShardEntry, StorageKind, MANIFEST_FILE,
+    push_shard_file_name, shard_file_name, FileEntry, FormatSpec, Manifest, ShardEntry, StorageKind,
+    MANIFEST_FILE,
 };
 use crate::{Result, StorageError};
 
@@ -648,32 +649,37 @@ pub(crate) fn check_file(dir: &dyn StorageDir, shard: u64, name: &str, committed
     }
 }
 
-/// Checks files `(shard, name, committed)` of `dir` as [`check_file`] does one by one, in
-/// order, all through one [`StorageDir::check_lengths`] call, and returns them as
-/// [`ShardFile`]s.
+/// Checks the `ext` files of `shards` (their main data files: committed length
+/// [`ShardEntry::bytes`]) as [`check_file`] does one by one, in order, all through one
+/// [`StorageDir::check_lengths`] call, and returns them as [`ShardFile`]s.
 ///
 /// # Errors
 /// As [`check_file`], for the first file (in order) that fails.
-pub(crate) fn check_files(dir: &dyn StorageDir, files: &[(u64, String, u64)]) -> Result<Vec<ShardFile>> {
-    let pairs: Vec<(&str, u64)> =
-        files.iter().map(|(_, name, committed)| (name.as_str(), *committed)).collect();
-    if let Some((i, found)) = dir.check_lengths(&pairs)? {
-        let (shard, name, committed) = &files[i];
-        let (shard, path, expected) = (*shard, dir.path().join(name), *committed);
-        return Err(match found {
-            None => StorageError::MissingShard { shard, path },
-            Some(actual) => StorageError::ShardTooShort { shard, path, expected, actual },
-        });
-    }
+pub(crate) fn check_shard_files(
+    dir: &dyn StorageDir,
+    shards: &[ShardEntry],
+    ext: &str,
+) -> Result<Vec<ShardFile>> {
     let base = dir.path();
-    Ok(files
+    let mut name = String::new();
+    let files: Vec<ShardFile> = shards
         .iter()
-        .map(|(shard, name, committed)| ShardFile {
-            path: base.join(name),
-            shard: *shard,
-            committed: *committed,
+        .map(|s| {
+            name.clear();
+            push_shard_file_name(&mut name, s.id, ext);
+            ShardFile { path: base.join(&name), shard: s.id, committed: s.bytes }
         })
-        .collect())
+        .collect();
+    match dir.check_lengths(&files)? {
+        None => Ok(files),
+        Some((i, found)) => {
+            let ShardFile { path, shard, committed: expected } = files[i].clone();
+            Err(match found {
+                None => StorageError::MissingShard { shard, path },
+                Some(actual) => StorageError::ShardTooShort { shard, path, expected, actual },
+            })
+        }
+    }
 }
 
 /// An index file of a shard (`.index`, `.metaidx`) being loaded: checked, read, and named in

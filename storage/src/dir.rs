@@ -18,7 +18,7 @@ use std::io::Read;
 use std::path::{Component, Path, PathBuf};
 use std::sync::{Arc, PoisonError, RwLock};
 
-use crate::io::{read_exact_at, FileSet, ReadRequest};
+use crate::io::{read_exact_at, FileSet, ReadRequest, ShardFile};
 use crate::{Result, StorageError};
 
 /// Read access to the files of one storage, by plain file name (`"manifest.json"`,
@@ -45,21 +45,23 @@ pub trait StorageDir: Send + Sync + fmt::Debug {
     /// [`StorageError::Io`] when the length cannot be found out.
     fn file_len(&self, name: &str) -> Result<Option<u64>>;
 
-    /// Checks many files at once, with the outcome of asking [`StorageDir::file_len`] for
-    /// each `(name, committed)` of `files` in order: the position in `files` of the first file
-    /// that is missing (`(i, None)`) or holds fewer than `committed` bytes (`(i,
-    /// Some(actual))`), or `Ok(None)` when every file holds its committed bytes. Readers check
-    /// a storage's shard files with it at open. The default asks [`StorageDir::file_len`] file
-    /// by file; [`LocalDir`] examines the files relative to one open descriptor of its
-    /// directory, on up to 4 threads when there are many.
+    /// Checks many files at once: for each of `files` (the file named by the last component
+    /// of its `path`, as in [`StorageDir::read_requests`]), in order, the outcome of
+    /// [`StorageDir::file_len`] against its `committed` length. Returns the position in
+    /// `files` of the first file that is missing (`(i, None)`) or holds fewer than
+    /// `committed` bytes (`(i, Some(actual))`), or `Ok(None)` when every file holds its
+    /// committed bytes. Readers check a storage's shard files with it at open. The default
+    /// asks [`StorageDir::file_len`] file by file; [`LocalDir`] examines the files relative
+    /// to one open descriptor of its directory, on up to 4 threads when there are many.
     ///
     /// # Errors
     /// The error of [`StorageDir::file_len`] for the first file (in `files` order) whose
-    /// length cannot be found out, when no file before it is missing or short.
-    fn check_lengths(&self, files: &[(&str, u64)]) -> Result<Option<(usize, Option<u64>)>> {
-        for (i, &(name, committed)) in files.iter().enumerate() {
-            match self.file_len(name)? {
-                Some(len) if len >= committed => {}
+    /// length cannot be found out (or whose path does not end in a UTF-8 name), when no file
+    /// before it is missing or short.
+    fn check_lengths(&self, files: &[ShardFile]) -> Result<Option<(usize, Option<u64>)>> {
+        for (i, f) in files.iter().enumerate() {
+            match self.file_len(file_name(&f.path)?)? {
+                Some(len) if len >= f.committed => {}
                 found => return Ok(Some((i, found))),
             }
         }
@@ -203,7 +205,7 @@ const PARALLEL_CHECK: usize = 8192;
 const MAX_CHECK_THREADS: usize = 4;
 
 /// [`LocalDir`]'s [`StorageDir::check_lengths`] over the directory `dir`.
-fn check_local_lengths(dir: &Path, files: &[(&str, u64)]) -> Result<Option<(usize, Option<u64>)>> {
+fn check_local_lengths(dir: &Path, files: &[ShardFile]) -> Result<Option<(usize, Option<u64>)>> {
     let Some(fd) = open_dir_path(dir) else {
         // No descriptor of the directory (not Linux, or it cannot be opened): one path each.
         return check_chunk(dir, None, files, 0);
@@ -219,12 +221,27 @@ fn check_local_lengths(dir: &Path, files: &[(&str, u64)]) -> Result<Option<(usiz
     let chunk = files.len().div_ceil(threads);
     let outcomes: Vec<Result<Option<(usize, Option<u64>)>>> = std::thread::scope(|scope| {
         let fd = &fd;
-        let handles: Vec<_> = files
-            .chunks(chunk)
-            .enumerate()
-            .map(|(k, part)| scope.spawn(move || check_chunk(dir, Some(fd), part, k * chunk)))
+        let mut parts = files.chunks(chunk).enumerate();
+        let first = parts.next();
+        // Parts after the first on threads of their own (on this thread when one cannot be
+        // started), the first on this thread meanwhile.
+        let spawned: Vec<_> = parts
+            .map(|(k, part)| {
+                let run = move || check_chunk(dir, Some(fd), part, k * chunk);
+                std::thread::Builder::new()
+                    .name("guideloom-stat".into())
+                    .spawn_scoped(scope, run)
+                    .map_err(|_| run)
+            })
             .collect();
-        handles.into_iter().map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p))).collect()
+        let mut outcomes = vec![first.map_or(Ok(None), |(_, part)| check_chunk(dir, Some(fd), part, 0))];
+        for h in spawned {
+            outcomes.push(match h {
+                Ok(h) => h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)),
+                Err(run) => run(),
+            });
+        }
+        outcomes
     });
     // Chunks are in order and each stops at its first finding: the first chunk with one
     // holds the first finding of all.
@@ -242,10 +259,11 @@ fn check_local_lengths(dir: &Path, files: &[(&str, u64)]) -> Result<Option<(usiz
 fn check_chunk(
     dir: &Path,
     fd: Option<&std::os::fd::OwnedFd>,
-    files: &[(&str, u64)],
+    files: &[ShardFile],
     base: usize,
 ) -> Result<Option<(usize, Option<u64>)>> {
-    for (i, &(name, committed)) in files.iter().enumerate() {
+    for (i, f) in files.iter().enumerate() {
+        let (name, committed) = (file_name(&f.path)?, f.committed);
         let path_len = || regular_len(&resolve(dir, name)?);
         let len = match fd {
             Some(fd) => {
@@ -459,7 +477,7 @@ impl StorageDir for LocalDir {
     /// over up to 4 threads from [`PARALLEL_CHECK`] files on. Anything but a regular file or a
     /// missing one is examined again the way [`StorageDir::file_len`] does, for the same
     /// error.
-    fn check_lengths(&self, files: &[(&str, u64)]) -> Result<Option<(usize, Option<u64>)>> {
+    fn check_lengths(&self, files: &[ShardFile]) -> Result<Option<(usize, Option<u64>)>> {
         check_local_lengths(&self.path, files)
     }
 
@@ -473,7 +491,9 @@ impl StorageDir for LocalDir {
     fn read_file(&self, name: &str, max_len: u64) -> Result<Option<Vec<u8>>> {
         let path = resolve(&self.path, name)?;
         let Some(file) = open_regular(&path, Access::Read { direct: false })? else { return Ok(None) };
-        let mut text = Vec::new();
+        // Sized from the file's length up front (a manifest of 100,000 shards is 10 MB).
+        let len = file.metadata().map_or(0, |m| m.len()).min(max_len.saturating_add(1));
+        let mut text = Vec::with_capacity(usize::try_from(len).unwrap_or(0));
         file.take(max_len.saturating_add(1))
             .read_to_end(&mut text)
             .map_err(|e| StorageError::io(&path, e))?;
