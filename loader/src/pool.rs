@@ -28,6 +28,10 @@ pub(crate) fn panic_message(payload: &(dyn Any + Send)) -> String {
     }
 }
 
+/// What a helped pool's consumer needs to run queued jobs: the queue's receiving end and the
+/// work.
+type Helper<J, O> = (Receiver<(u64, J)>, Work<J, O>);
+
 /// Worker threads (named `guideloom-w<i>`) taking numbered jobs from one queue.
 ///
 /// A helped pool ([`Pool::start`] with `help`) also lets [`Pool::take`] run a queued job on
@@ -38,7 +42,7 @@ pub(crate) fn panic_message(payload: &(dyn Any + Send)) -> String {
 pub(crate) struct Pool<J, O> {
     jobs: Option<Sender<(u64, J)>>,
     /// For a helped pool: the job queue's receiving end and the work, for [`Pool::take`].
-    help: Option<(Receiver<(u64, J)>, Work<J, O>)>,
+    help: Option<Helper<J, O>>,
     results: Receiver<(u64, Outcome<O>)>,
     handles: Vec<JoinHandle<()>>,
     /// Receives a worker's number when it leaves its loop (sent by [`ExitNotice`]).

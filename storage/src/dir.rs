@@ -197,15 +197,18 @@ pub(crate) fn regular_len(path: &Path) -> Result<Option<u64>> {
     }
 }
 
-/// From this many files on, [`LocalDir`]'s [`StorageDir::check_lengths`] splits the work over
-/// threads (each thread handles at least this many).
+/// Fewest files per thread of [`LocalDir`]'s [`StorageDir::check_lengths`] (so a second
+/// thread starts from twice this many files on).
 const PARALLEL_CHECK: usize = 8192;
 
 /// Most threads [`LocalDir`]'s [`StorageDir::check_lengths`] uses.
 const MAX_CHECK_THREADS: usize = 4;
 
+/// What [`StorageDir::check_lengths`] finds: the first file missing or short, or `None`.
+type Finding = Option<(usize, Option<u64>)>;
+
 /// [`LocalDir`]'s [`StorageDir::check_lengths`] over the directory `dir`.
-fn check_local_lengths(dir: &Path, files: &[ShardFile]) -> Result<Option<(usize, Option<u64>)>> {
+fn check_local_lengths(dir: &Path, files: &[ShardFile]) -> Result<Finding> {
     let Some(fd) = open_dir_path(dir) else {
         // No descriptor of the directory (not Linux, or it cannot be opened): one path each.
         return check_chunk(dir, None, files, 0);
@@ -219,7 +222,7 @@ fn check_local_lengths(dir: &Path, files: &[ShardFile]) -> Result<Option<(usize,
         return check_chunk(dir, Some(&fd), files, 0);
     }
     let chunk = files.len().div_ceil(threads);
-    let outcomes: Vec<Result<Option<(usize, Option<u64>)>>> = std::thread::scope(|scope| {
+    let outcomes: Vec<Result<Finding>> = std::thread::scope(|scope| {
         let fd = &fd;
         let mut parts = files.chunks(chunk).enumerate();
         let first = parts.next();
@@ -261,7 +264,7 @@ fn check_chunk(
     fd: Option<&std::os::fd::OwnedFd>,
     files: &[ShardFile],
     base: usize,
-) -> Result<Option<(usize, Option<u64>)>> {
+) -> Result<Finding> {
     for (i, f) in files.iter().enumerate() {
         let (name, committed) = (file_name(&f.path)?, f.committed);
         let path_len = || regular_len(&resolve(dir, name)?);
@@ -474,9 +477,9 @@ impl StorageDir for LocalDir {
 
     /// `fstatat(dir, name, AT_SYMLINK_NOFOLLOW)` relative to one `O_PATH` descriptor of the
     /// directory (Linux; the path is not resolved from the root again for every file), split
-    /// over up to 4 threads from [`PARALLEL_CHECK`] files on. Anything but a regular file or a
-    /// missing one is examined again the way [`StorageDir::file_len`] does, for the same
-    /// error.
+    /// over up to 4 threads (at most one per core, each with at least 8,192 files: a second
+    /// thread from 16,384 files on). Anything but a regular file or a missing one is examined
+    /// again the way [`StorageDir::file_len`] does, for the same error.
     fn check_lengths(&self, files: &[ShardFile]) -> Result<Option<(usize, Option<u64>)>> {
         check_local_lengths(&self.path, files)
     }
