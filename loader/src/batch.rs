@@ -64,6 +64,14 @@ pub trait Collate<T>: Send + Sync {
     /// A [`LoaderError`] (usually [`LoaderError::Collate`]) when the records cannot be
     /// combined.
     fn collate(&self, records: Vec<T>) -> Result<Self::Output, LoaderError>;
+
+    /// Whether every [`Collate::collate`] call returns within a bounded time (no network, no
+    /// wait on another thread): see [`DataSource::reads_bounded`](crate::DataSource::reads_bounded),
+    /// which says what a loader does with it. Default `false`; [`VecCollate`],
+    /// [`StackTokens`] and the token-window collation over a local storage return `true`.
+    fn bounded(&self) -> bool {
+        false
+    }
 }
 
 impl<T, O: Send, F> Collate<T> for F
@@ -84,6 +92,9 @@ impl<T: Send> Collate<T> for VecCollate {
     type Output = Vec<T>;
     fn collate(&self, records: Vec<T>) -> Result<Vec<T>, LoaderError> {
         Ok(records)
+    }
+    fn bounded(&self) -> bool {
+        true
     }
 }
 
@@ -115,6 +126,9 @@ impl<E: Copy + Send + Sync> Collate<Vec<E>> for StackTokens {
             data.extend_from_slice(r);
         }
         Ok(TokenBatch::from_parts(data, records.len(), seq_len))
+    }
+    fn bounded(&self) -> bool {
+        true
     }
 }
 

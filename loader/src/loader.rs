@@ -35,6 +35,8 @@ pub struct LoaderBuilder<S: DataSource, U = <S as DataSource>::Item, C = VecColl
     /// Whether [`LoaderBuilder::batch_size`] was called.
     batch_size_set: bool,
     transforms: u64,
+    /// Whether a `map` was added (user code the loader cannot bound).
+    mapped: bool,
     workers: usize,
     prefetch: Option<usize>,
     readahead: u64,
@@ -178,6 +180,7 @@ where
             global_batch: self.global_batch,
             batch_size_set: self.batch_size_set,
             transforms: self.transforms,
+            mapped: true,
             workers: self.workers,
             prefetch: self.prefetch,
             readahead: self.readahead,
@@ -194,6 +197,7 @@ where
             global_batch: self.global_batch,
             batch_size_set: self.batch_size_set,
             transforms: self.transforms,
+            mapped: self.mapped,
             workers: self.workers,
             prefetch: self.prefetch,
             readahead: self.readahead,
@@ -265,8 +269,10 @@ where
             fingerprint: self.source.fingerprint(),
             window: self.source.window_params(),
         };
+        let helped = !self.mapped && self.source.reads_bounded() && self.collate.bounded();
         Ok(Loader {
             shared: Arc::new(Shared {
+                helped,
                 source: self.source,
                 map: self.map,
                 collate: self.collate,
@@ -282,6 +288,11 @@ where
 }
 
 struct Shared<S: DataSource, U, C> {
+    /// Whether the consumer produces a queued batch itself while it waits for a worker: only
+    /// when the source and the collation declare their calls bounded and no `map` is set
+    /// ([`DataSource::reads_bounded`]), so a call that never returns can only hold a worker,
+    /// never the consumer.
+    helped: bool,
     source: S,
     map: MapFn<S::Item, U>,
     collate: C,
@@ -422,6 +433,7 @@ where
             global_batch: None,
             batch_size_set: false,
             transforms: 0,
+            mapped: false,
             workers: DEFAULT_WORKERS,
             prefetch: None,
             readahead: 0,
@@ -664,7 +676,11 @@ pub const SHUTDOWN_GRACE: Duration = Duration::from_millis(500);
 /// `Err` at the place of a failed batch, after which it ends.
 ///
 /// With workers it owns a pool of threads (named `guideloom-w<i>`), started on the first
-/// `next`; at most `prefetch` batches are in flight or ready ahead of the consumer. Dropping
+/// `next`; at most `prefetch` batches are in flight or ready ahead of the consumer. When the
+/// source and the collation declare their calls bounded and no `map` is set
+/// ([`DataSource::reads_bounded`], [`Collate::bounded`]; the token-window fast path over a
+/// local storage), `next` produces a queued batch itself instead of waiting for a worker
+/// (the batches are the same). Dropping
 /// it (or its ending on an error) fires the [`Cancellation`] and joins every worker; a worker
 /// still inside a source call that ignores the cancellation after [`SHUTDOWN_GRACE`] is
 /// detached rather than waited for, so dropping never hangs (that thread exits as soon as the
@@ -723,7 +739,7 @@ where
     fn start_pool(&mut self) -> Result<(), LoaderError> {
         let shared = Arc::clone(&self.loader.shared);
         let work = Arc::new(move |number, (), cancel: &Cancellation| shared.produce(number, cancel));
-        self.pool = Some(Pool::start(self.loader.workers, work)?);
+        self.pool = Some(Pool::start(self.loader.workers, work, self.loader.shared.helped)?);
         Ok(())
     }
 

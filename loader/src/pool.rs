@@ -28,9 +28,21 @@ pub(crate) fn panic_message(payload: &(dyn Any + Send)) -> String {
     }
 }
 
+/// What a helped pool's consumer needs to run queued jobs: the queue's receiving end and the
+/// work.
+type Helper<J, O> = (Receiver<(u64, J)>, Work<J, O>);
+
 /// Worker threads (named `guideloom-w<i>`) taking numbered jobs from one queue.
+///
+/// A helped pool ([`Pool::start`] with `help`) also lets [`Pool::take`] run a queued job on
+/// the calling (consumer) thread when the result it waits for is not there yet: on a machine
+/// with as many cores as workers, the consumer then produces instead of sleeping. Only for
+/// work whose every call returns within a bounded time: a call that never returns would hold
+/// the consumer.
 pub(crate) struct Pool<J, O> {
     jobs: Option<Sender<(u64, J)>>,
+    /// For a helped pool: the job queue's receiving end and the work, for [`Pool::take`].
+    help: Option<Helper<J, O>>,
     results: Receiver<(u64, Outcome<O>)>,
     handles: Vec<JoinHandle<()>>,
     /// Receives a worker's number when it leaves its loop (sent by [`ExitNotice`]).
@@ -50,15 +62,17 @@ impl Drop for ExitNotice {
 }
 
 impl<J: Send + 'static, O: Send + 'static> Pool<J, O> {
-    /// Starts `workers` threads running `work` on each job.
+    /// Starts `workers` threads running `work` on each job; with `help`, [`Pool::take`] also
+    /// runs queued jobs on the calling thread while it waits (see [`Pool`]).
     ///
     /// # Errors
     /// [`LoaderError::Spawn`] when a thread cannot be started (those started are joined).
-    pub(crate) fn start(workers: usize, work: Work<J, O>) -> Result<Self, LoaderError> {
+    pub(crate) fn start(workers: usize, work: Work<J, O>, help: bool) -> Result<Self, LoaderError> {
         let (job_tx, job_rx) = crossbeam_channel::unbounded::<(u64, J)>();
         let (res_tx, res_rx) = crossbeam_channel::unbounded();
         let (exit_tx, exit_rx) = crossbeam_channel::unbounded();
         let mut pool = Pool {
+            help: help.then(|| (job_rx.clone(), Arc::clone(&work))),
             jobs: Some(job_tx),
             results: res_rx,
             exited: exit_rx,
@@ -104,11 +118,26 @@ impl<J: Send + 'static, O: Send + 'static> Pool<J, O> {
     }
 
     /// Waits for the result of job `number` (which must have been sent), keeping results that
-    /// arrive before it.
+    /// arrive before it. A helped pool runs queued jobs (the oldest first) on this thread
+    /// while the result is not there.
     pub(crate) fn take(&mut self, number: u64) -> Outcome<O> {
         loop {
             if let Some(r) = self.reorder.remove(&number) {
                 return r;
+            }
+            if let Some((queue, work)) = &self.help {
+                if let Ok((n, r)) = self.results.try_recv() {
+                    self.reorder.insert(n, r);
+                    continue;
+                }
+                if let Ok((n, job)) = queue.try_recv() {
+                    let r =
+                        catch_unwind(AssertUnwindSafe(|| work(n, job, &self.cancel))).unwrap_or_else(|p| {
+                            Err(LoaderError::Panic { index: None, message: panic_message(&*p) })
+                        });
+                    self.reorder.insert(n, r);
+                    continue;
+                }
             }
             match self.results.recv() {
                 Ok((n, r)) => {
@@ -139,6 +168,7 @@ impl<J, O> Pool<J, O> {
     pub(crate) fn shutdown(&mut self) {
         self.cancel.cancel();
         self.jobs = None;
+        self.help = None;
         self.reorder.clear();
         let deadline = Instant::now() + SHUTDOWN_GRACE;
         let mut left = vec![false; self.handles.len()];

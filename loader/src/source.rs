@@ -91,6 +91,18 @@ pub trait DataSource: Send + Sync {
         let _ = indices;
     }
 
+    /// Whether every call of [`DataSource::get_many_cancellable`] returns within a bounded
+    /// time (reads from memory or a local disk; no network, no queue, no wait on another
+    /// thread). A loader lets its consumer thread produce a queued batch itself while it
+    /// would otherwise wait for a worker only when the source, the collation
+    /// ([`Collate::bounded`](crate::Collate::bounded)) and the `map` (none set) all are: a
+    /// call that blocks for ever would otherwise hold the consumer (and a drop of the
+    /// iterator) with it. Default `false`; [`TokenWindows`](crate::TokenWindows) (whose
+    /// records are spans, read by its collation) returns `true`.
+    fn reads_bounded(&self) -> bool {
+        false
+    }
+
     /// A fingerprint of the source's contents, recorded in a loader's [`State`](crate::State)
     /// next to [`DataSource::len`] so a state is not restored onto other data. Default 0
     /// ("only the length is checked"); storage sources return their manifest's fingerprint.
@@ -126,6 +138,9 @@ impl<T: DataSource + ?Sized> DataSource for Arc<T> {
     }
     fn fingerprint(&self) -> u64 {
         (**self).fingerprint()
+    }
+    fn reads_bounded(&self) -> bool {
+        (**self).reads_bounded()
     }
     fn prefetch(&self, indices: &[u64]) {
         (**self).prefetch(indices);

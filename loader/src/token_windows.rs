@@ -364,9 +364,19 @@ impl<E: Element> DataSource for TokenWindows<E> {
     fn window_params(&self) -> Option<WindowParams> {
         Some(self.windows.params())
     }
+
+    /// `true`: a record is a span computed from its index (the collation reads the bytes).
+    fn reads_bounded(&self) -> bool {
+        true
+    }
 }
 
 impl<E: Element> Collate<WindowSpan> for TokenWindowCollate<E> {
+    /// `true` over a local storage (reads from a local disk), `false` over a remote one.
+    fn bounded(&self) -> bool {
+        self.storage.0.local()
+    }
+
     type Output = TokenBatch<E>;
 
     fn collate(&self, records: Vec<WindowSpan>) -> Result<TokenBatch<E>, LoaderError> {
@@ -441,6 +451,8 @@ trait TokenStorage: Send + Sync + std::fmt::Debug {
     fn signed(&self) -> bool {
         false
     }
+    /// Whether the storage's files are local ([`guideloom_storage::StorageDir::local_dir`]).
+    fn local(&self) -> bool;
     /// Reads windows as little-endian ids, back to back, into `out`.
     fn read_into(&self, windows: &[Window], out: &mut [u8]) -> Result<(), StorageError>;
     /// The windows as views into the mapped shards.
@@ -459,6 +471,9 @@ impl<S: TokenElement> TokenStorage for StreamReader<TokenFormat<S>> {
     }
     fn itemsize(&self) -> usize {
         std::mem::size_of::<S>()
+    }
+    fn local(&self) -> bool {
+        self.storage_dir().local_dir().is_some()
     }
     fn read_into(&self, windows: &[Window], out: &mut [u8]) -> Result<(), StorageError> {
         self.read_many_into(windows, out)
@@ -483,6 +498,9 @@ impl TokenStorage for StreamReader<IntTokenFormat> {
     }
     fn signed(&self) -> bool {
         self.format().signed()
+    }
+    fn local(&self) -> bool {
+        self.storage_dir().local_dir().is_some()
     }
     fn read_into(&self, windows: &[Window], out: &mut [u8]) -> Result<(), StorageError> {
         self.read_many_into(windows, out)

@@ -20,7 +20,8 @@ use crate::append::{AppendFile, OpenShards};
 use crate::dir::{LocalDir, StorageDir, WriteDir};
 use crate::io::{FileSet, ReadOptions, ReadRequest, ShardFile};
 use crate::manifest::{
-    shard_file_name, FileEntry, FormatSpec, Manifest, ShardEntry, StorageKind, MANIFEST_FILE,
+    push_shard_file_name, shard_file_name, FileEntry, FormatSpec, Manifest, ShardEntry, StorageKind,
+    MANIFEST_FILE,
 };
 use crate::{Result, StorageError};
 
@@ -645,6 +646,39 @@ pub(crate) fn check_file(dir: &dyn StorageDir, shard: u64, name: &str, committed
             Err(StorageError::ShardTooShort { shard, path, expected: committed, actual })
         }
         Some(_) => Ok(ShardFile { path, shard, committed }),
+    }
+}
+
+/// Checks the `ext` files of `shards` (their main data files: committed length
+/// [`ShardEntry::bytes`]) as [`check_file`] does one by one, in order, all through one
+/// [`StorageDir::check_lengths`] call, and returns them as [`ShardFile`]s.
+///
+/// # Errors
+/// As [`check_file`], for the first file (in order) that fails.
+pub(crate) fn check_shard_files(
+    dir: &dyn StorageDir,
+    shards: &[ShardEntry],
+    ext: &str,
+) -> Result<Vec<ShardFile>> {
+    let base = dir.path();
+    let mut name = String::new();
+    let files: Vec<ShardFile> = shards
+        .iter()
+        .map(|s| {
+            name.clear();
+            push_shard_file_name(&mut name, s.id, ext);
+            ShardFile { path: base.join(&name), shard: s.id, committed: s.bytes }
+        })
+        .collect();
+    match dir.check_lengths(&files)? {
+        None => Ok(files),
+        Some((i, found)) => {
+            let ShardFile { path, shard, committed: expected } = files[i].clone();
+            Err(match found {
+                None => StorageError::MissingShard { shard, path },
+                Some(actual) => StorageError::ShardTooShort { shard, path, expected, actual },
+            })
+        }
     }
 }
 

@@ -18,7 +18,7 @@ use std::io::Read;
 use std::path::{Component, Path, PathBuf};
 use std::sync::{Arc, PoisonError, RwLock};
 
-use crate::io::{read_exact_at, FileSet, ReadRequest};
+use crate::io::{read_exact_at, FileSet, ReadRequest, ShardFile};
 use crate::{Result, StorageError};
 
 /// Read access to the files of one storage, by plain file name (`"manifest.json"`,
@@ -44,6 +44,29 @@ pub trait StorageDir: Send + Sync + fmt::Debug {
     /// # Errors
     /// [`StorageError::Io`] when the length cannot be found out.
     fn file_len(&self, name: &str) -> Result<Option<u64>>;
+
+    /// Checks many files at once: for each of `files` (the file named by the last component
+    /// of its `path`, as in [`StorageDir::read_requests`]), in order, the outcome of
+    /// [`StorageDir::file_len`] against its `committed` length. Returns the position in
+    /// `files` of the first file that is missing (`(i, None)`) or holds fewer than
+    /// `committed` bytes (`(i, Some(actual))`), or `Ok(None)` when every file holds its
+    /// committed bytes. Readers check a storage's shard files with it at open. The default
+    /// asks [`StorageDir::file_len`] file by file; [`LocalDir`] examines the files relative
+    /// to one open descriptor of its directory, on up to 4 threads when there are many.
+    ///
+    /// # Errors
+    /// The error of [`StorageDir::file_len`] for the first file (in `files` order) whose
+    /// length cannot be found out (or whose path does not end in a UTF-8 name), when no file
+    /// before it is missing or short.
+    fn check_lengths(&self, files: &[ShardFile]) -> Result<Option<(usize, Option<u64>)>> {
+        for (i, f) in files.iter().enumerate() {
+            match self.file_len(file_name(&f.path)?)? {
+                Some(len) if len >= f.committed => {}
+                found => return Ok(Some((i, found))),
+            }
+        }
+        Ok(None)
+    }
 
     /// Fills `out` with the bytes of file `name` from byte `offset` on.
     ///
@@ -161,16 +184,21 @@ pub(crate) fn file_name(path: &Path) -> Result<&str> {
 /// # Errors
 /// [`StorageError::UnsafeFile`] naming the file otherwise.
 pub(crate) fn resolve(dir: &Path, name: &str) -> Result<PathBuf> {
-    let plain = !name.is_empty()
-        && !name.contains(['\0', '\\'])
-        && Path::new(name).components().all(|c| matches!(c, Component::Normal(_) | Component::CurDir));
-    if !plain {
+    if !plain_name(name) {
         return Err(StorageError::UnsafeFile {
             path: dir.join(name),
             reason: "the name leaves the storage directory (only plain relative names are used)".into(),
         });
     }
     Ok(dir.join(name))
+}
+
+/// Whether `name` is a non-empty relative path of plain components (no `..`, no root, no NUL
+/// or backslash): the names [`resolve`] accepts.
+fn plain_name(name: &str) -> bool {
+    !name.is_empty()
+        && !name.contains(['\0', '\\'])
+        && Path::new(name).components().all(|c| matches!(c, Component::Normal(_) | Component::CurDir))
 }
 
 /// What a file of type `kind` is, in words (`"a FIFO"`).
@@ -212,6 +240,156 @@ pub(crate) fn regular_len(path: &Path) -> Result<Option<u64>> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
         Err(e) => Err(StorageError::io(path, e)),
     }
+}
+
+/// Fewest files per thread of [`LocalDir`]'s [`StorageDir::check_lengths`] (so a second
+/// thread starts from twice this many files on).
+const PARALLEL_CHECK: usize = 8192;
+
+/// Most threads [`LocalDir`]'s [`StorageDir::check_lengths`] uses.
+const MAX_CHECK_THREADS: usize = 4;
+
+/// What [`StorageDir::check_lengths`] finds: the first file missing or short, or `None`.
+type Finding = Option<(usize, Option<u64>)>;
+
+/// [`LocalDir`]'s [`StorageDir::check_lengths`] over the directory `dir`.
+fn check_local_lengths(dir: &Path, files: &[ShardFile]) -> Result<Finding> {
+    let Some(fd) = open_dir_path(dir) else {
+        // No descriptor of the directory (not Linux, or it cannot be opened): one path each.
+        return check_chunk(dir, None, files, 0);
+    };
+    let threads = std::thread::available_parallelism()
+        .map_or(1, usize::from)
+        .min(MAX_CHECK_THREADS)
+        .min(files.len() / PARALLEL_CHECK)
+        .max(1);
+    if threads == 1 {
+        return check_chunk(dir, Some(&fd), files, 0);
+    }
+    let chunk = files.len().div_ceil(threads);
+    let outcomes: Vec<Result<Finding>> = std::thread::scope(|scope| {
+        let fd = &fd;
+        let mut parts = files.chunks(chunk).enumerate();
+        let first = parts.next();
+        // Parts after the first on threads of their own (on this thread when one cannot be
+        // started), the first on this thread meanwhile.
+        let spawned: Vec<_> = parts
+            .map(|(k, part)| {
+                let run = move || check_chunk(dir, Some(fd), part, k * chunk);
+                std::thread::Builder::new()
+                    .name("guideloom-stat".into())
+                    .spawn_scoped(scope, run)
+                    .map_err(|_| run)
+            })
+            .collect();
+        let mut outcomes = vec![first.map_or(Ok(None), |(_, part)| check_chunk(dir, Some(fd), part, 0))];
+        for h in spawned {
+            outcomes.push(match h {
+                Ok(h) => h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)),
+                Err(run) => run(),
+            });
+        }
+        outcomes
+    });
+    // Chunks are in order and each stops at its first finding: the first chunk with one
+    // holds the first finding of all.
+    for outcome in outcomes {
+        if !matches!(outcome, Ok(None)) {
+            return outcome;
+        }
+    }
+    Ok(None)
+}
+
+/// Checks `files` (the first at position `base` of the whole list) in order, stopping at the
+/// first file that is missing, short or cannot be examined; through `fd` (a descriptor of
+/// `dir`) when there is one.
+fn check_chunk(
+    dir: &Path,
+    fd: Option<&std::os::fd::OwnedFd>,
+    files: &[ShardFile],
+    base: usize,
+) -> Result<Finding> {
+    for (i, f) in files.iter().enumerate() {
+        let (name, committed) = (file_name(&f.path)?, f.committed);
+        let path_len = || regular_len(&resolve(dir, name)?);
+        let len = match fd {
+            Some(fd) => {
+                // The same name check as every other file access (no `..`, no root).
+                if !plain_name(name) {
+                    resolve(dir, name)?;
+                }
+                match stat_regular_at(fd, name) {
+                    Some(Ok(len)) => Some(len),
+                    Some(Err(())) => None,
+                    // Not a plain regular-or-missing answer: ask again by path, for the exact
+                    // error (or answer) of `regular_len`.
+                    None => path_len()?,
+                }
+            }
+            None => path_len()?,
+        };
+        match len {
+            Some(len) if len >= committed => {}
+            found => return Ok(Some((base + i, found))),
+        }
+    }
+    Ok(None)
+}
+
+/// An `O_PATH` descriptor of the directory `dir` (Linux), or `None`.
+fn open_dir_path(dir: &Path) -> Option<std::os::fd::OwnedFd> {
+    #[cfg(target_os = "linux")]
+    {
+        use std::os::fd::FromRawFd;
+        use std::os::unix::ffi::OsStrExt;
+        let c = std::ffi::CString::new(dir.as_os_str().as_bytes()).ok()?;
+        // SAFETY: `c` is a NUL-terminated string that lives across the call; `open` with
+        // these flags only returns a new descriptor or -1.
+        let fd = unsafe { libc::open(c.as_ptr(), libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC) };
+        if fd < 0 {
+            return None;
+        }
+        // SAFETY: `fd` was just returned by `open`, is valid and owned by nobody else.
+        Some(unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) })
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        let _ = dir;
+        None
+    }
+}
+
+/// `fstatat(fd, name, AT_SYMLINK_NOFOLLOW)`: `Some(Ok(len))` for a regular file,
+/// `Some(Err(()))` when nothing is there (`ENOENT`), `None` for anything else (another file
+/// type, another error, a name with a NUL byte).
+fn stat_regular_at(fd: &std::os::fd::OwnedFd, name: &str) -> Option<std::result::Result<u64, ()>> {
+    use std::os::fd::AsRawFd;
+    // The name, NUL-terminated, on the stack (shard names are short) or else on the heap.
+    let mut short = [0u8; 64];
+    let heap;
+    let c: &std::ffi::CStr = if name.len() < short.len() {
+        short[..name.len()].copy_from_slice(name.as_bytes());
+        std::ffi::CStr::from_bytes_until_nul(&short).ok()?
+    } else {
+        heap = std::ffi::CString::new(name).ok()?;
+        &heap
+    };
+    if c.to_bytes().len() != name.len() {
+        return None; // a NUL inside the name
+    }
+    let mut st = std::mem::MaybeUninit::<libc::stat>::uninit();
+    // SAFETY: `fd` is an open descriptor `fd` owns for the call, `c` a NUL-terminated string
+    // that lives across it, and `st` points to writable memory of a `stat`'s size, which
+    // `fstatat` fills when it returns 0.
+    let rc = unsafe { libc::fstatat(fd.as_raw_fd(), c.as_ptr(), st.as_mut_ptr(), libc::AT_SYMLINK_NOFOLLOW) };
+    if rc != 0 {
+        let missing = std::io::Error::last_os_error().raw_os_error() == Some(libc::ENOENT);
+        return missing.then_some(Err(()));
+    }
+    // SAFETY: `fstatat` returned 0, so it initialised `st`.
+    let st = unsafe { st.assume_init() };
+    ((st.st_mode & libc::S_IFMT) == libc::S_IFREG).then(|| Ok(u64::try_from(st.st_size).unwrap_or(0)))
 }
 
 /// How [`open_regular`] opens a file.
@@ -342,6 +520,15 @@ impl StorageDir for LocalDir {
         regular_len(&resolve(&self.path, name)?)
     }
 
+    /// `fstatat(dir, name, AT_SYMLINK_NOFOLLOW)` relative to one `O_PATH` descriptor of the
+    /// directory (Linux; the path is not resolved from the root again for every file), split
+    /// over up to 4 threads (at most one per core, each with at least 8,192 files: a second
+    /// thread from 16,384 files on). Anything but a regular file or a missing one is examined
+    /// again the way [`StorageDir::file_len`] does, for the same error.
+    fn check_lengths(&self, files: &[ShardFile]) -> Result<Option<(usize, Option<u64>)>> {
+        check_local_lengths(&self.path, files)
+    }
+
     fn read_at(&self, name: &str, offset: u64, out: &mut [u8]) -> Result<()> {
         let path = resolve(&self.path, name)?;
         let file = open_existing(&path, Access::Read { direct: false })?;
@@ -352,7 +539,9 @@ impl StorageDir for LocalDir {
     fn read_file(&self, name: &str, max_len: u64) -> Result<Option<Vec<u8>>> {
         let path = resolve(&self.path, name)?;
         let Some(file) = open_regular(&path, Access::Read { direct: false })? else { return Ok(None) };
-        let mut text = Vec::new();
+        // Sized from the file's length up front (a manifest of 100,000 shards is 10 MB).
+        let len = file.metadata().map_or(0, |m| m.len()).min(max_len.saturating_add(1));
+        let mut text = Vec::with_capacity(usize::try_from(len).unwrap_or(0));
         file.take(max_len.saturating_add(1))
             .read_to_end(&mut text)
             .map_err(|e| StorageError::io(&path, e))?;

@@ -453,7 +453,16 @@ mod erased {
 
 /// A shard file's name: `shard-{id:05}.{ext}`.
 pub(crate) fn shard_file_name(id: u64, ext: &str) -> String {
-    format!("shard-{id:05}.{ext}")
+    let mut name = String::with_capacity(12 + ext.len());
+    push_shard_file_name(&mut name, id, ext);
+    name
+}
+
+/// Appends [`shard_file_name`]`(id, ext)` to `out`.
+pub(crate) fn push_shard_file_name(out: &mut String, id: u64, ext: &str) {
+    use std::fmt::Write;
+    // Writing to a `String` cannot fail.
+    let _ = write!(out, "shard-{id:05}.{ext}");
 }
 
 #[cfg(test)]

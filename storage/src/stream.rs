@@ -4,12 +4,12 @@
 use guideloom_formats::{Dtype, FormatError, RawWindow, StreamFormat};
 
 use crate::core::{
-    check_file, PlannedOutput, ReadPlan, Reader, ReaderIndex, ReaderKind, Sealed, Window, Writer,
+    check_shard_files, PlannedOutput, ReadPlan, Reader, ReaderIndex, ReaderKind, Sealed, Window, Writer,
 };
 use crate::dir::StorageDir;
 use crate::io::{MappedBytes, MmapBackend, ReadRequest, ShardFile};
 use crate::kind::Stream;
-use crate::manifest::{shard_file_name, Manifest, MANIFEST_FILE};
+use crate::manifest::{Manifest, MANIFEST_FILE};
 use crate::{Result, StorageError};
 
 /// Reads a stream storage: its length in elements and windows of the stream decoded by the
@@ -187,28 +187,43 @@ impl ReaderIndex for StreamIndex {
             reason: format!("a {} storage has no element dtype", m.kind()),
         })?;
         let itemsize = dtype.itemsize();
-        let mut files = Vec::with_capacity(m.shards().len());
         let mut starts = Vec::with_capacity(m.shards().len() + 1);
         let mut total = 0u64;
         starts.push(0);
+        // The manifest's entries first, then every shard file at once (`check_shard_files`); an
+        // entry found wrong is reported after the files of the shards before it are checked,
+        // so the first fault in shard order is the one reported, as when each shard's entry
+        // and file were checked in turn.
+        let mut bad_entry = None;
+        let mut checked = 0;
         for s in m.shards() {
             let elements = s.elements.unwrap_or(0);
             if elements.checked_mul(itemsize) != Some(s.bytes) {
-                return Err(StorageError::InvalidManifest {
+                bad_entry = Some(StorageError::InvalidManifest {
                     path: path(),
                     reason: format!(
                         "shard {} records {elements} elements of {itemsize} bytes but {} bytes",
                         s.id, s.bytes
                     ),
                 });
+                break;
             }
-            let name = shard_file_name(s.id, m.kind().data_extension());
-            files.push(check_file(dir, s.id, &name, s.bytes)?);
-            total = total.checked_add(elements).ok_or_else(|| StorageError::InvalidManifest {
-                path: path(),
-                reason: "element counts overflow u64".into(),
-            })?;
+            // This shard's file is checked before its count is added to the total (the order
+            // of the one-by-one checks).
+            checked += 1;
+            let Some(t) = total.checked_add(elements) else {
+                bad_entry = Some(StorageError::InvalidManifest {
+                    path: path(),
+                    reason: "element counts overflow u64".into(),
+                });
+                break;
+            };
+            total = t;
             starts.push(total);
+        }
+        let files = check_shard_files(dir, &m.shards()[..checked], m.kind().data_extension())?;
+        if let Some(e) = bad_entry {
+            return Err(e);
         }
         let ids = m.shards().iter().map(|s| s.id).collect();
         Ok((StreamIndex { dtype, itemsize, ids, starts, extents: None, swap: false }, files, total))

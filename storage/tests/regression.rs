@@ -459,3 +459,101 @@ fn issue18_links_are_followed_only_when_named_never_when_found_by_a_listing() {
     assert_eq!(data.elements(), 4);
     assert_eq!(data.root(), outside.path().canonicalize().unwrap());
 }
+
+/// A stream storage of `shards` shards of one u16 token each (token `i` in shard `i`), its
+/// files and manifest written directly (fast for many shards); checksums are real.
+fn many_tiny_shards(dir: &Path, shards: u64) {
+    use guideloom_storage::StreamWriter;
+    let mut w = StreamWriter::open(dir, TokenFormat::<u16>::new()).unwrap();
+    w.append(0, &[0]).unwrap();
+    w.commit().unwrap();
+    drop(w);
+    let m = dir.join("manifest.json");
+    let mut v: serde_json::Value = serde_json::from_slice(&std::fs::read(&m).unwrap()).unwrap();
+    let mut entries = Vec::new();
+    for i in 0..shards {
+        let bytes = (i as u16).to_le_bytes();
+        std::fs::write(dir.join(format!("shard-{i:05}.stream")), bytes).unwrap();
+        let mut e = v["shards"][0].clone();
+        e["id"] = i.into();
+        e["checksum"] = crc32c::crc32c(&bytes).into();
+        entries.push(e);
+    }
+    v["shards"] = entries.into();
+    std::fs::write(&m, serde_json::to_vec(&v).unwrap()).unwrap();
+}
+
+/// Issue 20 moved the open-time check of every shard file (issue 19's rule: a regular file of
+/// at least its committed size) to one `fstatat` per file relative to the storage directory,
+/// split over threads for many shards. The fault reported is still the first in shard order,
+/// whichever thread's part of the list holds it, with the same variant and path as before:
+/// 20,000 shards (two or more parts), faults added from the back.
+#[test]
+fn issue20_parallel_shard_checks_report_the_first_fault_in_shard_order() {
+    use guideloom_storage::StorageError;
+    let dir = tempfile::tempdir_in("/dev/shm").or_else(|_| tempfile::tempdir()).unwrap();
+    many_tiny_shards(dir.path(), 20_000);
+    let open = || StreamReader::open(dir.path(), TokenFormat::<u16>::new());
+    let r = open().unwrap();
+    assert_eq!(r.len(), 20_000);
+    assert_eq!(r.read(Window::new(19_998, 2)).unwrap(), [19_998, 19_999]);
+    let name = |i: u64| dir.path().join(format!("shard-{i:05}.stream"));
+
+    // A short shard near the end.
+    std::fs::write(name(19_000), b"").unwrap();
+    match open().unwrap_err() {
+        StorageError::ShardTooShort { shard, path, expected, actual } => {
+            assert_eq!((shard, path, expected, actual), (19_000, name(19_000), 2, 0))
+        }
+        e => panic!("unexpected {e}"),
+    }
+    // A link before it, in another part of the list.
+    std::fs::remove_file(name(12_000)).unwrap();
+    std::os::unix::fs::symlink(name(1), name(12_000)).unwrap();
+    let e = open().unwrap_err();
+    assert!(
+        matches!(&e, StorageError::UnsafeFile { path, reason } if *path == name(12_000) && reason.contains("symbolic link")),
+        "{e}"
+    );
+    // A directory before that.
+    std::fs::remove_file(name(9_000)).unwrap();
+    std::fs::create_dir(name(9_000)).unwrap();
+    let e = open().unwrap_err();
+    assert!(
+        matches!(&e, StorageError::UnsafeFile { path, reason } if *path == name(9_000) && reason.contains("directory")),
+        "{e}"
+    );
+    // A missing shard in the first part.
+    std::fs::remove_file(name(3)).unwrap();
+    match open().unwrap_err() {
+        StorageError::MissingShard { shard, path } => assert_eq!((shard, path), (3, name(3))),
+        e => panic!("unexpected {e}"),
+    }
+}
+
+/// With the shard files checked all at once after the manifest's entries (issue 20), the
+/// first fault in shard order is still the one reported when a manifest entry and a file are
+/// both wrong: a missing file before a bad entry is a `MissingShard`, a bad entry before a
+/// missing file an `InvalidManifest`.
+#[test]
+fn issue20_a_bad_manifest_entry_and_a_missing_file_report_the_first_in_shard_order() {
+    use guideloom_storage::StorageError;
+    let dir = tempfile::tempdir().unwrap();
+    many_tiny_shards(dir.path(), 8);
+    let m = dir.path().join("manifest.json");
+    let mut v: serde_json::Value = serde_json::from_slice(&std::fs::read(&m).unwrap()).unwrap();
+    v["shards"][4]["elements"] = 7.into(); // 7 elements of 2 bytes, but 2 bytes
+    std::fs::write(&m, serde_json::to_vec(&v).unwrap()).unwrap();
+    let open = || StreamReader::open(dir.path(), TokenFormat::<u16>::new()).unwrap_err();
+    let e = open();
+    assert!(
+        matches!(&e, StorageError::InvalidManifest { reason, .. } if reason.starts_with("shard 4 records 7 elements")),
+        "{e}"
+    );
+    std::fs::remove_file(dir.path().join("shard-00006.stream")).unwrap();
+    let e = open();
+    assert!(matches!(&e, StorageError::InvalidManifest { .. }), "{e}");
+    std::fs::remove_file(dir.path().join("shard-00002.stream")).unwrap();
+    let e = open();
+    assert!(matches!(&e, StorageError::MissingShard { shard: 2, .. }), "{e}");
+}

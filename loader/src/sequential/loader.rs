@@ -1232,7 +1232,7 @@ where
         if self.pool.is_none() {
             let shared = Arc::clone(&self.shared);
             let work = Arc::new(move |_n, raw: Raw<S::Item>, _c: &Cancellation| shared.work(raw));
-            match Pool::start(self.workers, work) {
+            match Pool::start(self.workers, work, false) {
                 Ok(p) => self.pool = Some(p),
                 Err(e) => return self.fail(e),
             }

@@ -4,4 +4,5 @@
 
 mod common;
 mod failure;
+mod helping;
 mod lifecycle;

@@ -74,27 +74,42 @@ impl MmapBackend {
         request: ReadRequest,
         seen: &mut Vec<(usize, Option<Arc<memmap2::Mmap>>)>,
     ) -> Result<MappedBytes> {
+        let (map, range) = self.locate(files, request, seen)?;
+        Ok(MappedBytes { map: map.filter(|_| !range.is_empty()).cloned(), range })
+    }
+
+    /// The map of `request`'s file (looked up once per batch through `seen`, as in
+    /// [`MmapBackend::map_range_with`]) and the byte range of `request` in it, checked; no
+    /// reference count is taken (a copy out of the map needs none, and the count is shared by
+    /// every thread reading the file).
+    fn locate<'s>(
+        &self,
+        files: &FileSet,
+        request: ReadRequest,
+        seen: &'s mut Vec<(usize, Option<Arc<memmap2::Mmap>>)>,
+    ) -> Result<(Option<&'s Arc<memmap2::Mmap>>, Range<usize>)> {
         let len =
             usize::try_from(request.len).map_err(|_| StorageError::BatchTooLarge { bytes: request.len })?;
         if len == 0 {
             files.get(request.file)?;
-            return Ok(MappedBytes { map: None, range: 0..0 });
+            return Ok((None, 0..0));
         }
-        let map = match seen.iter().find(|(i, _)| *i == request.file) {
-            Some((_, m)) => m.clone(),
+        let k = match seen.iter().position(|(i, _)| *i == request.file) {
+            Some(k) => k,
             None => {
                 // SAFETY: `self` exists only through `MmapBackend::new`, whose caller accepted
                 // the contract `FileSet::map` needs (no truncation or rewriting of mapped files).
                 let m = unsafe { files.map(request.file) }?;
-                seen.push((request.file, m.clone()));
-                m
+                seen.push((request.file, m));
+                seen.len() - 1
             }
         };
-        let mapped = map.as_ref().map_or(0, |m| m.len());
+        let map = seen[k].1.as_ref();
+        let mapped = map.map_or(0, |m| m.len());
         let start = usize::try_from(request.offset).ok().filter(|&s| s <= mapped);
         let range = start.and_then(|s| s.checked_add(len).filter(|&e| e <= mapped).map(|e| s..e));
         match range {
-            Some(range) => Ok(MappedBytes { map, range }),
+            Some(range) => Ok((map, range)),
             None => Err(StorageError::ShortRead {
                 path: files.file(request.file).path.clone(),
                 offset: request.offset,
@@ -115,12 +130,13 @@ impl ReadBackend for MmapBackend {
         let mut pos = 0usize;
         let mut seen = Vec::new();
         for r in requests {
-            let src = self.map_range_with(files, *r, &mut seen)?;
+            let (map, range) = self.locate(files, *r, &mut seen)?;
+            let src = map.map_or(&[][..], |m| &m[range]);
             let dst = pos
                 .checked_add(src.len())
                 .and_then(|end| out.get_mut(pos..end))
                 .ok_or_else(|| super::buffer_length(requests, out_len))?;
-            dst.copy_from_slice(&src);
+            dst.copy_from_slice(src);
             pos += src.len();
         }
         if pos != out.len() {
