@@ -660,3 +660,131 @@ fn remote_writer_commits_onto_the_object_store_and_appends() {
     let report = guideloom::storage::verify_in(&s3.direct("written")).unwrap();
     assert_eq!((report.shards, report.bytes), (2, 12));
 }
+
+/// The u16 tokens of the whole fixture storage, as a reader gives them.
+fn fixture_tokens() -> Vec<u16> {
+    [(0u64, 5000u64), (1, 3001), (2, 7000)]
+        .iter()
+        .flat_map(|&(s, n)| shard_tokens(s, n))
+        .map(|t| t as u16)
+        .collect()
+}
+
+/// The fixture's shard 1 object (3,001 u16 tokens: 6,002 bytes) as the writer wrote it.
+fn shard1_bytes(s3: &S3) -> Vec<u8> {
+    std::fs::read(s3.local.path().join("shard-00001.stream")).unwrap()
+}
+
+/// Issue item 3: a shard whose every block is cached is checked against the manifest's
+/// checksum before it is served. A cached block altered together with its own crc32c passes
+/// the block's check but not the shard's: the shard's blocks are fetched again (exactly its
+/// 6,002 bytes) and the reader gets the right tokens.
+#[test]
+fn remote_cached_block_altered_with_its_own_crc_fails_the_shard_checksum_and_is_fetched_again() {
+    let Some(s3) = S3::start("remote_cached_block_altered_with_its_own_crc_fails_the_shard_checksum") else {
+        return;
+    };
+    let cache = tempfile::tempdir().unwrap();
+    let with_cache = |o: &mut RemoteOptions| {
+        o.cache =
+            Some(guideloom::storage::CacheOptions { dir: cache.path().to_path_buf(), max_bytes: 1 << 30 });
+    };
+    let read_all = |dir: Arc<RemoteDir>| {
+        let sd: Arc<dyn StorageDir> = dir;
+        let r = StreamReader::open_in(sd, TokenFormat::<u16>::new(), Default::default()).unwrap();
+        r.read(Window::new(0, 15_001)).unwrap()
+    };
+    let expected = fixture_tokens();
+    let dir = Arc::new(s3.proxied("data", with_cache));
+    assert_eq!(read_all(Arc::clone(&dir)), expected);
+    assert_eq!(
+        dir.stats().bytes_fetched,
+        30_002 + std::fs::metadata(s3.local.path().join("manifest.json")).unwrap().len()
+    );
+    let block = dir.cache_dir().unwrap().join("shard-00001.stream.0.blk");
+    drop(dir);
+    // Block 0 of shard 1 (4,096 bytes and its crc32c): one byte changed, its crc32c rewritten.
+    let mut b = std::fs::read(&block).unwrap();
+    assert_eq!(b.len(), 4096 + 4);
+    let original = b.clone();
+    b[10] ^= 0x5a;
+    let crc = crc32c::crc32c(&b[..4096]);
+    b[4096..].copy_from_slice(&crc.to_le_bytes());
+    std::fs::write(&block, &b).unwrap();
+    let before = s3.proxy.stats().body_bytes;
+    let dir = Arc::new(s3.proxied("data", with_cache));
+    assert_eq!(read_all(Arc::clone(&dir)), expected, "no altered byte is served");
+    assert_eq!(s3.proxy.stats().body_bytes - before, 6_002, "shard 1 (and only it) fetched again");
+    assert_eq!(dir.stats().bytes_fetched, 6_002);
+    assert_eq!(dir.stats().bytes_from_cache, 30_002 - 6_002);
+    assert_eq!(std::fs::read(&block).unwrap(), original, "the cache holds the store's block again");
+}
+
+/// Issue item 3, the store's side: a shard object whose bytes differ from what the manifest
+/// commits (same length) is a typed checksum error naming the shard and its URL once the
+/// shard's bytes are all read, with and without a cache; nothing of it stays in the cache.
+#[test]
+fn remote_store_bytes_that_differ_from_the_manifest_are_a_typed_checksum_error() {
+    let Some(s3) = S3::start("remote_store_bytes_that_differ_from_the_manifest_are_a_typed_checksum_error")
+    else {
+        return;
+    };
+    let swapped = s3.direct("swapped");
+    swapped.upload(s3.local.path()).unwrap();
+    let original = shard1_bytes(&s3);
+    let mut altered = original.clone();
+    altered[5000] ^= 0x01;
+    swapped.put("shard-00001.stream", altered.clone()).unwrap();
+    let cache = tempfile::tempdir().unwrap();
+    for cached in [false, true] {
+        let dir: Arc<dyn StorageDir> = Arc::new(s3.proxied("swapped", |o| {
+            if cached {
+                o.cache = Some(guideloom::storage::CacheOptions {
+                    dir: cache.path().to_path_buf(),
+                    max_bytes: 1 << 30,
+                });
+            }
+        }));
+        let r = StreamReader::open_in(dir, TokenFormat::<u16>::new(), Default::default()).unwrap();
+        assert_eq!(r.read(Window::new(0, 5000)).unwrap(), fixture_tokens()[..5000], "shard 0 is intact");
+        match r.read(Window::new(5000, 3001)).unwrap_err() {
+            StorageError::ChecksumMismatch { shard: 1, path, expected, found } => {
+                assert_eq!(path, Path::new("s3://guideloom-test/swapped/shard-00001.stream"));
+                assert_eq!(expected, crc32c::crc32c(&original), "cached {cached}");
+                assert_eq!(found, crc32c::crc32c(&altered), "cached {cached}");
+            }
+            e => panic!("cached {cached}: expected ChecksumMismatch, got {e}"),
+        }
+        // Every later read of the shard fails the same way.
+        assert!(matches!(r.read(Window::new(5100, 5)), Err(StorageError::ChecksumMismatch { shard: 1, .. })));
+    }
+    let left: Vec<String> = std::fs::read_dir(cache.path())
+        .unwrap()
+        .flatten()
+        .flat_map(|d| std::fs::read_dir(d.path()).unwrap().flatten())
+        .filter_map(|f| f.file_name().to_str().map(str::to_string))
+        .filter(|n| n.starts_with("shard-00001.stream."))
+        .collect();
+    assert_eq!(left, Vec::<String>::new(), "no block of the mismatching shard stays cached");
+}
+
+/// Opening a storage asks the lengths of its shard objects at once, not one after another:
+/// with 100 ms added to every request, the three `HEAD`s of the three-shard fixture are at the
+/// proxy at the same time (the open's time is printed: about two round trips, where it was
+/// four).
+#[test]
+fn remote_open_asks_the_shard_lengths_concurrently() {
+    let Some(s3) = S3::start("remote_open_asks_the_shard_lengths_concurrently") else { return };
+    s3.proxy.set_faults(Faults { latency: Duration::from_millis(100), ..Faults::none() });
+    let before = s3.proxy.stats().requests;
+    let dir = Arc::new(s3.proxied("data", |_| {}));
+    let t0 = Instant::now();
+    let sd: Arc<dyn StorageDir> = dir.clone();
+    let r = StreamReader::open_in(sd, TokenFormat::<u16>::new(), Default::default()).unwrap();
+    let took = t0.elapsed();
+    eprintln!("open with 100 ms per request: {took:?}");
+    assert_eq!(r.len(), 15_001);
+    assert_eq!(s3.proxy.stats().requests - before, 4, "one manifest GET and three HEADs");
+    assert_eq!(dir.stats().requests, 4);
+    assert_eq!(s3.proxy.stats().max_in_flight, 3, "the three HEADs at once");
+}

@@ -155,13 +155,52 @@ impl Blocks {
     }
 }
 
+/// Object lengths: known ones, and those whose `HEAD` is in flight.
+#[derive(Default)]
+struct Sizes {
+    known: HashMap<String, u64>,
+    pending: std::collections::HashSet<String>,
+}
+
+/// What the last manifest read commits of one file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Expect {
+    shard: u64,
+    committed: u64,
+    checksum: u32,
+}
+
+/// Where the check of one file against the manifest's checksum stands.
+#[derive(Default)]
+struct FileCheck {
+    /// The whole-shard check of the cache ran (at the file's first fetch).
+    cache_checked: bool,
+    /// Per block: the crc32c of its bytes below the committed length, and whether they came
+    /// from the local cache.
+    crcs: BTreeMap<u64, (u32, bool)>,
+    /// The committed bytes matched the manifest.
+    verified: bool,
+    /// The store's own bytes did not: the crc32c they have.
+    mismatch: Option<u32>,
+}
+
+/// The manifest's checksums and the checks of the files they cover.
+#[derive(Default)]
+struct Checks {
+    expect: HashMap<String, Expect>,
+    files: HashMap<String, FileCheck>,
+}
+
 /// What the background fetches share with the directory.
 struct Inner {
     store: Arc<dyn ObjectStore>,
     prefix: ObjPath,
     url: String,
     opts: RemoteOptions,
-    sizes: Mutex<HashMap<String, u64>>,
+    sizes: Mutex<Sizes>,
+    /// Notified when a `HEAD` started by a manifest read ends.
+    sized: Condvar,
+    checks: Mutex<Checks>,
     blocks: Mutex<Blocks>,
     arrived: Condvar,
     permits: tokio::sync::Semaphore,
@@ -303,6 +342,8 @@ impl RemoteDir {
             permits: tokio::sync::Semaphore::new(options.max_in_flight.max(1)),
             opts: options,
             sizes: Mutex::default(),
+            sized: Condvar::new(),
+            checks: Mutex::default(),
             blocks: Mutex::default(),
             arrived: Condvar::new(),
             cache,
@@ -556,6 +597,8 @@ impl RemoteDir {
                 continue;
             }
             if !pending {
+                drop(b);
+                inner.check_error(&name, self.label.join(&*name))?;
                 return Ok(got);
             }
             b = inner.arrived.wait(b).unwrap_or_else(PoisonError::into_inner);
@@ -581,8 +624,208 @@ impl Inner {
         self.blocks.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    fn lock_sizes(&self) -> MutexGuard<'_, HashMap<String, u64>> {
+    fn lock_sizes(&self) -> MutexGuard<'_, Sizes> {
         self.sizes.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn lock_checks(&self) -> MutexGuard<'_, Checks> {
+        self.checks.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The length of object `name` (`None`: it does not exist), by one `HEAD`, retried.
+    async fn head(&self, name: &str) -> std::result::Result<Option<u64>, Failure> {
+        let path = self.object(name);
+        self.retry("head", name, None, || {
+            let path = path.clone();
+            async move {
+                match self.store.head(&path).await {
+                    Ok(m) => Ok(Some(m.size)),
+                    Err(object_store::Error::NotFound { .. }) => Ok(None),
+                    Err(e) => Err(classify(&e)),
+                }
+            }
+        })
+        .await
+    }
+
+    /// Learns what the manifest `bytes` commits: the checksums files are checked against,
+    /// and the lengths of the files it names, asked by concurrent `HEAD`s in the background
+    /// ([`StorageDir::file_len`] waits for them instead of asking one file after another).
+    /// A manifest that does not parse teaches nothing (its reader reports it).
+    fn learn_manifest(self: &Arc<Self>, rt: &tokio::runtime::Handle, bytes: &[u8]) {
+        let mem = crate::dir::MemDir::new();
+        mem.insert(crate::MANIFEST_FILE, bytes.to_vec());
+        let Ok(m) = crate::Manifest::load_from(&mem) else { return };
+        let mut expect = HashMap::new();
+        for shard in m.shards() {
+            for (i, ext) in m.kind().files().iter().enumerate() {
+                if i > 0 && !shard.files.contains_key(*ext) {
+                    continue;
+                }
+                let (committed, checksum) = file_entry(shard, i, ext);
+                expect.insert(
+                    crate::manifest::shard_file_name(shard.id, ext),
+                    Expect { shard: shard.id, committed, checksum },
+                );
+            }
+        }
+        let names: Vec<String> = {
+            let mut s = self.lock_sizes();
+            let names: Vec<String> = expect
+                .keys()
+                .filter(|n| !s.known.contains_key(*n) && !s.pending.contains(*n))
+                .cloned()
+                .collect();
+            s.pending.extend(names.iter().cloned());
+            names
+        };
+        {
+            let mut c = self.lock_checks();
+            let changed: Vec<String> =
+                c.files.keys().filter(|n| c.expect.get(*n) != expect.get(*n)).cloned().collect();
+            for n in changed {
+                c.files.remove(&n);
+            }
+            c.expect = expect;
+        }
+        for name in names {
+            let inner = Arc::clone(self);
+            rt.spawn(async move {
+                let guard = HeadGuard { inner: Arc::clone(&inner), name };
+                if let Ok(Some(n)) = inner.head(&guard.name).await {
+                    let mut s = inner.lock_sizes();
+                    if s.pending.remove(&guard.name) {
+                        s.known.insert(guard.name.clone(), n);
+                    }
+                }
+            });
+        }
+    }
+
+    /// Checks the cached blocks of `name` against the manifest's checksum, once, before the
+    /// first of them is served: when every block of its committed bytes is cached, their
+    /// stored crc32c values are combined (no block is read but one that also holds bytes past
+    /// the committed length); on a mismatch every cached block of the file is removed, so
+    /// that they are fetched from the store.
+    fn check_cached_shard(&self, name: &str, cache: &DiskCache) {
+        let mut checks = self.lock_checks();
+        let Some(&e) = checks.expect.get(name) else { return };
+        let state = checks.files.entry(name.to_string()).or_default();
+        if state.cache_checked || state.verified {
+            return;
+        }
+        state.cache_checked = true;
+        let bs = self.opts.block_size.max(1);
+        let n = e.committed.div_ceil(bs);
+        let mut crc = 0u32;
+        for id in 0..n {
+            let start = id * bs;
+            let part = (e.committed - start).min(bs);
+            let block = if part == bs {
+                cache.trailer(name, id, bs)
+            } else {
+                // The last committed block: a shorter object ends here, a longer one (bytes
+                // past the commit) needs its committed part's crc from its bytes.
+                cache.trailer(name, id, part).or_else(|| {
+                    let size = self.lock_sizes().known.get(name).copied()?;
+                    let len = (size.min(start + bs)).checked_sub(start)?;
+                    let (bytes, _) = cache.get(name, id, len)?;
+                    bytes.get(..part as usize).map(crc32c::crc32c)
+                })
+            };
+            let Some(b) = block else { return };
+            crc = if id == 0 { b } else { crc32c::crc32c_combine(crc, b, part as usize) };
+        }
+        if crc == e.checksum {
+            state.verified = true;
+            return;
+        }
+        log::warn!(
+            "the cached blocks of {} have crc32c {crc:#010x}, its manifest commits {:#010x}: fetching them again",
+            self.object_url(name),
+            e.checksum
+        );
+        for id in 0..n {
+            cache.remove(name, id);
+        }
+    }
+
+    /// Records the crc32c `crc` of block `id` (`bytes`, starting at byte `start` of `name`)
+    /// for the check against the manifest; when every committed block is recorded, checks
+    /// them. Returns the blocks to drop: cached ones that failed the check (removed from the
+    /// cache; they are fetched again).
+    fn record_block(
+        &self,
+        name: &str,
+        id: u64,
+        start: u64,
+        bytes: &[u8],
+        crc: u32,
+        from_cache: bool,
+    ) -> Vec<u64> {
+        let mut checks = self.lock_checks();
+        let Some(&e) = checks.expect.get(name) else { return Vec::new() };
+        let state = checks.files.entry(name.to_string()).or_default();
+        if state.verified || state.mismatch.is_some() || start >= e.committed {
+            return Vec::new();
+        }
+        let end = start + bytes.len() as u64;
+        let part = if end <= e.committed {
+            crc
+        } else {
+            crc32c::crc32c(&bytes[..(e.committed.saturating_sub(start)) as usize])
+        };
+        state.crcs.insert(id, (part, from_cache));
+        let bs = self.opts.block_size.max(1);
+        let n = e.committed.div_ceil(bs);
+        if (state.crcs.len() as u64) < n || !(0..n).all(|i| state.crcs.contains_key(&i)) {
+            return Vec::new();
+        }
+        let mut found = 0u32;
+        for (&i, &(c, _)) in state.crcs.range(0..n) {
+            let len = (e.committed - i * bs).min(bs);
+            found = if i == 0 { c } else { crc32c::crc32c_combine(found, c, len as usize) };
+        }
+        if found == e.checksum {
+            state.verified = true;
+            state.crcs.clear();
+            return Vec::new();
+        }
+        let cached: Vec<u64> = state.crcs.iter().filter(|(_, &(_, c))| c).map(|(&i, _)| i).collect();
+        if cached.is_empty() {
+            // The store's own bytes differ from what the manifest commits.
+            state.mismatch = Some(found);
+            state.crcs.clear();
+            if let Some(c) = &self.cache {
+                for i in 0..n {
+                    c.remove(name, i);
+                }
+            }
+            return Vec::new();
+        }
+        log::warn!(
+            "the blocks of {} have crc32c {found:#010x}, its manifest commits {:#010x}: fetching the cached ones again",
+            self.object_url(name),
+            e.checksum
+        );
+        for i in &cached {
+            state.crcs.remove(i);
+            if let Some(c) = &self.cache {
+                c.remove(name, *i);
+            }
+        }
+        cached
+    }
+
+    /// The error of file `name` when its store's bytes failed the manifest's checksum.
+    fn check_error(&self, name: &str, path: PathBuf) -> Result<()> {
+        let checks = self.lock_checks();
+        match (checks.expect.get(name), checks.files.get(name).and_then(|f| f.mismatch)) {
+            (Some(e), Some(found)) => {
+                Err(StorageError::ChecksumMismatch { shard: e.shard, path, expected: e.checksum, found })
+            }
+            _ => Ok(()),
+        }
     }
 
     /// Writes `bytes` as object `name` (one `PUT`, retried) on the runtime `rt`.
@@ -598,9 +841,15 @@ impl Inner {
         r.map_err(|f| f.error())
     }
 
-    /// Drops what is known about `name` (its length, its blocks in memory).
+    /// Drops what is known about `name` (its length, its blocks in memory, its check).
     fn forget(&self, name: &str) {
-        self.lock_sizes().remove(name);
+        {
+            let mut s = self.lock_sizes();
+            s.known.remove(name);
+            s.pending.remove(name);
+        }
+        self.sized.notify_all();
+        self.lock_checks().files.remove(name);
         let mut b = self.lock_blocks();
         let keys: Vec<BlockKey> = b.map.keys().filter(|(n, _)| &**n == name).cloned().collect();
         for k in keys {
@@ -693,14 +942,18 @@ impl Inner {
             RunGuard { inner: Arc::clone(&self), name: name.clone(), run: run.clone(), ahead, armed: true };
         let bs = self.opts.block_size.max(1);
         let block_range = |id: u64| id * bs..((id + 1) * bs).min(size);
-        let mut ready: Vec<(u64, Bytes)> = Vec::new();
+        if let Some(c) = &self.cache {
+            self.check_cached_shard(&name, c);
+        }
+        // (block, bytes, crc32c, from the cache)
+        let mut ready: Vec<(u64, Bytes, u32, bool)> = Vec::new();
         let mut todo: Vec<u64> = Vec::new();
         for id in run.clone() {
             let r = block_range(id);
             match self.cache.as_ref().and_then(|c| c.get(&name, id, r.end - r.start)) {
-                Some(b) => {
+                Some((b, crc)) => {
                     self.stats.bytes_from_cache.fetch_add(b.len() as u64, Ordering::Relaxed);
-                    ready.push((id, Bytes::from(b)));
+                    ready.push((id, Bytes::from(b), crc, true));
                 }
                 None => todo.push(id),
             }
@@ -717,18 +970,32 @@ impl Inner {
                         let r = block_range(id);
                         let piece =
                             all.slice((r.start - range.start) as usize..(r.end - range.start) as usize);
+                        let crc = crc32c::crc32c(&piece);
                         if let Some(c) = &self.cache {
-                            c.put(&name, id, &piece);
+                            c.put(&name, id, &piece, crc);
                         }
-                        ready.push((id, piece));
+                        ready.push((id, piece, crc, false));
                     }
                 }
                 Err(f) => failure = Some(f),
             }
         }
+        let mut dropped = Vec::new();
+        for (id, bytes, crc, from_cache) in &ready {
+            dropped.extend(self.record_block(&name, *id, block_range(*id).start, bytes, *crc, *from_cache));
+        }
         let mut b = self.lock_blocks();
-        for (id, bytes) in ready {
+        for (id, bytes, _, _) in ready {
             b.set_ready((name.clone(), id), bytes);
+        }
+        // Cached blocks that failed the manifest's checksum: out of memory too (a reader
+        // waiting for one finds it absent and asks the store).
+        for id in dropped {
+            let key = (name.clone(), id);
+            if let Some(Slot::Ready { bytes, tick }) = b.map.remove(&key) {
+                b.lru.remove(&tick);
+                b.ready_bytes -= bytes.len() as u64;
+            }
         }
         if let Some(f) = failure {
             for id in run {
@@ -745,6 +1012,20 @@ impl Inner {
         guard.armed = false;
         drop(b);
         self.arrived.notify_all();
+    }
+}
+
+/// Ends a background `HEAD` started by a manifest read, however it ends: the file is no
+/// longer pending, and [`StorageDir::file_len`] callers waiting for it wake.
+struct HeadGuard {
+    inner: Arc<Inner>,
+    name: String,
+}
+
+impl Drop for HeadGuard {
+    fn drop(&mut self) {
+        self.inner.lock_sizes().pending.remove(&self.name);
+        self.inner.sized.notify_all();
     }
 }
 
@@ -793,26 +1074,27 @@ impl StorageDir for RemoteDir {
     }
 
     /// One `HEAD` per file, kept for the directory's life (committed bytes never change).
+    /// Reading the manifest starts the `HEAD`s of every file it names at once; this waits for
+    /// the file's, and asks again itself when that one found nothing or failed (so a missing
+    /// object or a failed request is reported here, as without the early `HEAD`).
     fn file_len(&self, name: &str) -> Result<Option<u64>> {
         check_name(name)?;
-        if let Some(&n) = self.inner.lock_sizes().get(name) {
-            return Ok(Some(n));
-        }
         let inner = &self.inner;
-        let path = inner.object(name);
-        let meta = self.rt().block_on(inner.retry("head", name, None, || {
-            let path = path.clone();
-            async move {
-                match inner.store.head(&path).await {
-                    Ok(m) => Ok(Some(m.size)),
-                    Err(object_store::Error::NotFound { .. }) => Ok(None),
-                    Err(e) => Err(classify(&e)),
+        {
+            let mut s = inner.lock_sizes();
+            loop {
+                if let Some(&n) = s.known.get(name) {
+                    return Ok(Some(n));
                 }
+                if !s.pending.contains(name) {
+                    break;
+                }
+                s = inner.sized.wait(s).unwrap_or_else(PoisonError::into_inner);
             }
-        }));
-        let size = meta.map_err(|f| f.error())?;
+        }
+        let size = self.rt().block_on(inner.head(name)).map_err(|f| f.error())?;
         if let Some(n) = size {
-            inner.lock_sizes().insert(name.to_string(), n);
+            inner.lock_sizes().known.insert(name.to_string(), n);
         }
         Ok(size)
     }
@@ -885,6 +1167,9 @@ impl StorageDir for RemoteDir {
             // Not modified: only asked with a cached copy.
             None => cached.map(|(_, b)| b).unwrap_or_default(),
         };
+        if name == crate::MANIFEST_FILE {
+            inner.learn_manifest(self.rt().handle(), &bytes);
+        }
         let keep = usize::try_from(max_len.saturating_add(1)).unwrap_or(usize::MAX).min(bytes.len());
         let mut bytes = bytes;
         bytes.truncate(keep);
