@@ -1,6 +1,6 @@
 //! `LoaderBuilder::readahead` (issue 18): the source is told, before batch `n` is produced,
-//! the records of batches `n .. n + k` it has not been told yet, in order, once each; the
-//! batches do not change.
+//! the records of batches `m .. m + k` it has not been told yet (`m`: the first batch not yet
+//! handed to a worker, `n` without workers), in order, once each; the batches do not change.
 
 use std::sync::{Arc, Mutex};
 
@@ -70,11 +70,29 @@ fn readahead_hints_every_batch_once_in_order_and_changes_no_batch() {
 fn readahead_stays_k_batches_ahead_of_the_consumer() {
     let hints = Arc::new(Mutex::new(Vec::new()));
     let source = Hinted { len: 40, hints: Arc::clone(&hints) };
-    let loader = Loader::builder(source).batch_size(4).readahead(3).build().unwrap();
+    // Without workers (with workers, the lead counts past the batches in their hands: below).
+    let loader = Loader::builder(source).batch_size(4).workers(0).readahead(3).build().unwrap();
     let mut it = loader.iter();
     it.next().unwrap().unwrap();
     assert_eq!(hints.lock().unwrap().len(), 3, "batches 0, 1, 2 hinted before batch 0");
     it.next().unwrap().unwrap();
     assert_eq!(hints.lock().unwrap().len(), 4, "batch 3 hinted before batch 1");
     assert_eq!(hints.lock().unwrap()[3], vec![12, 13, 14, 15]);
+}
+
+/// With workers, the lead is counted past the batches already in their hands (a hint for a
+/// batch a worker is reading comes too late to help).
+#[test]
+fn readahead_counts_its_lead_past_the_batches_dispatched_to_workers() {
+    let hints = Arc::new(Mutex::new(Vec::new()));
+    let source = Hinted { len: 80, hints: Arc::clone(&hints) };
+    // 2 workers: 4 batches in flight (the default prefetch).
+    let loader = Loader::builder(source).batch_size(4).workers(2).readahead(3).build().unwrap();
+    let mut it = loader.iter();
+    it.next().unwrap().unwrap();
+    assert_eq!(hints.lock().unwrap().len(), 3, "batches 0, 1, 2 hinted before batch 0 (none dispatched)");
+    it.next().unwrap().unwrap();
+    // Batches 1 ..= 4 were dispatched after batch 0: batches 5, 6, 7 are the lead.
+    assert_eq!(hints.lock().unwrap().len(), 8, "batches up to 7 hinted before batch 1");
+    assert_eq!(hints.lock().unwrap()[7], vec![28, 29, 30, 31]);
 }

@@ -122,7 +122,26 @@ struct Blocks {
     tick: u64,
     ready_bytes: u64,
     readahead_bytes: u64,
+    /// Readahead runs hinted while the readahead in flight was at its bound, in hint order:
+    /// started as the fetches in flight end (a hint is never dropped for want of room, only
+    /// when more than [`MAX_DEFERRED`] wait).
+    deferred: std::collections::VecDeque<(Arc<str>, u64, Range<u64>)>,
 }
+
+/// Why blocks are fetched.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Run {
+    /// A read waits for them.
+    Demand,
+    /// Readahead, as hinted.
+    Ahead,
+    /// Readahead that waited for room and now fits.
+    Deferred,
+}
+
+/// The most readahead runs waiting for room at once; older ones are dropped first (their
+/// blocks are fetched when read).
+const MAX_DEFERRED: usize = 4096;
 
 impl Blocks {
     fn touch(&mut self, key: &BlockKey) {
@@ -523,43 +542,9 @@ impl RemoteDir {
 
     /// Starts fetches for the missing blocks `ids` of `name` (readahead when `ahead`).
     fn request(&self, name: &Arc<str>, size: u64, ids: &BTreeSet<u64>, ahead: bool) {
-        let inner = &self.inner;
-        let bs = inner.opts.block_size.max(1);
-        let gap = inner.opts.coalesce_gap / bs;
-        let mut b = inner.lock_blocks();
-        let missing: Vec<u64> = ids
-            .iter()
-            .copied()
-            .filter(|&id| !matches!(b.map.get(&(name.clone(), id)), Some(Slot::Pending | Slot::Ready { .. })))
-            .collect();
-        let mut runs: Vec<Range<u64>> = Vec::new();
-        for id in missing {
-            match runs.last_mut() {
-                Some(r) if id - r.end <= gap => r.end = id + 1,
-                _ => runs.push(id..id + 1),
-            }
-        }
-        for run in runs {
-            let bytes = (run.end * bs).min(size) - run.start * bs;
-            if ahead {
-                // Readahead never takes more than half the memory for blocks: blocks fetched
-                // ahead must still be there when their batch comes.
-                let limit = inner.opts.max_readahead_bytes.min(inner.opts.memory_bytes / 2);
-                if b.readahead_bytes.saturating_add(bytes) > limit {
-                    continue;
-                }
-                b.readahead_bytes += bytes;
-                inner.stats.bytes_prefetched.fetch_add(bytes, Ordering::Relaxed);
-            }
-            for id in run.clone() {
-                let key = (name.clone(), id);
-                if !matches!(b.map.get(&key), Some(Slot::Pending | Slot::Ready { .. })) {
-                    b.map.insert(key, Slot::Pending);
-                }
-            }
-            let task = Arc::clone(inner).fetch_run(name.clone(), size, run, ahead.then_some(bytes));
-            self.rt().spawn(task);
-        }
+        let mut b = self.inner.lock_blocks();
+        let how = if ahead { Run::Ahead } else { Run::Demand };
+        self.inner.start_runs(&mut b, self.rt().handle(), name, size, ids.iter().copied(), how);
     }
 
     /// The blocks `ids` of `name`, fetching the missing ones and waiting for those in flight.
@@ -817,6 +802,73 @@ impl Inner {
         cached
     }
 
+    /// Starts fetches of the blocks `ids` (ascending) of `name` (`size` bytes) that are neither
+    /// in memory nor in flight, as runs of blocks at most [`RemoteOptions::coalesce_gap`]
+    /// apart. Readahead (`ahead`) takes at most [`RemoteOptions::max_readahead_bytes`] in
+    /// flight, and never more than half the memory for blocks (blocks fetched ahead must
+    /// still be there when their batch comes); a run that does not fit, or comes while older
+    /// ones wait, waits in [`Blocks::deferred`] until the fetches in flight end.
+    fn start_runs(
+        self: &Arc<Self>,
+        b: &mut Blocks,
+        rt: &tokio::runtime::Handle,
+        name: &Arc<str>,
+        size: u64,
+        ids: impl Iterator<Item = u64>,
+        how: Run,
+    ) {
+        let ahead = how != Run::Demand;
+        let bs = self.opts.block_size.max(1);
+        let gap = self.opts.coalesce_gap / bs;
+        let limit = self.opts.max_readahead_bytes.min(self.opts.memory_bytes / 2);
+        let mut runs: Vec<Range<u64>> = Vec::new();
+        for id in ids
+            .filter(|&id| !matches!(b.map.get(&(name.clone(), id)), Some(Slot::Pending | Slot::Ready { .. })))
+        {
+            match runs.last_mut() {
+                Some(r) if id - r.end <= gap => r.end = id + 1,
+                _ => runs.push(id..id + 1),
+            }
+        }
+        for run in runs {
+            let bytes = (run.end * bs).min(size) - run.start * bs;
+            if ahead {
+                if bytes > limit {
+                    continue;
+                }
+                let behind = how == Run::Ahead && !b.deferred.is_empty();
+                if b.readahead_bytes.saturating_add(bytes) > limit || behind {
+                    if b.deferred.len() >= MAX_DEFERRED {
+                        b.deferred.pop_front();
+                    }
+                    b.deferred.push_back((name.clone(), size, run));
+                    continue;
+                }
+                b.readahead_bytes += bytes;
+                self.stats.bytes_prefetched.fetch_add(bytes, Ordering::Relaxed);
+            }
+            for id in run.clone() {
+                b.map.insert((name.clone(), id), Slot::Pending);
+            }
+            rt.spawn(Arc::clone(self).fetch_run(name.clone(), size, run, ahead.then_some(bytes)));
+        }
+    }
+
+    /// Starts the deferred readahead runs that fit now, oldest first (blocks read or fetched
+    /// since they were hinted are left out).
+    fn start_deferred(self: &Arc<Self>, b: &mut Blocks, rt: &tokio::runtime::Handle) {
+        let bs = self.opts.block_size.max(1);
+        let limit = self.opts.max_readahead_bytes.min(self.opts.memory_bytes / 2);
+        while let Some((name, size, run)) = b.deferred.front().cloned() {
+            let bytes = (run.end * bs).min(size) - run.start * bs;
+            if b.readahead_bytes.saturating_add(bytes) > limit {
+                break;
+            }
+            b.deferred.pop_front();
+            self.start_runs(b, rt, &name, size, run, Run::Deferred);
+        }
+    }
+
     /// The error of file `name` when its store's bytes failed the manifest's checksum.
     fn check_error(&self, name: &str, path: PathBuf) -> Result<()> {
         let checks = self.lock_checks();
@@ -953,7 +1005,9 @@ impl Inner {
             match self.cache.as_ref().and_then(|c| c.get(&name, id, r.end - r.start)) {
                 Some((b, crc)) => {
                     self.stats.bytes_from_cache.fetch_add(b.len() as u64, Ordering::Relaxed);
-                    ready.push((id, Bytes::from(b), crc, true));
+                    // Ready at once: a reader waiting for this block does not wait for the
+                    // rest of the run.
+                    self.settle(&name, vec![(id, Bytes::from(b), crc, true)], block_range);
                 }
                 None => todo.push(id),
             }
@@ -980,23 +1034,8 @@ impl Inner {
                 Err(f) => failure = Some(f),
             }
         }
-        let mut dropped = Vec::new();
-        for (id, bytes, crc, from_cache) in &ready {
-            dropped.extend(self.record_block(&name, *id, block_range(*id).start, bytes, *crc, *from_cache));
-        }
+        self.settle(&name, ready, block_range);
         let mut b = self.lock_blocks();
-        for (id, bytes, _, _) in ready {
-            b.set_ready((name.clone(), id), bytes);
-        }
-        // Cached blocks that failed the manifest's checksum: out of memory too (a reader
-        // waiting for one finds it absent and asks the store).
-        for id in dropped {
-            let key = (name.clone(), id);
-            if let Some(Slot::Ready { bytes, tick }) = b.map.remove(&key) {
-                b.lru.remove(&tick);
-                b.ready_bytes -= bytes.len() as u64;
-            }
-        }
         if let Some(f) = failure {
             for id in run {
                 let key = (name.clone(), id);
@@ -1007,9 +1046,45 @@ impl Inner {
         }
         if let Some(n) = ahead {
             b.readahead_bytes -= n;
+            self.start_deferred(&mut b, &tokio::runtime::Handle::current());
         }
         b.evict_to(self.opts.memory_bytes);
         guard.armed = false;
+        drop(b);
+        self.arrived.notify_all();
+    }
+}
+
+impl Inner {
+    /// Marks the blocks `ready` (block, bytes, crc32c, whether from the cache) of `name`
+    /// ready after recording them for the check against the manifest, drops the cached ones
+    /// that failed it (a reader waiting for one finds it absent and asks the store), and wakes
+    /// readers. `block_range` gives a block's byte range.
+    fn settle(
+        &self,
+        name: &Arc<str>,
+        ready: Vec<(u64, Bytes, u32, bool)>,
+        block_range: impl Fn(u64) -> Range<u64>,
+    ) {
+        if ready.is_empty() {
+            return;
+        }
+        let mut dropped = Vec::new();
+        for (id, bytes, crc, from_cache) in &ready {
+            dropped.extend(self.record_block(name, *id, block_range(*id).start, bytes, *crc, *from_cache));
+        }
+        let mut b = self.lock_blocks();
+        for (id, bytes, _, _) in ready {
+            b.set_ready((name.clone(), id), bytes);
+        }
+        for id in dropped {
+            let key = (name.clone(), id);
+            if let Some(Slot::Ready { bytes, tick }) = b.map.remove(&key) {
+                b.lru.remove(&tick);
+                b.ready_bytes -= bytes.len() as u64;
+            }
+        }
+        b.evict_to(self.opts.memory_bytes);
         drop(b);
         self.arrived.notify_all();
     }
