@@ -241,7 +241,16 @@ struct Inner {
 /// restarts. [`StorageDir::prefetch`] starts fetches in the background (readahead), bounded
 /// by [`RemoteOptions::max_readahead_bytes`]; a read finds those blocks in memory or waits
 /// for their fetch. Object lengths are asked once (`HEAD`) and kept: the storage contract
-/// says committed bytes never change.
+/// says committed bytes never change; reading the manifest starts the `HEAD`s of every file it
+/// names at once.
+///
+/// Checksums: every cached block carries its own crc32c, checked when it is read. Beyond that,
+/// the committed bytes of each file the last manifest read names are checked against the
+/// manifest's crc32c (the blocks' crc32c values combined, no byte read twice): before the
+/// first cached block of a file is served when the cache holds all of them (a mismatch
+/// removes them, and they are fetched again), and as blocks arrive otherwise. When the
+/// store's own bytes do not match, every read of the file fails with
+/// [`StorageError::ChecksumMismatch`] naming the shard and the object's URL.
 ///
 /// The directory owns a tokio runtime (two worker threads) that runs the `object_store`
 /// client; the [`StorageDir`] calls block the calling thread on it. Dropping the directory
