@@ -511,8 +511,9 @@ fn remote_readahead_figures() {
     // The second latency of each pair (0 measures the noise of the pairing itself) and
     // whether to print the table first.
     let (pair_latency, table) = (env("GUIDELOOM_FIG_LATENCY", 20), env("GUIDELOOM_FIG_TABLE", 1) == 1);
+    let memory_mib = env("GUIDELOOM_FIG_MEMORY_MIB", 8);
     println!(
-        "in flight {in_flight}, block 16 KiB, memory 8 MiB, storage 32 MiB, moto + proxy on this machine"
+        "in flight {in_flight}, block 16 KiB, memory {memory_mib} MiB, storage 32 MiB, moto + proxy on this machine"
     );
     println!("| storage | latency | readahead | first batch ms | steady windows/s | fetched / delivered | cache after |");
     println!("| --- | --- | --- | --- | --- | --- | --- |");
@@ -558,7 +559,7 @@ fn remote_readahead_figures() {
         let dir = Arc::new(s3.proxied("big", |o| {
             o.block_size = 16 << 10;
             o.coalesce_gap = 16 << 10;
-            o.memory_bytes = env("GUIDELOOM_FIG_MEMORY_MIB", 8) << 20;
+            o.memory_bytes = memory_mib << 20;
             o.max_in_flight = in_flight;
             if cached {
                 o.cache = Some(guideloom::storage::CacheOptions {
