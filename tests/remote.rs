@@ -19,7 +19,7 @@ use crate::cli::bin;
 
 const BUCKET: &str = "guideloom-test";
 /// Block size of the tests: small, so a storage of tens of kilobytes spans many blocks.
-const BLOCK: u64 = 4096;
+pub(crate) const BLOCK: u64 = 4096;
 
 /// Tokens of shard `s`: `len` pseudo-random values below 50,000 (distinct per shard and
 /// position), as the writer takes them.
@@ -37,14 +37,14 @@ fn write_fixture(dir: &Path) {
 }
 
 /// moto, a proxy in front of it, a bucket, and a local storage uploaded as `s3://BUCKET/data`.
-struct S3 {
+pub(crate) struct S3 {
     moto: MotoServer,
-    proxy: FaultProxy,
+    pub(crate) proxy: FaultProxy,
     local: tempfile::TempDir,
 }
 
 impl S3 {
-    fn start(test: &str) -> Option<S3> {
+    pub(crate) fn start(test: &str) -> Option<S3> {
         let moto = MotoServer::start(test)?;
         moto.create_bucket(BUCKET);
         let proxy = FaultProxy::start(moto.addr(), Faults::none());
@@ -80,7 +80,7 @@ impl S3 {
     }
 
     /// `prefix` reached through the proxy, with `options` changed by `f`.
-    fn proxied(&self, prefix: &str, f: impl FnOnce(&mut RemoteOptions)) -> RemoteDir {
+    pub(crate) fn proxied(&self, prefix: &str, f: impl FnOnce(&mut RemoteOptions)) -> RemoteDir {
         let mut o = S3::options(&self.proxy.endpoint());
         f(&mut o);
         RemoteDir::open(&format!("s3://{BUCKET}/{prefix}"), o).unwrap()
@@ -705,7 +705,7 @@ fn remote_writer_commits_onto_the_object_store_and_appends() {
 }
 
 /// The u16 tokens of the whole fixture storage, as a reader gives them.
-fn fixture_tokens() -> Vec<u16> {
+pub(crate) fn fixture_tokens() -> Vec<u16> {
     [(0u64, 5000u64), (1, 3001), (2, 7000)]
         .iter()
         .flat_map(|&(s, n)| shard_tokens(s, n))
@@ -830,38 +830,4 @@ fn remote_open_asks_the_shard_lengths_concurrently() {
     assert_eq!(s3.proxy.stats().requests - before, 4, "one manifest GET and three HEADs");
     assert_eq!(dir.stats().requests, 4);
     assert_eq!(s3.proxy.stats().max_in_flight, 3, "the three HEADs at once");
-}
-
-/// Readahead hinted while the readahead in flight is at its bound waits for room instead of
-/// being dropped: with room for one 4,096-byte block, five hinted blocks (two of shard 0, one
-/// of shard 1, two of shard 2; none adjacent) are all fetched, one after another, and the
-/// reads after them fetch nothing more.
-#[test]
-fn remote_readahead_over_its_bound_waits_instead_of_being_dropped() {
-    let Some(s3) = S3::start("remote_readahead_over_its_bound_waits_instead_of_being_dropped") else {
-        return;
-    };
-    let dir = Arc::new(s3.proxied("data", |o| {
-        o.coalesce_gap = 0;
-        o.max_readahead_bytes = BLOCK;
-    }));
-    let sd: Arc<dyn StorageDir> = dir.clone();
-    let r = StreamReader::open_in(sd, TokenFormat::<u16>::new(), Default::default()).unwrap();
-    // Shard 0: tokens 0 .. 5000, shard 1: 5000 .. 8001, shard 2: 8001 .. 15001 (2 bytes each).
-    let windows = [0u64, 4096, 5000, 8001, 8001 + 4096].map(|start| Window::new(start, 1));
-    let base = s3.proxy.stats().body_bytes;
-    r.prefetch(&r.plan(&windows).unwrap());
-    // Blocks 0 and 2 of shard 0 (4,096 + 1,808 bytes), 0 of shard 1, 0 and 2 of shard 2.
-    let hinted = 4096 + 1808 + 4096 + 4096 + 4096;
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while s3.proxy.stats().body_bytes - base < hinted && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    assert_eq!(dir.stats().bytes_prefetched, hinted);
-    assert_eq!(s3.proxy.stats().body_bytes - base, hinted);
-    let tokens = fixture_tokens();
-    for w in windows {
-        assert_eq!(r.read(w).unwrap(), vec![tokens[w.offset as usize]]);
-    }
-    assert_eq!(s3.proxy.stats().body_bytes - base, hinted, "the reads found every block in memory");
 }
