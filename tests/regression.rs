@@ -4,6 +4,7 @@
 use std::path::Path;
 
 use crate::cli::{batches, bin, known_storage, run_ok};
+use crate::remote::{fixture_tokens, BLOCK, S3};
 
 /// Runs `cmd` with captured output, killing it and failing the test (naming `what`) when it
 /// has not exited after `secs` seconds: a hang, where the command must fail at once.
@@ -631,4 +632,43 @@ fn issue14_llmc_epoch_without_a_shuffled_position_is_an_error_not_ignored() {
     assert!(o.stdout.is_empty());
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(err.contains("--llmc-epoch goes with --llmc-shuffle and --llmc-shard-idx"), "{err}");
+}
+
+/// Readahead hinted while the readahead in flight is at its bound waits for room instead of
+/// being dropped: with room for one 4,096-byte block, five hinted blocks (two of shard 0, one
+/// of shard 1, two of shard 2; none adjacent) are all fetched, one after another, and the
+/// reads after them fetch nothing more. The hints over the bound were dropped, and their
+/// blocks became demand fetches queued behind the readahead in flight.
+#[test]
+fn issue18_readahead_over_its_bound_waits_instead_of_being_dropped() {
+    use guideloom::formats::TokenFormat;
+    use guideloom::storage::{StorageDir, StreamReader, Window};
+    use std::sync::Arc;
+    use std::time::{Duration, Instant};
+    let Some(s3) = S3::start("issue18_readahead_over_its_bound_waits_instead_of_being_dropped") else {
+        return;
+    };
+    let dir = Arc::new(s3.proxied("data", |o| {
+        o.coalesce_gap = 0;
+        o.max_readahead_bytes = BLOCK;
+    }));
+    let sd: Arc<dyn StorageDir> = dir.clone();
+    let r = StreamReader::open_in(sd, TokenFormat::<u16>::new(), Default::default()).unwrap();
+    // Shard 0: tokens 0 .. 5000, shard 1: 5000 .. 8001, shard 2: 8001 .. 15001 (2 bytes each).
+    let windows = [0u64, 4096, 5000, 8001, 8001 + 4096].map(|start| Window::new(start, 1));
+    let base = s3.proxy.stats().body_bytes;
+    r.prefetch(&r.plan(&windows).unwrap());
+    // Blocks 0 and 2 of shard 0 (4,096 + 1,808 bytes), 0 of shard 1, 0 and 2 of shard 2.
+    let hinted = 4096 + 1808 + 4096 + 4096 + 4096;
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while s3.proxy.stats().body_bytes - base < hinted && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert_eq!(dir.stats().bytes_prefetched, hinted);
+    assert_eq!(s3.proxy.stats().body_bytes - base, hinted);
+    let tokens = fixture_tokens();
+    for w in windows {
+        assert_eq!(r.read(w).unwrap(), vec![tokens[w.offset as usize]]);
+    }
+    assert_eq!(s3.proxy.stats().body_bytes - base, hinted, "the reads found every block in memory");
 }

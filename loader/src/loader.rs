@@ -205,9 +205,11 @@ where
     }
 
     /// Readahead: before batch `n` is produced, the source is told ([`DataSource::prefetch`])
-    /// which records batches `n .. n + batches` will read, so a remote storage fetches their
-    /// bytes in the background, in the order they will be consumed. Default 0 (off); it never
-    /// changes the batches.
+    /// which records the next `batches` batches after those already handed to workers will
+    /// read (batches `m .. m + batches`, where `m` is `n` plus the batches in flight, up to
+    /// [`LoaderBuilder::prefetch`]; `m = n` without workers), so a remote storage fetches
+    /// their bytes in the background, in the order they will be consumed, a full `batches`
+    /// batches before a worker asks for them. Default 0 (off); it never changes the batches.
     pub fn readahead(mut self, batches: u64) -> Self {
         self.readahead = batches;
         self
@@ -752,14 +754,15 @@ where
     }
 
     /// Flags the replayed positions of `batch`.
-    /// Tells the source which records the batches up to `next + readahead` read (those not
-    /// told yet).
+    /// Tells the source which records the batches up to `readahead` past those dispatched to
+    /// workers read (those not told yet): a batch already in a worker's hands gains nothing
+    /// from a hint, so the lead is counted from the first batch not yet dispatched.
     fn read_ahead(&mut self) {
         let k = self.loader.readahead;
         if k == 0 {
             return;
         }
-        let limit = self.next.saturating_add(k);
+        let limit = self.next.max(self.dispatched).saturating_add(k);
         let limit = self.end.map_or(limit, |e| limit.min(e));
         self.hinted = self.hinted.max(self.next);
         while self.hinted < limit {

@@ -179,6 +179,8 @@ pub struct ProxyStats {
     pub resets: u64,
     /// Answers whose body was cut.
     pub truncated: u64,
+    /// The most requests in progress at once (received, not yet answered), so far.
+    pub max_in_flight: u64,
 }
 
 #[derive(Default)]
@@ -190,6 +192,25 @@ struct Counters {
     errors: AtomicU64,
     resets: AtomicU64,
     truncated: AtomicU64,
+    in_flight: AtomicU64,
+    max_in_flight: AtomicU64,
+}
+
+/// One request in progress at the proxy (counted in `in_flight` while it lives).
+struct InFlight<'a>(&'a Counters);
+
+impl<'a> InFlight<'a> {
+    fn new(c: &'a Counters) -> Self {
+        let now = c.in_flight.fetch_add(1, Ordering::Relaxed) + 1;
+        c.max_in_flight.fetch_max(now, Ordering::Relaxed);
+        InFlight(c)
+    }
+}
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        self.0.in_flight.fetch_sub(1, Ordering::Relaxed);
+    }
 }
 
 struct Shared {
@@ -264,6 +285,7 @@ impl FaultProxy {
             errors: c.errors.load(Ordering::Relaxed),
             resets: c.resets.load(Ordering::Relaxed),
             truncated: c.truncated.load(Ordering::Relaxed),
+            max_in_flight: c.max_in_flight.load(Ordering::Relaxed),
         }
     }
 }
@@ -300,6 +322,7 @@ fn serve(s: &Shared, client: TcpStream) {
     loop {
         let Some((head, body)) = read_request(&mut reader) else { return };
         let c = &s.counters;
+        let _in_flight = InFlight::new(c);
         c.requests.fetch_add(1, Ordering::Relaxed);
         let method = head.split(' ').next().unwrap_or("").to_string();
         match method.as_str() {

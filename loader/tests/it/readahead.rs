@@ -1,15 +1,15 @@
 //! `LoaderBuilder::readahead` (issue 18): the source is told, before batch `n` is produced,
-//! the records of batches `n .. n + k` it has not been told yet, in order, once each; the
-//! batches do not change.
+//! the records of batches `m .. m + k` it has not been told yet (`m`: the first batch not yet
+//! handed to a worker, `n` without workers), in order, once each; the batches do not change.
 
 use std::sync::{Arc, Mutex};
 
 use guideloom_loader::{DataSource, Loader, LoaderError};
 
 /// Records `i -> i * 10`, remembering every prefetch hint.
-struct Hinted {
-    len: u64,
-    hints: Arc<Mutex<Vec<Vec<u64>>>>,
+pub(crate) struct Hinted {
+    pub(crate) len: u64,
+    pub(crate) hints: Arc<Mutex<Vec<Vec<u64>>>>,
 }
 
 impl DataSource for Hinted {
@@ -70,7 +70,9 @@ fn readahead_hints_every_batch_once_in_order_and_changes_no_batch() {
 fn readahead_stays_k_batches_ahead_of_the_consumer() {
     let hints = Arc::new(Mutex::new(Vec::new()));
     let source = Hinted { len: 40, hints: Arc::clone(&hints) };
-    let loader = Loader::builder(source).batch_size(4).readahead(3).build().unwrap();
+    // Without workers (with workers, the lead counts past the batches in their hands:
+    // `regression::issue18_readahead_lead_counts_past_the_batches_in_workers_hands`).
+    let loader = Loader::builder(source).batch_size(4).workers(0).readahead(3).build().unwrap();
     let mut it = loader.iter();
     it.next().unwrap().unwrap();
     assert_eq!(hints.lock().unwrap().len(), 3, "batches 0, 1, 2 hinted before batch 0");

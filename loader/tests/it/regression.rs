@@ -292,3 +292,21 @@ fn issue16_rows_too_long_to_allocate_are_refused_not_a_capacity_overflow_panic()
     let plan = PackPlan::new(&[3, 5], PackConfig::new(MAX_ROW_TOKENS, PackStrategy::ConcatSplit)).unwrap();
     assert_eq!(plan.rows(), 1);
 }
+
+/// With workers, the readahead lead is counted past the batches already in their hands (a hint
+/// for a batch a worker is reading comes too late to help); it was counted from the consumer,
+/// so 16 batches of readahead with 4 workers (8 batches in flight) hinted only 8 past them.
+#[test]
+fn issue18_readahead_lead_counts_past_the_batches_in_workers_hands() {
+    let hints = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let source = crate::readahead::Hinted { len: 80, hints: std::sync::Arc::clone(&hints) };
+    // 2 workers: 4 batches in flight (the default prefetch).
+    let loader = Loader::builder(source).batch_size(4).workers(2).readahead(3).build().unwrap();
+    let mut it = loader.iter();
+    it.next().unwrap().unwrap();
+    assert_eq!(hints.lock().unwrap().len(), 3, "batches 0, 1, 2 hinted before batch 0 (none dispatched)");
+    it.next().unwrap().unwrap();
+    // Batches 1 ..= 4 were dispatched after batch 0: batches 5, 6, 7 are the lead.
+    assert_eq!(hints.lock().unwrap().len(), 8, "batches up to 7 hinted before batch 1");
+    assert_eq!(hints.lock().unwrap()[7], vec![28, 29, 30, 31]);
+}

@@ -12,7 +12,13 @@
 //! The bound: before a block is written, the bytes of the directory's files (temporary files
 //! included) plus the new block must fit `max_bytes`; otherwise the least recently used block
 //! files are removed until they do. Another process's writes are seen at the next scan, so
-//! with several writers the bound holds up to the blocks written between two scans.
+//! with several writers the bound holds up to the blocks written between two scans. The first
+//! scan happens at the first write, not at open: a run served wholly from the cache never lists
+//! the directory.
+//!
+//! A shard whose every block is cached is checked against the manifest's checksum before any
+//! of its bytes is served ([`DiskCache::trailer`]: the per-block checksums are combined, no
+//! block is read), so a block altered together with its own checksum is still caught.
 
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
@@ -28,8 +34,9 @@ use crate::{Result, StorageError};
 pub(super) struct DiskCache {
     dir: PathBuf,
     max_bytes: u64,
-    /// Bytes of the directory's files as last scanned plus those written since.
-    used: Mutex<u64>,
+    /// Bytes of the directory's files as last scanned plus those written since; `None` until
+    /// the first write scans the directory.
+    used: Mutex<Option<u64>>,
     seq: AtomicU64,
 }
 
@@ -44,13 +51,10 @@ impl DiskCache {
         if !label.exists() {
             std::fs::write(&label, format!("{url}\n")).map_err(|e| StorageError::io(&label, e))?;
         }
-        let c = DiskCache { dir, max_bytes: options.max_bytes, used: Mutex::new(0), seq: AtomicU64::new(0) };
-        let (total, _) = c.scan();
-        *c.lock_used() = total;
-        Ok(c)
+        Ok(DiskCache { dir, max_bytes: options.max_bytes, used: Mutex::new(None), seq: AtomicU64::new(0) })
     }
 
-    fn lock_used(&self) -> std::sync::MutexGuard<'_, u64> {
+    fn lock_used(&self) -> std::sync::MutexGuard<'_, Option<u64>> {
         self.used.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
@@ -81,13 +85,15 @@ impl DiskCache {
         (total, blocks)
     }
 
-    /// Block `block` of file `name` when cached whole (`len` bytes) and intact.
-    pub(super) fn get(&self, name: &str, block: u64, len: u64) -> Option<Vec<u8>> {
+    /// Block `block` of file `name` when cached whole (`len` bytes) and intact, with its
+    /// crc32c.
+    pub(super) fn get(&self, name: &str, block: u64, len: u64) -> Option<(Vec<u8>, u32)> {
         let path = self.block_path(name, block);
         let mut bytes = std::fs::read(&path).ok()?;
+        let mut stored = 0;
         let ok = bytes.len() as u64 == len + 4 && {
             let split = bytes.len() - 4;
-            let stored = u32::from_le_bytes(bytes[split..].try_into().ok()?);
+            stored = u32::from_le_bytes(bytes[split..].try_into().ok()?);
             crc32c::crc32c(&bytes[..split]) == stored
         };
         if !ok {
@@ -99,12 +105,40 @@ impl DiskCache {
         if let Ok(f) = std::fs::File::options().write(true).open(&path) {
             let _ = f.set_modified(SystemTime::now());
         }
-        Some(bytes)
+        Some((bytes, stored))
     }
 
-    /// Keeps block `block` of file `name`; nothing when it does not fit the bound at all or
-    /// cannot be written (the cache is an optimisation: a failed write is not an error).
-    pub(super) fn put(&self, name: &str, block: u64, data: &[u8]) {
+    /// The crc32c stored with block `block` of file `name` (its last 4 bytes), when the block
+    /// is cached with the length of a `len`-byte block; the block's bytes are not read (a
+    /// later [`DiskCache::get`] checks them against it).
+    pub(super) fn trailer(&self, name: &str, block: u64, len: u64) -> Option<u32> {
+        use std::io::{Read as _, Seek as _, SeekFrom};
+        let mut f = std::fs::File::open(self.block_path(name, block)).ok()?;
+        if f.metadata().ok()?.len() != len + 4 {
+            return None;
+        }
+        f.seek(SeekFrom::Start(len)).ok()?;
+        let mut crc = [0u8; 4];
+        f.read_exact(&mut crc).ok()?;
+        Some(u32::from_le_bytes(crc))
+    }
+
+    /// Removes block `block` of file `name` (nothing when it is not cached).
+    pub(super) fn remove(&self, name: &str, block: u64) {
+        let path = self.block_path(name, block);
+        if let Ok(m) = std::fs::metadata(&path) {
+            if std::fs::remove_file(&path).is_ok() {
+                if let Some(used) = self.lock_used().as_mut() {
+                    *used = used.saturating_sub(m.len());
+                }
+            }
+        }
+    }
+
+    /// Keeps block `block` of file `name`, whose crc32c is `crc`; nothing when it does not fit
+    /// the bound at all or cannot be written (the cache is an optimisation: a failed write is
+    /// not an error).
+    pub(super) fn put(&self, name: &str, block: u64, data: &[u8], crc: u32) {
         let need = data.len() as u64 + 4;
         let path = self.block_path(name, block);
         if need > self.max_bytes || path.exists() {
@@ -116,16 +150,20 @@ impl DiskCache {
         }
         let mut bytes = Vec::with_capacity(data.len() + 4);
         bytes.extend_from_slice(data);
-        bytes.extend_from_slice(&crc32c::crc32c(data).to_le_bytes());
+        bytes.extend_from_slice(&crc.to_le_bytes());
         if self.write_atomic(&path, &bytes).is_ok() {
-            *used = used.saturating_add(need);
+            if let Some(used) = used.as_mut() {
+                *used = used.saturating_add(need);
+            }
         }
     }
 
     /// Removes least recently used blocks until `need` more bytes fit the bound; `false` when
-    /// they cannot. `used` is the caller's locked count, refreshed by the scan.
-    fn make_room(&self, used: &mut u64, need: u64) -> bool {
-        if used.saturating_add(need) <= self.max_bytes {
+    /// they cannot. `used` is the caller's locked count (scanned when still unknown),
+    /// refreshed by the scan.
+    fn make_room(&self, used: &mut Option<u64>, need: u64) -> bool {
+        let known = *used.get_or_insert_with(|| self.scan().0);
+        if known.saturating_add(need) <= self.max_bytes {
             return true;
         }
         let (mut total, mut blocks) = self.scan();
@@ -138,7 +176,7 @@ impl DiskCache {
                 total = total.saturating_sub(len);
             }
         }
-        *used = total;
+        *used = Some(total);
         total.saturating_add(need) <= self.max_bytes
     }
 
@@ -164,7 +202,9 @@ impl DiskCache {
         if self.make_room(&mut used, out.len() as u64)
             && self.write_atomic(&self.dir.join(MANIFEST_COPY), &out).is_ok()
         {
-            *used = used.saturating_add(out.len() as u64);
+            if let Some(used) = used.as_mut() {
+                *used = used.saturating_add(out.len() as u64);
+            }
         }
     }
 

@@ -122,7 +122,26 @@ struct Blocks {
     tick: u64,
     ready_bytes: u64,
     readahead_bytes: u64,
+    /// Readahead runs hinted while the readahead in flight was at its bound, in hint order:
+    /// started as the fetches in flight end (a hint is never dropped for want of room, only
+    /// when more than [`MAX_DEFERRED`] wait).
+    deferred: std::collections::VecDeque<(Arc<str>, u64, Range<u64>)>,
 }
+
+/// Why blocks are fetched.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Run {
+    /// A read waits for them.
+    Demand,
+    /// Readahead, as hinted.
+    Ahead,
+    /// Readahead that waited for room and now fits.
+    Deferred,
+}
+
+/// The most readahead runs waiting for room at once; older ones are dropped first (their
+/// blocks are fetched when read).
+const MAX_DEFERRED: usize = 4096;
 
 impl Blocks {
     fn touch(&mut self, key: &BlockKey) {
@@ -155,13 +174,52 @@ impl Blocks {
     }
 }
 
+/// Object lengths: known ones, and those whose `HEAD` is in flight.
+#[derive(Default)]
+struct Sizes {
+    known: HashMap<String, u64>,
+    pending: std::collections::HashSet<String>,
+}
+
+/// What the last manifest read commits of one file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Expect {
+    shard: u64,
+    committed: u64,
+    checksum: u32,
+}
+
+/// Where the check of one file against the manifest's checksum stands.
+#[derive(Default)]
+struct FileCheck {
+    /// The whole-shard check of the cache ran (at the file's first fetch).
+    cache_checked: bool,
+    /// Per block: the crc32c of its bytes below the committed length, and whether they came
+    /// from the local cache.
+    crcs: BTreeMap<u64, (u32, bool)>,
+    /// The committed bytes matched the manifest.
+    verified: bool,
+    /// The store's own bytes did not: the crc32c they have.
+    mismatch: Option<u32>,
+}
+
+/// The manifest's checksums and the checks of the files they cover.
+#[derive(Default)]
+struct Checks {
+    expect: HashMap<String, Expect>,
+    files: HashMap<String, FileCheck>,
+}
+
 /// What the background fetches share with the directory.
 struct Inner {
     store: Arc<dyn ObjectStore>,
     prefix: ObjPath,
     url: String,
     opts: RemoteOptions,
-    sizes: Mutex<HashMap<String, u64>>,
+    sizes: Mutex<Sizes>,
+    /// Notified when a `HEAD` started by a manifest read ends.
+    sized: Condvar,
+    checks: Mutex<Checks>,
     blocks: Mutex<Blocks>,
     arrived: Condvar,
     permits: tokio::sync::Semaphore,
@@ -183,7 +241,16 @@ struct Inner {
 /// restarts. [`StorageDir::prefetch`] starts fetches in the background (readahead), bounded
 /// by [`RemoteOptions::max_readahead_bytes`]; a read finds those blocks in memory or waits
 /// for their fetch. Object lengths are asked once (`HEAD`) and kept: the storage contract
-/// says committed bytes never change.
+/// says committed bytes never change; reading the manifest starts the `HEAD`s of every file it
+/// names at once.
+///
+/// Checksums: every cached block carries its own crc32c, checked when it is read. Beyond that,
+/// the committed bytes of each file the last manifest read names are checked against the
+/// manifest's crc32c (the blocks' crc32c values combined, no byte read twice): before the
+/// first cached block of a file is served when the cache holds all of them (a mismatch
+/// removes them, and they are fetched again), and as blocks arrive otherwise. When the
+/// store's own bytes do not match, every read of the file fails with
+/// [`StorageError::ChecksumMismatch`] naming the shard and the object's URL.
 ///
 /// The directory owns a tokio runtime (two worker threads) that runs the `object_store`
 /// client; the [`StorageDir`] calls block the calling thread on it. Dropping the directory
@@ -303,6 +370,8 @@ impl RemoteDir {
             permits: tokio::sync::Semaphore::new(options.max_in_flight.max(1)),
             opts: options,
             sizes: Mutex::default(),
+            sized: Condvar::new(),
+            checks: Mutex::default(),
             blocks: Mutex::default(),
             arrived: Condvar::new(),
             cache,
@@ -482,43 +551,9 @@ impl RemoteDir {
 
     /// Starts fetches for the missing blocks `ids` of `name` (readahead when `ahead`).
     fn request(&self, name: &Arc<str>, size: u64, ids: &BTreeSet<u64>, ahead: bool) {
-        let inner = &self.inner;
-        let bs = inner.opts.block_size.max(1);
-        let gap = inner.opts.coalesce_gap / bs;
-        let mut b = inner.lock_blocks();
-        let missing: Vec<u64> = ids
-            .iter()
-            .copied()
-            .filter(|&id| !matches!(b.map.get(&(name.clone(), id)), Some(Slot::Pending | Slot::Ready { .. })))
-            .collect();
-        let mut runs: Vec<Range<u64>> = Vec::new();
-        for id in missing {
-            match runs.last_mut() {
-                Some(r) if id - r.end <= gap => r.end = id + 1,
-                _ => runs.push(id..id + 1),
-            }
-        }
-        for run in runs {
-            let bytes = (run.end * bs).min(size) - run.start * bs;
-            if ahead {
-                // Readahead never takes more than half the memory for blocks: blocks fetched
-                // ahead must still be there when their batch comes.
-                let limit = inner.opts.max_readahead_bytes.min(inner.opts.memory_bytes / 2);
-                if b.readahead_bytes.saturating_add(bytes) > limit {
-                    continue;
-                }
-                b.readahead_bytes += bytes;
-                inner.stats.bytes_prefetched.fetch_add(bytes, Ordering::Relaxed);
-            }
-            for id in run.clone() {
-                let key = (name.clone(), id);
-                if !matches!(b.map.get(&key), Some(Slot::Pending | Slot::Ready { .. })) {
-                    b.map.insert(key, Slot::Pending);
-                }
-            }
-            let task = Arc::clone(inner).fetch_run(name.clone(), size, run, ahead.then_some(bytes));
-            self.rt().spawn(task);
-        }
+        let mut b = self.inner.lock_blocks();
+        let how = if ahead { Run::Ahead } else { Run::Demand };
+        self.inner.start_runs(&mut b, self.rt().handle(), name, size, ids.iter().copied(), how);
     }
 
     /// The blocks `ids` of `name`, fetching the missing ones and waiting for those in flight.
@@ -556,6 +591,8 @@ impl RemoteDir {
                 continue;
             }
             if !pending {
+                drop(b);
+                inner.check_error(&name, self.label.join(&*name))?;
                 return Ok(got);
             }
             b = inner.arrived.wait(b).unwrap_or_else(PoisonError::into_inner);
@@ -581,8 +618,275 @@ impl Inner {
         self.blocks.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    fn lock_sizes(&self) -> MutexGuard<'_, HashMap<String, u64>> {
+    fn lock_sizes(&self) -> MutexGuard<'_, Sizes> {
         self.sizes.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn lock_checks(&self) -> MutexGuard<'_, Checks> {
+        self.checks.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The length of object `name` (`None`: it does not exist), by one `HEAD`, retried.
+    async fn head(&self, name: &str) -> std::result::Result<Option<u64>, Failure> {
+        let path = self.object(name);
+        self.retry("head", name, None, || {
+            let path = path.clone();
+            async move {
+                match self.store.head(&path).await {
+                    Ok(m) => Ok(Some(m.size)),
+                    Err(object_store::Error::NotFound { .. }) => Ok(None),
+                    Err(e) => Err(classify(&e)),
+                }
+            }
+        })
+        .await
+    }
+
+    /// Learns what the manifest `bytes` commits: the checksums files are checked against,
+    /// and the lengths of the files it names, asked by concurrent `HEAD`s in the background
+    /// ([`StorageDir::file_len`] waits for them instead of asking one file after another).
+    /// A manifest that does not parse teaches nothing (its reader reports it).
+    fn learn_manifest(self: &Arc<Self>, rt: &tokio::runtime::Handle, bytes: &[u8]) {
+        let mem = crate::dir::MemDir::new();
+        mem.insert(crate::MANIFEST_FILE, bytes.to_vec());
+        let Ok(m) = crate::Manifest::load_from(&mem) else { return };
+        let mut expect = HashMap::new();
+        for shard in m.shards() {
+            for (i, ext) in m.kind().files().iter().enumerate() {
+                if i > 0 && !shard.files.contains_key(*ext) {
+                    continue;
+                }
+                let (committed, checksum) = file_entry(shard, i, ext);
+                expect.insert(
+                    crate::manifest::shard_file_name(shard.id, ext),
+                    Expect { shard: shard.id, committed, checksum },
+                );
+            }
+        }
+        let names: Vec<String> = {
+            let mut s = self.lock_sizes();
+            let names: Vec<String> = expect
+                .keys()
+                .filter(|n| !s.known.contains_key(*n) && !s.pending.contains(*n))
+                .cloned()
+                .collect();
+            s.pending.extend(names.iter().cloned());
+            names
+        };
+        {
+            let mut c = self.lock_checks();
+            let changed: Vec<String> =
+                c.files.keys().filter(|n| c.expect.get(*n) != expect.get(*n)).cloned().collect();
+            for n in changed {
+                c.files.remove(&n);
+            }
+            c.expect = expect;
+        }
+        for name in names {
+            let inner = Arc::clone(self);
+            rt.spawn(async move {
+                let guard = HeadGuard { inner: Arc::clone(&inner), name };
+                if let Ok(Some(n)) = inner.head(&guard.name).await {
+                    let mut s = inner.lock_sizes();
+                    if s.pending.remove(&guard.name) {
+                        s.known.insert(guard.name.clone(), n);
+                    }
+                }
+            });
+        }
+    }
+
+    /// Checks the cached blocks of `name` against the manifest's checksum, once, before the
+    /// first of them is served: when every block of its committed bytes is cached, their
+    /// stored crc32c values are combined (no block is read but one that also holds bytes past
+    /// the committed length); on a mismatch every cached block of the file is removed, so
+    /// that they are fetched from the store.
+    fn check_cached_shard(&self, name: &str, cache: &DiskCache) {
+        let mut checks = self.lock_checks();
+        let Some(&e) = checks.expect.get(name) else { return };
+        let state = checks.files.entry(name.to_string()).or_default();
+        if state.cache_checked || state.verified {
+            return;
+        }
+        state.cache_checked = true;
+        let bs = self.opts.block_size.max(1);
+        let n = e.committed.div_ceil(bs);
+        let mut crc = 0u32;
+        for id in 0..n {
+            let start = id * bs;
+            let part = (e.committed - start).min(bs);
+            let block = if part == bs {
+                cache.trailer(name, id, bs)
+            } else {
+                // The last committed block: a shorter object ends here, a longer one (bytes
+                // past the commit) needs its committed part's crc from its bytes.
+                cache.trailer(name, id, part).or_else(|| {
+                    let size = self.lock_sizes().known.get(name).copied()?;
+                    let len = (size.min(start + bs)).checked_sub(start)?;
+                    let (bytes, _) = cache.get(name, id, len)?;
+                    bytes.get(..part as usize).map(crc32c::crc32c)
+                })
+            };
+            let Some(b) = block else { return };
+            crc = if id == 0 { b } else { crc32c::crc32c_combine(crc, b, part as usize) };
+        }
+        if crc == e.checksum {
+            state.verified = true;
+            return;
+        }
+        log::warn!(
+            "the cached blocks of {} have crc32c {crc:#010x}, its manifest commits {:#010x}: fetching them again",
+            self.object_url(name),
+            e.checksum
+        );
+        for id in 0..n {
+            cache.remove(name, id);
+        }
+    }
+
+    /// Records the crc32c `crc` of block `id` (`bytes`, starting at byte `start` of `name`)
+    /// for the check against the manifest; when every committed block is recorded, checks
+    /// them. Returns the blocks to drop: cached ones that failed the check (removed from the
+    /// cache; they are fetched again).
+    fn record_block(
+        &self,
+        name: &str,
+        id: u64,
+        start: u64,
+        bytes: &[u8],
+        crc: u32,
+        from_cache: bool,
+    ) -> Vec<u64> {
+        let mut checks = self.lock_checks();
+        let Some(&e) = checks.expect.get(name) else { return Vec::new() };
+        let state = checks.files.entry(name.to_string()).or_default();
+        if state.verified || state.mismatch.is_some() || start >= e.committed {
+            return Vec::new();
+        }
+        let end = start + bytes.len() as u64;
+        let part = if end <= e.committed {
+            crc
+        } else {
+            crc32c::crc32c(&bytes[..(e.committed.saturating_sub(start)) as usize])
+        };
+        state.crcs.insert(id, (part, from_cache));
+        let bs = self.opts.block_size.max(1);
+        let n = e.committed.div_ceil(bs);
+        if (state.crcs.len() as u64) < n || !(0..n).all(|i| state.crcs.contains_key(&i)) {
+            return Vec::new();
+        }
+        let mut found = 0u32;
+        for (&i, &(c, _)) in state.crcs.range(0..n) {
+            let len = (e.committed - i * bs).min(bs);
+            found = if i == 0 { c } else { crc32c::crc32c_combine(found, c, len as usize) };
+        }
+        if found == e.checksum {
+            state.verified = true;
+            state.crcs.clear();
+            return Vec::new();
+        }
+        let cached: Vec<u64> = state.crcs.iter().filter(|(_, &(_, c))| c).map(|(&i, _)| i).collect();
+        if cached.is_empty() {
+            // The store's own bytes differ from what the manifest commits.
+            state.mismatch = Some(found);
+            state.crcs.clear();
+            if let Some(c) = &self.cache {
+                for i in 0..n {
+                    c.remove(name, i);
+                }
+            }
+            return Vec::new();
+        }
+        log::warn!(
+            "the blocks of {} have crc32c {found:#010x}, its manifest commits {:#010x}: fetching the cached ones again",
+            self.object_url(name),
+            e.checksum
+        );
+        for i in &cached {
+            state.crcs.remove(i);
+            if let Some(c) = &self.cache {
+                c.remove(name, *i);
+            }
+        }
+        cached
+    }
+
+    /// Starts fetches of the blocks `ids` (ascending) of `name` (`size` bytes) that are neither
+    /// in memory nor in flight, as runs of blocks at most [`RemoteOptions::coalesce_gap`]
+    /// apart. Readahead (`ahead`) takes at most [`RemoteOptions::max_readahead_bytes`] in
+    /// flight, and never more than half the memory for blocks (blocks fetched ahead must
+    /// still be there when their batch comes); a run that does not fit, or comes while older
+    /// ones wait, waits in [`Blocks::deferred`] until the fetches in flight end.
+    fn start_runs(
+        self: &Arc<Self>,
+        b: &mut Blocks,
+        rt: &tokio::runtime::Handle,
+        name: &Arc<str>,
+        size: u64,
+        ids: impl Iterator<Item = u64>,
+        how: Run,
+    ) {
+        let ahead = how != Run::Demand;
+        let bs = self.opts.block_size.max(1);
+        let gap = self.opts.coalesce_gap / bs;
+        let limit = self.opts.max_readahead_bytes.min(self.opts.memory_bytes / 2);
+        let mut runs: Vec<Range<u64>> = Vec::new();
+        for id in ids
+            .filter(|&id| !matches!(b.map.get(&(name.clone(), id)), Some(Slot::Pending | Slot::Ready { .. })))
+        {
+            match runs.last_mut() {
+                Some(r) if id - r.end <= gap => r.end = id + 1,
+                _ => runs.push(id..id + 1),
+            }
+        }
+        for run in runs {
+            let bytes = (run.end * bs).min(size) - run.start * bs;
+            if ahead {
+                if bytes > limit {
+                    continue;
+                }
+                let behind = how == Run::Ahead && !b.deferred.is_empty();
+                if b.readahead_bytes.saturating_add(bytes) > limit || behind {
+                    if b.deferred.len() >= MAX_DEFERRED {
+                        b.deferred.pop_front();
+                    }
+                    b.deferred.push_back((name.clone(), size, run));
+                    continue;
+                }
+                b.readahead_bytes += bytes;
+                self.stats.bytes_prefetched.fetch_add(bytes, Ordering::Relaxed);
+            }
+            for id in run.clone() {
+                b.map.insert((name.clone(), id), Slot::Pending);
+            }
+            rt.spawn(Arc::clone(self).fetch_run(name.clone(), size, run, ahead.then_some(bytes)));
+        }
+    }
+
+    /// Starts the deferred readahead runs that fit now, oldest first (blocks read or fetched
+    /// since they were hinted are left out).
+    fn start_deferred(self: &Arc<Self>, b: &mut Blocks, rt: &tokio::runtime::Handle) {
+        let bs = self.opts.block_size.max(1);
+        let limit = self.opts.max_readahead_bytes.min(self.opts.memory_bytes / 2);
+        while let Some((name, size, run)) = b.deferred.front().cloned() {
+            let bytes = (run.end * bs).min(size) - run.start * bs;
+            if b.readahead_bytes.saturating_add(bytes) > limit {
+                break;
+            }
+            b.deferred.pop_front();
+            self.start_runs(b, rt, &name, size, run, Run::Deferred);
+        }
+    }
+
+    /// The error of file `name` when its store's bytes failed the manifest's checksum.
+    fn check_error(&self, name: &str, path: PathBuf) -> Result<()> {
+        let checks = self.lock_checks();
+        match (checks.expect.get(name), checks.files.get(name).and_then(|f| f.mismatch)) {
+            (Some(e), Some(found)) => {
+                Err(StorageError::ChecksumMismatch { shard: e.shard, path, expected: e.checksum, found })
+            }
+            _ => Ok(()),
+        }
     }
 
     /// Writes `bytes` as object `name` (one `PUT`, retried) on the runtime `rt`.
@@ -598,9 +902,15 @@ impl Inner {
         r.map_err(|f| f.error())
     }
 
-    /// Drops what is known about `name` (its length, its blocks in memory).
+    /// Drops what is known about `name` (its length, its blocks in memory, its check).
     fn forget(&self, name: &str) {
-        self.lock_sizes().remove(name);
+        {
+            let mut s = self.lock_sizes();
+            s.known.remove(name);
+            s.pending.remove(name);
+        }
+        self.sized.notify_all();
+        self.lock_checks().files.remove(name);
         let mut b = self.lock_blocks();
         let keys: Vec<BlockKey> = b.map.keys().filter(|(n, _)| &**n == name).cloned().collect();
         for k in keys {
@@ -697,14 +1007,20 @@ impl Inner {
             RunGuard { inner: Arc::clone(&self), name: name.clone(), run: run.clone(), ahead, armed: true };
         let bs = self.opts.block_size.max(1);
         let block_range = |id: u64| id * bs..((id + 1) * bs).min(size);
-        let mut ready: Vec<(u64, Bytes)> = Vec::new();
+        if let Some(c) = &self.cache {
+            self.check_cached_shard(&name, c);
+        }
+        // (block, bytes, crc32c, from the cache)
+        let mut ready: Vec<(u64, Bytes, u32, bool)> = Vec::new();
         let mut todo: Vec<u64> = Vec::new();
         for id in run.clone() {
             let r = block_range(id);
             match self.cache.as_ref().and_then(|c| c.get(&name, id, r.end - r.start)) {
-                Some(b) => {
+                Some((b, crc)) => {
                     self.stats.bytes_from_cache.fetch_add(b.len() as u64, Ordering::Relaxed);
-                    ready.push((id, Bytes::from(b)));
+                    // Ready at once: a reader waiting for this block does not wait for the
+                    // rest of the run.
+                    self.settle(&name, vec![(id, Bytes::from(b), crc, true)], block_range);
                 }
                 None => todo.push(id),
             }
@@ -721,19 +1037,18 @@ impl Inner {
                         let r = block_range(id);
                         let piece =
                             all.slice((r.start - range.start) as usize..(r.end - range.start) as usize);
+                        let crc = crc32c::crc32c(&piece);
                         if let Some(c) = &self.cache {
-                            c.put(&name, id, &piece);
+                            c.put(&name, id, &piece, crc);
                         }
-                        ready.push((id, piece));
+                        ready.push((id, piece, crc, false));
                     }
                 }
                 Err(f) => failure = Some(f),
             }
         }
+        self.settle(&name, ready, block_range);
         let mut b = self.lock_blocks();
-        for (id, bytes) in ready {
-            b.set_ready((name.clone(), id), bytes);
-        }
         if let Some(f) = failure {
             for id in run {
                 let key = (name.clone(), id);
@@ -744,11 +1059,61 @@ impl Inner {
         }
         if let Some(n) = ahead {
             b.readahead_bytes -= n;
+            self.start_deferred(&mut b, &tokio::runtime::Handle::current());
         }
         b.evict_to(self.opts.memory_bytes);
         guard.armed = false;
         drop(b);
         self.arrived.notify_all();
+    }
+}
+
+impl Inner {
+    /// Marks the blocks `ready` (block, bytes, crc32c, whether from the cache) of `name`
+    /// ready after recording them for the check against the manifest, drops the cached ones
+    /// that failed it (a reader waiting for one finds it absent and asks the store), and wakes
+    /// readers. `block_range` gives a block's byte range.
+    fn settle(
+        &self,
+        name: &Arc<str>,
+        ready: Vec<(u64, Bytes, u32, bool)>,
+        block_range: impl Fn(u64) -> Range<u64>,
+    ) {
+        if ready.is_empty() {
+            return;
+        }
+        let mut dropped = Vec::new();
+        for (id, bytes, crc, from_cache) in &ready {
+            dropped.extend(self.record_block(name, *id, block_range(*id).start, bytes, *crc, *from_cache));
+        }
+        let mut b = self.lock_blocks();
+        for (id, bytes, _, _) in ready {
+            b.set_ready((name.clone(), id), bytes);
+        }
+        for id in dropped {
+            let key = (name.clone(), id);
+            if let Some(Slot::Ready { bytes, tick }) = b.map.remove(&key) {
+                b.lru.remove(&tick);
+                b.ready_bytes -= bytes.len() as u64;
+            }
+        }
+        b.evict_to(self.opts.memory_bytes);
+        drop(b);
+        self.arrived.notify_all();
+    }
+}
+
+/// Ends a background `HEAD` started by a manifest read, however it ends: the file is no
+/// longer pending, and [`StorageDir::file_len`] callers waiting for it wake.
+struct HeadGuard {
+    inner: Arc<Inner>,
+    name: String,
+}
+
+impl Drop for HeadGuard {
+    fn drop(&mut self) {
+        self.inner.lock_sizes().pending.remove(&self.name);
+        self.inner.sized.notify_all();
     }
 }
 
@@ -797,26 +1162,27 @@ impl StorageDir for RemoteDir {
     }
 
     /// One `HEAD` per file, kept for the directory's life (committed bytes never change).
+    /// Reading the manifest starts the `HEAD`s of every file it names at once; this waits for
+    /// the file's, and asks again itself when that one found nothing or failed (so a missing
+    /// object or a failed request is reported here, as without the early `HEAD`).
     fn file_len(&self, name: &str) -> Result<Option<u64>> {
         check_name(name)?;
-        if let Some(&n) = self.inner.lock_sizes().get(name) {
-            return Ok(Some(n));
-        }
         let inner = &self.inner;
-        let path = inner.object(name);
-        let meta = self.rt().block_on(inner.retry("head", name, None, || {
-            let path = path.clone();
-            async move {
-                match inner.store.head(&path).await {
-                    Ok(m) => Ok(Some(m.size)),
-                    Err(object_store::Error::NotFound { .. }) => Ok(None),
-                    Err(e) => Err(classify(&e)),
+        {
+            let mut s = inner.lock_sizes();
+            loop {
+                if let Some(&n) = s.known.get(name) {
+                    return Ok(Some(n));
                 }
+                if !s.pending.contains(name) {
+                    break;
+                }
+                s = inner.sized.wait(s).unwrap_or_else(PoisonError::into_inner);
             }
-        }));
-        let size = meta.map_err(|f| f.error())?;
+        }
+        let size = self.rt().block_on(inner.head(name)).map_err(|f| f.error())?;
         if let Some(n) = size {
-            inner.lock_sizes().insert(name.to_string(), n);
+            inner.lock_sizes().known.insert(name.to_string(), n);
         }
         Ok(size)
     }
@@ -914,6 +1280,9 @@ impl StorageDir for RemoteDir {
             // Not modified: only asked with a cached copy.
             None => cached.map(|(_, b)| b).unwrap_or_default(),
         };
+        if name == crate::MANIFEST_FILE {
+            inner.learn_manifest(self.rt().handle(), &bytes);
+        }
         let keep = usize::try_from(max_len.saturating_add(1)).unwrap_or(usize::MAX).min(bytes.len());
         let mut bytes = bytes;
         bytes.truncate(keep);
