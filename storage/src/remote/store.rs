@@ -1200,7 +1200,7 @@ impl StorageDir for RemoteDir {
         let mut sizes = inner.lock_sizes();
         for o in &listed.objects {
             if let Some(name) = o.location.filename() {
-                sizes.insert(name.to_string(), o.size);
+                sizes.known.insert(name.to_string(), o.size);
                 out.push(DirEntry { name: name.to_string(), kind: EntryKind::File });
             }
         }
