@@ -89,7 +89,7 @@ impl DiskCache {
     /// crc32c.
     pub(super) fn get(&self, name: &str, block: u64, len: u64) -> Option<(Vec<u8>, u32)> {
         let path = self.block_path(name, block);
-        let mut bytes = std::fs::read(&path).ok()?;
+        let mut bytes = read_regular(&path)?;
         let mut stored = 0;
         let ok = bytes.len() as u64 == len + 4 && {
             let split = bytes.len() - 4;
@@ -113,7 +113,7 @@ impl DiskCache {
     /// later [`DiskCache::get`] checks them against it).
     pub(super) fn trailer(&self, name: &str, block: u64, len: u64) -> Option<u32> {
         use std::io::{Read as _, Seek as _, SeekFrom};
-        let mut f = std::fs::File::open(self.block_path(name, block)).ok()?;
+        let mut f = open_regular(&self.block_path(name, block))?;
         if f.metadata().ok()?.len() != len + 4 {
             return None;
         }
@@ -182,7 +182,7 @@ impl DiskCache {
 
     /// The cached manifest and its entity tag.
     pub(super) fn manifest(&self) -> Option<(String, Vec<u8>)> {
-        let bytes = std::fs::read(self.dir.join(MANIFEST_COPY)).ok()?;
+        let bytes = read_regular(&self.dir.join(MANIFEST_COPY))?;
         let nl = bytes.iter().position(|&b| b == b'\n')?;
         let etag = String::from_utf8(bytes[..nl].to_vec()).ok()?;
         Some((etag, bytes[nl + 1..].to_vec()))
@@ -223,4 +223,28 @@ impl DiskCache {
         }
         result
     }
+}
+
+/// The cached file at `path` opened for reading when it is a regular file, as every storage
+/// file is opened (no final link followed, no wait on a FIFO); `None` when it is missing or
+/// cannot be opened. A link, FIFO, socket or directory planted under the cache's name is
+/// removed (the name, not what a link points to), so the next `put` writes a real copy: a
+/// cache is never a way to block a read or to serve bytes from elsewhere.
+fn open_regular(path: &Path) -> Option<std::fs::File> {
+    match crate::dir::open_regular(path, crate::dir::Access::Read { direct: false }) {
+        Ok(f) => f,
+        Err(StorageError::UnsafeFile { .. }) => {
+            let _ = std::fs::remove_file(path).or_else(|_| std::fs::remove_dir(path));
+            None
+        }
+        Err(_) => None,
+    }
+}
+
+/// The bytes of the cached file at `path` (see [`open_regular`]).
+fn read_regular(path: &Path) -> Option<Vec<u8>> {
+    use std::io::Read as _;
+    let mut bytes = Vec::new();
+    open_regular(path)?.read_to_end(&mut bytes).ok()?;
+    Some(bytes)
 }

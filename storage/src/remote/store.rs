@@ -686,6 +686,9 @@ impl Inner {
             let inner = Arc::clone(self);
             rt.spawn(async move {
                 let guard = HeadGuard { inner: Arc::clone(&inner), name };
+                // At most `max_in_flight` requests at once, as for block fetches: a manifest
+                // of 50,000 shards must not open 50,000 connections (EMFILE, or SlowDown).
+                let _permit = inner.permits.acquire().await;
                 if let Ok(Some(n)) = inner.head(&guard.name).await {
                     let mut s = inner.lock_sizes();
                     if s.pending.remove(&guard.name) {

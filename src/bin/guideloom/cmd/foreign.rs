@@ -4,7 +4,7 @@
 use std::path::Path;
 
 use guideloom::storage::foreign::{self, ForeignDataset, ForeignOptions};
-use guideloom::storage::{RemoteOptions, StorageLocation};
+use guideloom::storage::{RemoteOptions, StorageError, StorageLocation};
 
 use crate::cli::ForeignArgs;
 use crate::CliResult;
@@ -44,6 +44,10 @@ pub(crate) fn open(path: &Path, a: &ForeignArgs) -> CliResult<Option<ForeignData
         }
         match foreign::detect_at(&location, &remote) {
             Ok(_) => {}
+            // A FIFO, socket or link that the directory or glob matches, or a store request
+            // that failed: that is the error, not the native reader's "no manifest.json" (or
+            // "does not exist" for a glob that matches).
+            Err(e @ (StorageError::UnsafeFile { .. } | StorageError::Remote { .. })) => return Err(e.into()),
             Err(_) if a.dtype.is_some() => {
                 return Err(format!(
                     "{} is not a guideloom storage: name its layout with --format (nanogpt, llmc, olmo, ...)",
