@@ -254,10 +254,10 @@ fn page_size() -> usize {
 }
 
 /// Whether at least `min` (0 to 1) of `map`'s pages are in the page cache, from `mincore(2)`
-/// over chunks of 64 MiB, stopping at the first chunk after which too many pages are known to
+/// over chunks of 1,024 pages, stopping at the first chunk after which too many pages are known to
 /// be missing; `None` when the kernel does not say. An empty map is resident.
 pub(crate) fn resident_at_least(map: &memmap2::Mmap, min: f64) -> Option<bool> {
-    const CHUNK_PAGES: usize = 16_384;
+    const CHUNK_PAGES: usize = 1024;
     let page = page_size();
     let pages = map.len().div_ceil(page);
     // Pages that may be missing; truncation toward zero makes the test strict.
