@@ -27,9 +27,9 @@ pub(crate) fn backends() -> Vec<(&'static str, ReadOptions)> {
         // SAFETY: test storages live in private temp dirs that nothing truncates or rewrites
         // while a reader is open (tests that truncate files use their own readers).
         ("mmap", with(Arc::new(unsafe { MmapBackend::new() }))),
-        // SAFETY: as for mmap.
         (
             "hybrid",
+            // SAFETY: as for mmap.
             with(Arc::new(unsafe { HybridBackend::new() }.with_recheck_interval(std::time::Duration::ZERO))),
         ),
         ("auto", ReadOptions::default()),

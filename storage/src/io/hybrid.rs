@@ -149,15 +149,16 @@ impl HybridBackend {
         {
             return Ok(decided(state));
         }
-        let warm = self.check(files, file, state == WARM);
+        let warm = self.check(files, file, state == COLD);
         let state = if warm { WARM } else { COLD };
         res.state.store(state, Ordering::Relaxed);
         Ok(decided(state))
     }
 
-    /// Whether file `file` is warm enough for the map path; on the change to warm, maps its
-    /// pages up front.
-    fn check(&self, files: &FileSet, file: usize, was_warm: bool) -> bool {
+    /// Whether file `file` is warm enough for the map path; on the change from cold to warm,
+    /// maps its pages up front (`was_cold`; at the first check the map was just made, and
+    /// [`FileSet::map`] populates the map of a resident file itself).
+    fn check(&self, files: &FileSet, file: usize, was_cold: bool) -> bool {
         // SAFETY: `self` exists only through `HybridBackend::new`, whose caller accepted the
         // contract `FileSet::map` needs (no truncation or rewriting of mapped files).
         let map = match unsafe { files.map(file) } {
@@ -168,7 +169,7 @@ impl HybridBackend {
         if resident_at_least(&map, HYBRID_MIN_RESIDENT) != Some(true) {
             return false;
         }
-        if !was_warm {
+        if was_cold {
             // A cold file's map was made with MADV_RANDOM and is not populated: without this,
             // each 4 KiB page would take a minor fault on first touch. With normal advice the
             // few missing pages are read with readahead instead of one by one. Advisory.
