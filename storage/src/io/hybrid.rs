@@ -13,11 +13,12 @@ use crate::{Result, StorageError};
 /// The share of a file's pages that must be in the page cache for [`HybridBackend`] to read
 /// it through its map: 0.99.
 ///
-/// Why so high: on this project's benchmark machine a window read through a map costs about
-/// 0.4 µs when its pages are cached and about 70 µs when they are not (a synchronous page
-/// fault), while io_uring costs about 0.8 µs and 20 µs; the map path is the faster one only
-/// while fewer than about 1 % of the windows miss the cache (docs/BENCHMARKS.md, "Cold page
-/// cache").
+/// Why so high: on this project's benchmark machine (docs/BENCHMARKS.md, u16 windows of 2,049
+/// tokens, 2 workers) maps read about 2.7 M windows/s from the page cache but 15 k/s from
+/// disk (a synchronous fault per missing page), io_uring about 1.3 M/s and 50 k/s: a window
+/// costs about 0.4 µs more through io_uring when cached and 47 µs more through the map when
+/// not, so the map path is the faster one only while fewer than about 1 % of the windows
+/// miss the cache.
 pub const HYBRID_MIN_RESIDENT: f64 = 0.99;
 
 /// How often [`HybridBackend`] re-checks a file's residency by default: 100 ms.
