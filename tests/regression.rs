@@ -150,6 +150,39 @@ fn issue12_mmap_is_chosen_by_the_binary_only_when_asked() {
     assert_ne!(backend(Some("bogus"), &[]), "mmap");
 }
 
+/// Issue 20: the default `--backend auto` of the binary read at 0.41 of the raw mmap limit on
+/// warm data (io_uring copies through the kernel). It is now the hybrid backend (maps for
+/// files in the page cache, io_uring or pread for the others); `GUIDELOOM_IO=pread|io_uring`
+/// and `--backend io-uring|pread` still never map, and the output is the same.
+#[test]
+fn issue20_the_binary_default_is_the_hybrid_backend() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (dir, _) = known_storage(tmp.path());
+    let bench = |env: Option<&str>, extra: &[&str]| -> (String, u64) {
+        let mut cmd = bin();
+        cmd.args(["bench", dir.to_str().unwrap(), "--seq-len", "8", "--shuffle", "--workers", "2", "--json"])
+            .args(extra);
+        cmd.env_remove("GUIDELOOM_IO");
+        if let Some(v) = env {
+            cmd.env("GUIDELOOM_IO", v);
+        }
+        let o = cmd.output().unwrap();
+        assert!(o.status.success(), "{env:?} {extra:?}: {}", String::from_utf8_lossy(&o.stderr));
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        (v["backend"].as_str().unwrap().to_string(), v["checksum"].as_str().unwrap().parse().unwrap())
+    };
+    let (name, sum) = bench(None, &[]);
+    assert_eq!(name, "hybrid");
+    assert_eq!(bench(Some("auto"), &["--backend", "auto"]), ("hybrid".to_string(), sum));
+    assert_eq!(bench(Some("pread"), &[]), ("pread".to_string(), sum));
+    assert_eq!(bench(None, &["--backend", "pread"]), ("pread".to_string(), sum));
+    assert_eq!(bench(None, &["--backend", "mmap"]), ("mmap".to_string(), sum));
+    if guideloom::storage::io_uring_probe().is_ok() {
+        assert_eq!(bench(None, &["--backend", "io-uring"]), ("io_uring".to_string(), sum));
+        assert_eq!(bench(Some("io_uring"), &[]), ("io_uring".to_string(), sum));
+    }
+}
+
 /// Issue 19, class 7 (state files): `--save-state` to a path that cannot be written used to
 /// fail only after the whole run; a run failing at batch k wrote no state at all. The path is
 /// checked before the first batch, the state of the last delivered batch is saved on an error

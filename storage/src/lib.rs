@@ -93,9 +93,9 @@ pub use error::{Result, StorageError};
 pub use foreign::{ForeignDataset, ForeignError, ForeignFormat, ForeignOptions};
 pub use io::{
     auto_backend_choice, choose_backend, descriptor_budget, io_uring_probe, open_descriptors,
-    shared_descriptor_budget, AutoBackend, BackendChoice, BackendKind, DirectBackend, FileSet, MappedBytes,
-    MmapBackend, PreadBackend, ReadBackend, ReadOptions, ReadRequest, ShardFile, UringBackend, DIRECT_ALIGN,
-    IO_ENV_VAR,
+    shared_descriptor_budget, AutoBackend, BackendChoice, BackendKind, DirectBackend, FileSet, HybridBackend,
+    HybridRoute, MappedBytes, MmapBackend, PreadBackend, ReadBackend, ReadOptions, ReadRequest, ShardFile,
+    UringBackend, DIRECT_ALIGN, HYBRID_MIN_RESIDENT, HYBRID_RECHECK, IO_ENV_VAR,
 };
 pub use manifest::{
     FileEntry, FormatSpec, Manifest, ShardEntry, StorageKind, FORMAT_VERSION, MANIFEST_FILE,

@@ -521,3 +521,155 @@ fn a_required_backend_that_is_missing_fails_the_run() {
         "{text}"
     );
 }
+
+/// Counts the requests a backend is asked for, then reads them through it.
+#[derive(Debug)]
+struct Counting(Arc<dyn ReadBackend>, AtomicUsize);
+
+impl ReadBackend for Counting {
+    fn name(&self) -> &'static str {
+        "counting"
+    }
+    fn read_into(
+        &self,
+        files: &FileSet,
+        requests: &[ReadRequest],
+        out: &mut [u8],
+    ) -> guideloom_storage::Result<()> {
+        self.1.fetch_add(requests.len(), Ordering::Relaxed);
+        self.0.read_into(files, requests, out)
+    }
+}
+
+/// Pages of `path` in the page cache now, and its pages (`mincore(2)` over a fresh map, which
+/// maps no page itself).
+fn cached_pages(path: &Path) -> (usize, usize) {
+    let f = std::fs::File::open(path).unwrap();
+    // SAFETY: the file is private to this test; nothing truncates it while mapped.
+    let map = unsafe { memmap2::Mmap::map(&f) }.unwrap();
+    // SAFETY: `sysconf` only reads a configuration value.
+    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) } as usize;
+    let pages = map.len().div_ceil(page);
+    let mut vec = vec![0u8; pages];
+    // SAFETY: `map` is a live, page-aligned mapping of `map.len()` bytes; `vec` holds one byte
+    // per page of it.
+    let rc = unsafe { libc::mincore(map.as_ptr() as *mut libc::c_void, map.len(), vec.as_mut_ptr().cast()) };
+    assert_eq!(rc, 0, "mincore: {}", std::io::Error::last_os_error());
+    (vec.iter().filter(|&&b| b & 1 == 1).count(), pages)
+}
+
+/// Flushes `path` and drops its pages from the page cache (`fsync`, then
+/// `posix_fadvise(DONTNEED)`); whether none is left cached. (Some file systems keep them:
+/// tmpfs, for one.)
+fn evict(path: &Path) -> bool {
+    use std::os::fd::AsRawFd;
+    let f = std::fs::File::open(path).unwrap();
+    f.sync_all().unwrap();
+    // SAFETY: `f` is an open descriptor; the advice only affects the page cache.
+    let rc = unsafe { libc::posix_fadvise(f.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
+    assert_eq!(rc, 0);
+    cached_pages(path).0 == 0
+}
+
+/// Two 1 MiB files with distinct bytes, written, fsynced and evicted from the page cache;
+/// `None` (with a skip note) where the file system keeps evicted pages.
+fn evicted_pair(dir: &Path) -> Option<(Vec<ShardFileBytes>, Vec<guideloom_storage::ShardFile>)> {
+    let mut bytes = Vec::new();
+    let mut shards = Vec::new();
+    for i in 0..2u64 {
+        let path = dir.join(format!("shard-{i:05}.stream"));
+        let b: Vec<u8> = (0..1u32 << 20).map(|k| (k.wrapping_mul(2_654_435_761) >> (13 + i)) as u8).collect();
+        std::fs::write(&path, &b).unwrap();
+        if !evict(&path) {
+            guideloom_testkit::skip_backend(
+                "evict",
+                "the hybrid routing test",
+                &format!("posix_fadvise(DONTNEED) left pages of {} cached", path.display()),
+            );
+            return None;
+        }
+        shards.push(guideloom_storage::ShardFile { path, shard: i, committed: b.len() as u64 });
+        bytes.push(b);
+    }
+    Some((bytes, shards))
+}
+
+type ShardFileBytes = Vec<u8>;
+
+/// 4 KiB requests over the whole of file `file` (256 of them).
+fn whole(file: usize) -> Vec<ReadRequest> {
+    (0..256u64).map(|k| ReadRequest { file, offset: k * 4096, len: 4096 }).collect()
+}
+
+/// The hybrid backend sends an evicted file to the cold path and, once the file was read
+/// whole (so its pages are cached), to the map; reads are exact either way, also for a batch
+/// over one cached and one evicted file. A decision is kept for the recheck interval.
+#[test]
+fn hybrid_routes_evicted_files_cold_and_cached_files_to_the_map() {
+    use guideloom_storage::{HybridBackend, HybridRoute};
+    use std::time::Duration;
+    let dir = tempfile::tempdir().unwrap();
+    let Some((bytes, shards)) = evicted_pair(dir.path()) else { return };
+    let counting = Arc::new(Counting(Arc::new(AutoBackend::new()), AtomicUsize::new(0)));
+    // SAFETY: the files are private to this test; nothing truncates or rewrites them.
+    let hybrid = unsafe { HybridBackend::new() }.with_cold(counting.clone());
+    let every_batch = hybrid.clone().with_recheck_interval(Duration::ZERO);
+    let files = FileSet::new(shards.clone(), 8);
+    assert_eq!(every_batch.route(&files, 0).unwrap(), HybridRoute::Cold);
+    assert_eq!(every_batch.route(&files, 1).unwrap(), HybridRoute::Cold);
+    assert!(matches!(every_batch.route(&files, 2), Err(StorageError::FileOutOfRange { index: 2, files: 2 })));
+
+    // File 0 read whole, through the cold path: now cached, so mapped.
+    let mut out = vec![0u8; 1 << 20];
+    every_batch.read_into(&files, &whole(0), &mut out).unwrap();
+    assert!(out == bytes[0]);
+    assert_eq!(counting.1.load(Ordering::Relaxed), 256);
+    assert_eq!(cached_pages(&shards[0].path), (256, 256));
+    assert_eq!(every_batch.route(&files, 0).unwrap(), HybridRoute::Map);
+    // The routing state lives in the set: the next check is due when the last checker's
+    // interval ends (here at once, so an hourly backend checks now, then not for an hour).
+    let hourly = hybrid.clone().with_recheck_interval(Duration::from_secs(3600));
+    assert_eq!(hourly.route(&files, 0).unwrap(), HybridRoute::Map);
+
+    // A batch over both files: file 0's requests from the map, file 1's through the cold path
+    // (counted), laid out in request order.
+    let (mut mixed, mut want) = (Vec::new(), Vec::new());
+    for k in 0..256u64 {
+        for (file, len) in [(0usize, 1000u64), (1, 4096)] {
+            let offset = if file == 0 { (255 - k) * 4096 + 17 } else { k * 4096 };
+            mixed.push(ReadRequest { file, offset, len });
+            want.extend_from_slice(&bytes[file][offset as usize..(offset + len) as usize]);
+        }
+    }
+    mixed.push(ReadRequest { file: 1, offset: 5, len: 0 });
+    let mut out = vec![0u8; want.len()];
+    every_batch.read_into(&files, &mixed, &mut out).unwrap();
+    assert!(out == want);
+    assert_eq!(counting.1.load(Ordering::Relaxed), 256 + 257);
+    // File 1 is now cached too: every batch reads from the maps.
+    assert_eq!(every_batch.route(&files, 1).unwrap(), HybridRoute::Map);
+    let mut out = vec![0u8; want.len()];
+    every_batch.read_into(&files, &mixed, &mut out).unwrap();
+    assert!(out == want);
+    assert_eq!(counting.1.load(Ordering::Relaxed), 256 + 257);
+    drop(files);
+
+    // Evicted again (the maps are gone with the set), read in a new set by a backend that
+    // re-checks hourly: the first check says cold, and the decision holds although the file
+    // is cached again after one whole read.
+    if !evict(&shards[1].path) {
+        return guideloom_testkit::skip_backend("evict", "the hybrid routing test", "pages stayed cached");
+    }
+    let files = FileSet::new(shards.clone(), 8);
+    assert_eq!(hourly.route(&files, 1).unwrap(), HybridRoute::Cold);
+    let mut out = vec![0u8; 1 << 20];
+    hourly.read_into(&files, &whole(1), &mut out).unwrap();
+    assert!(out == bytes[1]);
+    assert_eq!(cached_pages(&shards[1].path), (256, 256));
+    assert_eq!(hourly.route(&files, 1).unwrap(), HybridRoute::Cold);
+    assert_eq!(counting.1.load(Ordering::Relaxed), 256 + 257 + 256);
+    // The same file in a new set is checked afresh.
+    let files = FileSet::new(shards, 8);
+    assert_eq!(hourly.route(&files, 1).unwrap(), HybridRoute::Map);
+    assert_eq!(hybrid.name(), "hybrid");
+}

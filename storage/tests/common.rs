@@ -7,12 +7,13 @@ use std::sync::Arc;
 
 use guideloom_formats::{Dtype, FormatError, Primitive, RawWindow, StreamFormat};
 use guideloom_storage::{
-    AutoBackend, DirectBackend, FileSet, MmapBackend, PreadBackend, ReadBackend, ReadOptions, ReadRequest,
-    UringBackend,
+    AutoBackend, DirectBackend, FileSet, HybridBackend, MmapBackend, PreadBackend, ReadBackend, ReadOptions,
+    ReadRequest, UringBackend,
 };
 
 /// Every I/O backend a read test must pass with, with a label for failure messages: pread,
-/// io_uring, mmap, Auto (what `ReadOptions::default()` picks), Auto with io_uring forced off
+/// io_uring, mmap, hybrid (maps for cached files, Auto for the others; checked on every batch),
+/// Auto (what `ReadOptions::default()` picks), Auto with io_uring forced off
 /// (`GUIDELOOM_IO=pread` semantics), and the two `O_DIRECT` backends.
 ///
 /// A backend this host cannot run (the kernel or a seccomp profile refuses io_uring, the run
@@ -26,6 +27,11 @@ pub(crate) fn backends() -> Vec<(&'static str, ReadOptions)> {
         // SAFETY: test storages live in private temp dirs that nothing truncates or rewrites
         // while a reader is open (tests that truncate files use their own readers).
         ("mmap", with(Arc::new(unsafe { MmapBackend::new() }))),
+        (
+            "hybrid",
+            // SAFETY: as for mmap.
+            with(Arc::new(unsafe { HybridBackend::new() }.with_recheck_interval(std::time::Duration::ZERO))),
+        ),
         ("auto", ReadOptions::default()),
         ("auto, io_uring forced off", with(Arc::new(AutoBackend::for_env_value(Some("pread"))))),
     ];

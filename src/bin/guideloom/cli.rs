@@ -118,9 +118,11 @@ pub(crate) struct WindowArgs {
     /// Batches in flight or ready ahead of the consumer (default 2 x workers).
     #[arg(long)]
     pub(crate) prefetch: Option<usize>,
-    /// I/O backend: auto (io_uring when available, else pread; GUIDELOOM_IO may name one),
-    /// io-uring, pread, or mmap (memory-mapped shards: do not truncate or rewrite shard files
-    /// while reading).
+    /// I/O backend: auto (hybrid: shard files in the page cache read through memory maps, the
+    /// others through io_uring when available, else pread; GUIDELOOM_IO may name one),
+    /// io-uring, pread (both without maps), or mmap (always maps). While a shard file is
+    /// mapped (auto, mmap), do not truncate or rewrite it: a truncated mapped file kills the
+    /// reader with SIGBUS; use io-uring or pread when another process may do so.
     #[arg(long, default_value = "auto", value_parser = parse_backend)]
     pub(crate) backend: BackendKind,
 }

@@ -16,6 +16,7 @@
 //! | [`MmapBackend`] (`mmap`) | copies out of cached read-only maps; [`MmapBackend::map_range`] gives zero-copy slices | opt-in through an `unsafe` constructor |
 //! | [`DirectBackend`] (`pread+direct`, `io_uring+direct`) | `O_DIRECT` reads through an aligned bounce buffer | cold-data benchmarks |
 //! | [`AutoBackend`] (the default) | io_uring when a one-time probe succeeds, else pread | [`ReadOptions::default`] |
+//! | [`HybridBackend`] (`hybrid`) | per file: the mmap path while the file is in the page cache, else [`AutoBackend`]'s | opt-in through an `unsafe` constructor (the `guideloom` binary's `auto`) |
 //!
 //! The environment variable [`IO_ENV_VAR`] (`GUIDELOOM_IO=pread|io_uring|auto`) forces what
 //! [`AutoBackend`] picks; see [`auto_backend_choice`]. The library never maps files on its
@@ -33,6 +34,7 @@ use crate::{Result, StorageError};
 
 mod auto;
 mod direct;
+mod hybrid;
 mod mmap;
 mod pread;
 #[cfg(all(target_os = "linux", feature = "io-uring"))]
@@ -43,6 +45,7 @@ mod uring;
 
 pub use auto::{auto_backend_choice, choose_backend, AutoBackend, BackendChoice, BackendKind, IO_ENV_VAR};
 pub use direct::{DirectBackend, DIRECT_ALIGN};
+pub use hybrid::{HybridBackend, HybridRoute, HYBRID_MIN_RESIDENT, HYBRID_RECHECK};
 pub use mmap::{MappedBytes, MmapBackend};
 pub use pread::PreadBackend;
 pub use uring::{io_uring_probe, UringBackend};
@@ -89,6 +92,8 @@ pub struct FileSet {
     /// [`FileSet::for_storage`]); otherwise paths are opened as the caller gave them.
     strict: bool,
     cache: Mutex<Lru>,
+    /// Per file, the [`HybridBackend`]'s routing state.
+    residency: Box<[hybrid::Residency]>,
 }
 
 /// Cache key: file index and whether the descriptor was opened with `O_DIRECT`.
@@ -199,7 +204,8 @@ impl FileSet {
     /// unused descriptors and tries again before it reports the error.
     pub fn new(files: Vec<ShardFile>, max_open: usize) -> Self {
         let max_open = max_open.min(descriptor_budget()).max(1);
-        FileSet { files, max_open, strict: false, cache: Mutex::new(Lru::default()) }
+        let residency = files.iter().map(|_| hybrid::Residency::default()).collect();
+        FileSet { files, max_open, strict: false, cache: Mutex::new(Lru::default()), residency }
     }
 
     /// As [`FileSet::new`], for the files of a storage, which readers open this way: a file

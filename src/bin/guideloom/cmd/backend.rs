@@ -3,15 +3,17 @@
 use std::sync::Arc;
 
 use guideloom::storage::{
-    AutoBackend, BackendKind, MmapBackend, PreadBackend, ReadBackend, ReadOptions, UringBackend, IO_ENV_VAR,
+    AutoBackend, BackendKind, HybridBackend, MmapBackend, PreadBackend, ReadBackend, ReadOptions,
+    UringBackend, IO_ENV_VAR,
 };
 
 use crate::CliResult;
 
 /// Read options (default descriptor cap) whose backend is the one `backend` names. `auto`
-/// follows `GUIDELOOM_IO` (parsed by the storage crate's [`BackendKind`]): the library
-/// honours `pread` and `io_uring`, and this tool honours `mmap` itself, as it does
-/// `--backend mmap`.
+/// follows `GUIDELOOM_IO` (parsed by the storage crate's [`BackendKind`]): unset (or `auto`)
+/// is this tool's default, the hybrid backend (shard files in the page cache read through
+/// maps, the others through io_uring or pread); `pread` and `io_uring` name the library's
+/// backends (no maps), and this tool honours `mmap` itself, as it does `--backend mmap`.
 ///
 /// # Errors
 ///
@@ -19,8 +21,21 @@ use crate::CliResult;
 pub(crate) fn read_options(backend: BackendKind) -> CliResult<ReadOptions> {
     let env = std::env::var(IO_ENV_VAR).ok().and_then(|v| v.parse::<BackendKind>().ok());
     let backend: Arc<dyn ReadBackend> = match backend {
-        // Honours GUIDELOOM_IO=pread|io_uring.
-        BackendKind::Auto if env != Some(BackendKind::Mmap) => Arc::new(AutoBackend::new()),
+        // GUIDELOOM_IO=pread|io_uring: the library's choice, which never maps.
+        BackendKind::Auto if matches!(env, Some(BackendKind::Pread | BackendKind::IoUring)) => {
+            Arc::new(AutoBackend::new())
+        }
+        // The default: `--backend auto` with GUIDELOOM_IO unset, `auto` or unrecognised.
+        BackendKind::Auto if env != Some(BackendKind::Mmap) => {
+            // SAFETY: `HybridBackend::new` has the contract of `MmapBackend::new` (no process
+            // truncates or rewrites a shard file while this process reads it, else SIGBUS or
+            // bytes changing under shared slices). This tool accepts it for its default, as
+            // ripgrep does for its maps, and its help and README say so (with `--backend
+            // io-uring` or `pread` as the way to avoid maps). guideloom's own writers only
+            // append past the committed bytes and publish through the manifest, which live
+            // maps tolerate, and this tool does not write the storage it reads.
+            Arc::new(unsafe { HybridBackend::new() })
+        }
         BackendKind::IoUring => Arc::new(UringBackend::new()?),
         BackendKind::Pread => Arc::new(PreadBackend),
         // `--backend mmap`, or `GUIDELOOM_IO=mmap` with the default `--backend auto`.

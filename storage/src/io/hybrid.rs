@@ -1,0 +1,306 @@
+//! The hybrid backend: per shard file, reads of files in the page cache copy out of maps
+//! (the [`MmapBackend`] path) and reads of the others go through io_uring or pread (the
+//! [`AutoBackend`] path), decided from the file's page-cache residency (`mincore(2)`),
+//! checked at first use and then at most once per recheck interval.
+
+use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
+
+use super::{buffer_length, mmap, AutoBackend, FileSet, MmapBackend, ReadBackend, ReadRequest};
+use crate::{Result, StorageError};
+
+/// The share of a file's pages that must be in the page cache for [`HybridBackend`] to read
+/// it through its map: 0.99.
+///
+/// Why so high: on this project's benchmark machine (docs/BENCHMARKS.md, u16 windows of 2,049
+/// tokens, 2 workers) maps read about 2.7 M windows/s from the page cache but 15 k/s from
+/// disk (a synchronous fault per missing page), io_uring about 1.3 M/s and 50 k/s: a window
+/// costs about 0.4 µs more through io_uring when cached and 47 µs more through the map when
+/// not, so the map path is the faster one only while fewer than about 1 % of the windows
+/// miss the cache.
+pub const HYBRID_MIN_RESIDENT: f64 = 0.99;
+
+/// How often [`HybridBackend`] re-checks a file's residency by default: 100 ms.
+pub const HYBRID_RECHECK: Duration = Duration::from_millis(100);
+
+/// Where [`HybridBackend`] sends the reads of one file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum HybridRoute {
+    /// Copies out of the file's read-only map (the file was found in the page cache).
+    Map,
+    /// The io_uring or pread path (the file was found evicted, or cannot be mapped).
+    Cold,
+}
+
+/// Per-file routing state kept in the [`FileSet`] (one per file): the last decision and when
+/// the next check is due.
+#[derive(Debug, Default)]
+pub(crate) struct Residency {
+    /// [`UNKNOWN`], [`COLD`] or [`WARM`].
+    state: AtomicU8,
+    /// Milliseconds since the process's first check ([`now_ms`]) at which the next check is
+    /// due.
+    next_check_ms: AtomicU64,
+}
+
+const UNKNOWN: u8 = 0;
+const COLD: u8 = 1;
+const WARM: u8 = 2;
+
+/// Milliseconds since the first call in this process (monotonic).
+fn now_ms() -> u64 {
+    static START: OnceLock<Instant> = OnceLock::new();
+    u64::try_from(START.get_or_init(Instant::now).elapsed().as_millis()).unwrap_or(u64::MAX)
+}
+
+/// Reads page-cache-resident shard files through read-only maps and the others through
+/// io_uring or pread, choosing per file.
+///
+/// Warm data reads fastest through a map (a `memcpy`, no system call per window); evicted
+/// data reads fastest through batched io_uring reads (a map takes one synchronous page fault
+/// per missing page). This backend checks each file's residency with `mincore(2)` over its
+/// map the first time a batch touches the file and then at most once per recheck interval
+/// ([`HYBRID_RECHECK`] by default; one thread checks, the others keep the last decision): a
+/// file with at least [`HYBRID_MIN_RESIDENT`] of its pages cached is read through its map
+/// ([`HybridRoute::Map`]; on the change from cold to warm the map is populated, so reads take no
+/// page faults), the others through the cold backend ([`HybridRoute::Cold`]: [`AutoBackend`],
+/// io_uring when the kernel allows it, else pread, following `GUIDELOOM_IO=pread|io_uring`).
+/// A check scans the residency in chunks and stops as soon as too many pages are missing, so
+/// checking an evicted file is cheap.
+///
+/// The decision only picks the faster path: every request is read in full whichever path it
+/// takes (a page evicted after a check is faulted back in), and both return the same bytes
+/// and the same typed errors. A batch whose files take both paths is read as two sub-batches
+/// through buffers of their own, then laid out in request order.
+///
+/// Reports its name as `"hybrid"`. The routing state lives in the [`FileSet`] (per storage
+/// reader), so one backend serves any number of readers.
+#[derive(Debug, Clone)]
+pub struct HybridBackend {
+    map: MmapBackend,
+    cold: Arc<dyn ReadBackend>,
+    recheck_ms: u64,
+}
+
+impl HybridBackend {
+    /// The hybrid backend over [`AutoBackend::new`] for cold files, re-checking residency
+    /// every [`HYBRID_RECHECK`].
+    ///
+    /// # Safety
+    /// The contract of [`MmapBackend::new`]: for as long as any storage reader using this
+    /// backend is alive, no process may truncate or rewrite its shard files (a mapped byte cut
+    /// off by truncation raises `SIGBUS` when read, which kills the process; bytes rewritten
+    /// in place change data already handed out). Every file this backend reads may be mapped,
+    /// warm or not: residency is checked through the map.
+    pub unsafe fn new() -> Self {
+        // SAFETY: the caller accepted the contract of `MmapBackend::new`, stated above.
+        let map = unsafe { MmapBackend::new() };
+        HybridBackend { map, cold: Arc::new(AutoBackend::new()), recheck_ms: millis(HYBRID_RECHECK) }
+    }
+
+    /// Uses `cold` for files not in the page cache (default: [`AutoBackend::new`]).
+    pub fn with_cold(mut self, cold: Arc<dyn ReadBackend>) -> Self {
+        self.cold = cold;
+        self
+    }
+
+    /// Re-checks a file's residency at most once per `interval` (default
+    /// [`HYBRID_RECHECK`]; whole milliseconds, rounded down; [`Duration::ZERO`] checks on
+    /// every batch, for tests).
+    pub fn with_recheck_interval(mut self, interval: Duration) -> Self {
+        self.recheck_ms = millis(interval);
+        self
+    }
+
+    /// The backend cold files are read through.
+    pub fn cold(&self) -> &Arc<dyn ReadBackend> {
+        &self.cold
+    }
+
+    /// Where reads of file `file` of `files` go now: the last decision for that file, or a
+    /// fresh one (a `mincore(2)` check of its map) when none was made yet or the recheck
+    /// interval has passed since the last. A file that cannot be opened or mapped goes
+    /// [`HybridRoute::Cold`] (whose read then reports the error); an empty file goes
+    /// [`HybridRoute::Map`] (nothing to read).
+    ///
+    /// # Errors
+    /// [`StorageError::FileOutOfRange`] when `file >= files.len()`.
+    pub fn route(&self, files: &FileSet, file: usize) -> Result<HybridRoute> {
+        self.route_at(files, file, now_ms())
+    }
+
+    fn route_at(&self, files: &FileSet, file: usize, now: u64) -> Result<HybridRoute> {
+        let res = files.residency(file)?;
+        let next = res.next_check_ms.load(Ordering::Relaxed);
+        let state = res.state.load(Ordering::Relaxed);
+        let decided = |state| if state == WARM { HybridRoute::Map } else { HybridRoute::Cold };
+        // One thread claims a due check; the others keep the last decision (cold before the
+        // first one is known).
+        if (state != UNKNOWN && now < next)
+            || res
+                .next_check_ms
+                .compare_exchange(
+                    next,
+                    now.saturating_add(self.recheck_ms),
+                    Ordering::Relaxed,
+                    Ordering::Relaxed,
+                )
+                .is_err()
+        {
+            return Ok(decided(state));
+        }
+        let warm = self.check(files, file, state == COLD);
+        let state = if warm { WARM } else { COLD };
+        res.state.store(state, Ordering::Relaxed);
+        Ok(decided(state))
+    }
+
+    /// Whether file `file` is warm enough for the map path; on the change from cold to warm,
+    /// maps its pages up front (`was_cold`; at the first check the map was just made, and
+    /// [`FileSet::map`] populates the map of a resident file itself).
+    fn check(&self, files: &FileSet, file: usize, was_cold: bool) -> bool {
+        // SAFETY: `self` exists only through `HybridBackend::new`, whose caller accepted the
+        // contract `FileSet::map` needs (no truncation or rewriting of mapped files).
+        let map = match unsafe { files.map(file) } {
+            Ok(Some(map)) => map,
+            Ok(None) => return true,
+            Err(_) => return false,
+        };
+        if resident_at_least(&map, HYBRID_MIN_RESIDENT) != Some(true) {
+            return false;
+        }
+        if was_cold {
+            // A cold file's map was made with MADV_RANDOM and is not populated: without this,
+            // each 4 KiB page would take a minor fault on first touch. With normal advice the
+            // few missing pages are read with readahead instead of one by one. Advisory.
+            let _ = map.advise(memmap2::Advice::Normal);
+            mmap::populate(&map);
+        }
+        true
+    }
+}
+
+fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+impl ReadBackend for HybridBackend {
+    fn name(&self) -> &'static str {
+        "hybrid"
+    }
+
+    fn read_into(&self, files: &FileSet, requests: &[ReadRequest], out: &mut [u8]) -> Result<()> {
+        let now = now_ms();
+        // The route of each file this batch reads, decided once per batch.
+        let mut routes: Vec<(usize, HybridRoute)> = Vec::new();
+        let (mut warm, mut cold) = (false, false);
+        for r in requests.iter().filter(|r| r.len > 0) {
+            if !routes.iter().any(|(f, _)| *f == r.file) {
+                let route = self.route_at(files, r.file, now)?;
+                routes.push((r.file, route));
+                warm |= route == HybridRoute::Map;
+                cold |= route == HybridRoute::Cold;
+            }
+        }
+        match (warm, cold) {
+            (_, false) => self.map.read_into(files, requests, out),
+            (false, true) => self.cold.read_into(files, requests, out),
+            (true, true) => self.read_mixed(files, requests, &routes, out),
+        }
+    }
+}
+
+impl HybridBackend {
+    /// A batch whose files take both paths: each path reads its requests into a buffer of its
+    /// own, then the bytes are laid out in request order.
+    fn read_mixed(
+        &self,
+        files: &FileSet,
+        requests: &[ReadRequest],
+        routes: &[(usize, HybridRoute)],
+        out: &mut [u8],
+    ) -> Result<()> {
+        let total = requests.iter().try_fold(0u64, |a, r| a.checked_add(r.len));
+        if total != Some(out.len() as u64) {
+            return Err(buffer_length(requests, out.len()));
+        }
+        let is_map =
+            |r: &ReadRequest| routes.iter().any(|&(f, route)| f == r.file && route == HybridRoute::Map);
+        let (mapped, cold): (Vec<ReadRequest>, Vec<ReadRequest>) = requests.iter().partition(|r| is_map(r));
+        let bytes = |v: &[ReadRequest]| v.iter().map(|r| r.len as usize).sum::<usize>();
+        let (mut map_buf, mut cold_buf) = (vec![0u8; bytes(&mapped)], vec![0u8; bytes(&cold)]);
+        self.map.read_into(files, &mapped, &mut map_buf)?;
+        self.cold.read_into(files, &cold, &mut cold_buf)?;
+        let (mut pos, mut at_map, mut at_cold) = (0usize, 0usize, 0usize);
+        for r in requests {
+            // Each length is at most `out.len()` (their sum is), so it fits a usize.
+            let len = r.len as usize;
+            let (buf, at) = if is_map(r) { (&map_buf, &mut at_map) } else { (&cold_buf, &mut at_cold) };
+            out[pos..pos + len].copy_from_slice(&buf[*at..*at + len]);
+            *at += len;
+            pos += len;
+        }
+        Ok(())
+    }
+}
+
+/// The page size, from `sysconf(_SC_PAGESIZE)` (4096 if it does not say).
+fn page_size() -> usize {
+    static PAGE: OnceLock<usize> = OnceLock::new();
+    *PAGE.get_or_init(|| {
+        // SAFETY: `sysconf` only reads a configuration value.
+        let n = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+        usize::try_from(n).ok().filter(|&n| n > 0 && n.is_power_of_two()).unwrap_or(4096)
+    })
+}
+
+/// Whether at least `min` (0 to 1) of `map`'s pages are in the page cache, from `mincore(2)`
+/// over chunks of 1,024 pages, stopping at the first chunk after which too many pages are known to
+/// be missing; `None` when the kernel does not say. An empty map is resident.
+pub(crate) fn resident_at_least(map: &memmap2::Mmap, min: f64) -> Option<bool> {
+    const CHUNK_PAGES: usize = 1024;
+    let page = page_size();
+    let pages = map.len().div_ceil(page);
+    // Pages that may be missing; truncation toward zero makes the test strict.
+    let allowed = (pages as f64 * (1.0 - min.clamp(0.0, 1.0))) as usize;
+    // `mincore`'s vector is `unsigned char *` on Linux and `char *` on the BSDs and macOS.
+    #[cfg(target_os = "linux")]
+    type Flag = u8;
+    #[cfg(not(target_os = "linux"))]
+    type Flag = libc::c_char;
+    let mut vec: Vec<Flag> = vec![0; pages.min(CHUNK_PAGES)];
+    let mut missing = 0usize;
+    let mut first = 0usize;
+    while first < pages {
+        let n = (pages - first).min(CHUNK_PAGES);
+        let start = first * page;
+        let len = (n * page).min(map.len() - start);
+        // SAFETY: `map` is a live mapping of `map.len()` bytes at a page-aligned address
+        // (mmap(2) returns one); `start` is a multiple of the page size inside it and
+        // `start + len <= map.len()`, so the range is mapped and page-aligned at its start;
+        // `vec` holds at least `n` bytes, one per page of the range, which is all mincore(2)
+        // writes. It only reads page-table and page-cache state, not the mapped bytes.
+        let rc =
+            unsafe { libc::mincore(map.as_ptr().add(start) as *mut libc::c_void, len, vec.as_mut_ptr()) };
+        if rc != 0 {
+            return None;
+        }
+        missing += vec[..n].iter().filter(|&&b| b & 1 == 0).count();
+        if missing > allowed {
+            return Some(false);
+        }
+        first += n;
+    }
+    Some(true)
+}
+
+impl FileSet {
+    /// The routing state of file `i`.
+    ///
+    /// # Errors
+    /// [`StorageError::FileOutOfRange`] when `i >= self.len()`.
+    pub(crate) fn residency(&self, i: usize) -> Result<&Residency> {
+        self.residency.get(i).ok_or(StorageError::FileOutOfRange { index: i, files: self.files.len() })
+    }
+}
