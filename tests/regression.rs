@@ -735,11 +735,15 @@ fn issue18_a_fifo_or_link_matched_by_a_detected_dataset_is_named_without_format(
             vec!["batches", dir.to_str().unwrap(), "--seq-len", "2"],
             vec!["bench", glob.as_str(), "--seq-len", "2", "--max-batches", "1"],
         ] {
-            let out = output_within({
-                let mut c = bin();
-                c.args(&args);
-                c
-            }, 60, "a dataset with a FIFO");
+            let out = output_within(
+                {
+                    let mut c = bin();
+                    c.args(&args);
+                    c
+                },
+                60,
+                "a dataset with a FIFO",
+            );
             assert!(!out.status.success(), "{kind} {args:?}");
             let err = String::from_utf8_lossy(&out.stderr);
             assert!(err.contains("002.npy") && err.contains("is refused"), "{kind} {args:?}: {err}");
@@ -782,7 +786,8 @@ fn issue18_a_fifo_or_link_in_the_block_cache_is_replaced_not_read() {
     let args = ["--seq-len", "5", "--stride", "4"];
     let expected = run(&[&["batches", l][..], &args].concat());
     assert_eq!(run(&[&["batches", url][..], &args].concat()), expected);
-    let mut blocks: Vec<_> = walk(&cache).into_iter().filter(|p| p.extension().is_some_and(|e| e == "blk")).collect();
+    let mut blocks: Vec<_> =
+        walk(&cache).into_iter().filter(|p| p.extension().is_some_and(|e| e == "blk")).collect();
     blocks.sort();
     assert!(!blocks.is_empty(), "nothing cached under {}", cache.display());
     let outside = tmp.path().join("outside.blk");
@@ -816,4 +821,259 @@ fn walk(dir: &Path) -> Vec<std::path::PathBuf> {
         }
     }
     out
+}
+
+/// The foreign datasets of issue 18's resume test: `(directory below the interop samples,
+/// the dataset inside it as a path names it, the batches of the run, its fingerprint)`.
+const ISSUE18_FOREIGN: [(&str, &str, usize, &str); 4] = [
+    ("npy", "dir_tokens", 6, "a4c5249599e53df3"),
+    ("modded_nanogpt", "fineweb_*.bin", 6, "4f5c0e9668156471"),
+    ("megatron", "gpt2_text_document", 6, "f637fa1028eb85be"),
+    ("mds", "tokens_zstd_sha1_xxh3", 6, "826c2305e53198e6"),
+];
+
+/// The run of issue 18's resume test: 2 epochs of shuffled 3-token windows every 2 tokens,
+/// 2 a batch.
+const ISSUE18_RUN: [&str; 11] =
+    ["--seq-len", "3", "--stride", "2", "--shuffle", "--seed", "5", "--epochs", "2", "--batch-size", "2"];
+
+/// Copies the interop sample directory `sub` with everything below it to `to/sub`.
+fn copy_interop(sub: &str, to: &Path) {
+    let from = Path::new(env!("CARGO_MANIFEST_DIR")).join("storage/tests/data/interop").join(sub);
+    let mut stack = vec![(from, to.join(sub))];
+    while let Some((from, to)) = stack.pop() {
+        std::fs::create_dir_all(&to).unwrap();
+        for e in std::fs::read_dir(&from).unwrap() {
+            let p = e.unwrap().path();
+            let dest = to.join(p.file_name().unwrap());
+            if p.is_dir() {
+                stack.push((p, dest));
+            } else {
+                std::fs::copy(&p, dest).unwrap();
+            }
+        }
+    }
+}
+
+/// `guideloom ARGS` run in `cwd`, its stdout's lines; fails the test when it fails.
+fn lines_in<S: AsRef<std::ffi::OsStr> + std::fmt::Debug>(cwd: &Path, args: &[S]) -> Vec<String> {
+    let o = bin().current_dir(cwd).args(args).output().unwrap();
+    assert!(o.status.success(), "{args:?} in {}: {}", cwd.display(), String::from_utf8_lossy(&o.stderr));
+    String::from_utf8(o.stdout).unwrap().lines().map(str::to_string).collect()
+}
+
+/// Regression (issue 18, found by a new-user trial): a state saved over a foreign dataset
+/// (npy directory, llm.c glob, Megatron prefix, MDS) did not resume on the same data spelled
+/// otherwise (a relative path and then an absolute one, a copy elsewhere, its `s3://`
+/// upload): "state mismatch: source.fingerprint", because the reader's manifest hashed the
+/// path. The fingerprint now covers the data only (format, file names below the dataset's
+/// root, sizes, byte order, index hash, documents): every copy has the same one, and a state
+/// saved on one resumes on another with the uninterrupted run's output. A state of the
+/// previous versions (fingerprint with the path, pinned below as that version wrote it)
+/// still resumes at its own location, and only there; a state of other data still fails.
+#[test]
+fn issue18_foreign_dataset_state_resumes_from_another_path_or_url() {
+    let test = "issue18_foreign_dataset_state_resumes_from_another_path_or_url";
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path();
+    let (a, b) = (root.join("a"), root.join("elsewhere/b"));
+    let interop = Path::new(env!("CARGO_MANIFEST_DIR")).join("storage/tests/data/interop");
+    let fingerprint = |cwd: &Path, at: &str| {
+        let v: serde_json::Value =
+            serde_json::from_str(&lines_in(cwd, &["inspect", "--json", at])[0]).unwrap();
+        v["fingerprint"].as_str().unwrap().to_string()
+    };
+    let with = |at: &str, extra: &[&str]| -> Vec<String> {
+        [&["batches", at][..], &ISSUE18_RUN, extra].concat().into_iter().map(str::to_string).collect()
+    };
+    let state = root.join("state.json");
+    let st = state.to_str().unwrap();
+    for (sub, name, count, fp) in ISSUE18_FOREIGN {
+        copy_interop(sub, &a);
+        copy_interop(sub, &b);
+        let original = interop.join(sub).join(name);
+        let original = original.to_str().unwrap();
+        // `a/...` relative to the temporary directory; `b` absolute.
+        let rel_a = format!("a/{sub}/{name}");
+        let abs_b = b.join(sub).join(name);
+        let abs_b = abs_b.to_str().unwrap();
+        for (cwd, at) in [(root, original), (root, rel_a.as_str()), (root, abs_b)] {
+            assert_eq!(fingerprint(cwd, at), fp, "{sub}: {at}");
+        }
+        let full = lines_in(root, &with(original, &[]));
+        assert_eq!(full.len(), count, "{sub}");
+        for k in [1, 3] {
+            let head = lines_in(root, &with(&rel_a, &["--max-batches", &k.to_string(), "--save-state", st]));
+            let rest = lines_in(root, &with(abs_b, &["--resume", st]));
+            assert_eq!([head, rest].concat(), full, "{sub}: {k} batches on a/, the rest on b/");
+            let head = lines_in(root, &with(abs_b, &["--max-batches", &k.to_string(), "--save-state", st]));
+            let rest = lines_in(root, &with(&rel_a, &["--resume", st]));
+            assert_eq!([head, rest].concat(), full, "{sub}: {k} batches on b/, the rest on a/");
+        }
+    }
+
+    // A state of the previous version, saved by it with
+    // `batches storage/tests/data/interop/npy/dir_tokens ISSUE18_RUN --max-batches 3` in the
+    // repository root: its fingerprint hashed that relative path.
+    let legacy = r#"{"version":2,"next_batch":3,"global_batch":2,"config":{"seed":5,"shuffle":true,"epochs":2,"drop_remainder":false},"source":{"records":6,"fingerprint":7368000690184982136,"window":{"seq_len":3,"stride":2,"elements":14}},"transforms_fingerprint":0}"#;
+    std::fs::write(&state, legacy).unwrap();
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let rel = "storage/tests/data/interop/npy/dir_tokens";
+    let full = lines_in(repo, &with(rel, &[]));
+    assert_eq!(lines_in(repo, &with(rel, &["--resume", st])), full[3..]);
+    // ... there only: at another spelling, the old fingerprint names another location.
+    let abs_b = b.join("npy/dir_tokens");
+    let o = bin().args(with(abs_b.to_str().unwrap(), &["--resume", st])).output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains(
+            "state mismatch: source.fingerprint: the loader has 8679015198797087260, the state has \
+             7368000690184982136"
+        ),
+        "{err}"
+    );
+    // The same through `bench` and the trainer orders (states that version saved with
+    // `--max-batches 1` in the repository root).
+    let bench_state =
+        legacy.replace(r#""next_batch":3"#, r#""next_batch":1"#).replace(r#""epochs":2"#, r#""epochs":1"#);
+    std::fs::write(&state, bench_state).unwrap();
+    let bench = lines_in(
+        repo,
+        &[&["bench", rel][..], &ISSUE18_RUN[..7], &["--batch-size", "2", "--resume", st, "--json"]].concat(),
+    );
+    let v: serde_json::Value = serde_json::from_str(&bench[0]).unwrap();
+    assert_eq!(
+        (v["batches"].as_u64(), v["windows"].as_u64(), v["checksum"].as_str()),
+        (Some(2), Some(4), Some("153388")),
+        "{v}"
+    );
+    let megatron = [
+        "batches",
+        "--order",
+        "megatron",
+        "--data-path",
+        "storage/tests/data/interop/megatron/gpt2_text_document",
+        "--seq-len",
+        "3",
+        "--batch-size",
+        "2",
+    ];
+    let llmc = [
+        "batches",
+        "--order",
+        "llmc",
+        "loader/tests/data/llmc_order/order_*.bin",
+        "--batch-size",
+        "2",
+        "--seq-len",
+        "3",
+        "--epochs",
+        "2",
+    ];
+    let orders: [(&[&str], &str, usize); 2] = [
+        (
+            &megatron,
+            r#"{"version":2,"next_batch":1,"global_batch":2,"config":{"seed":0,"shuffle":false,"epochs":1,"drop_remainder":true},"source":{"records":4,"fingerprint":9313562109900042711},"transforms_fingerprint":0}"#,
+            2,
+        ),
+        (
+            &llmc,
+            r#"{"version":2,"next_batch":1,"global_batch":1,"config":{"seed":0,"shuffle":false,"epochs":2,"drop_remainder":false},"source":{"records":23,"fingerprint":4567744475509221257},"transforms_fingerprint":0}"#,
+            46,
+        ),
+    ];
+    for (args, saved, count) in orders {
+        std::fs::write(&state, saved).unwrap();
+        let full = lines_in(repo, args);
+        assert_eq!(full.len(), count, "{args:?}");
+        assert_eq!(lines_in(repo, &[args, &["--resume", st]].concat()), full[1..], "{args:?}");
+    }
+
+    // The library's legacy fingerprint is the one that version wrote.
+    {
+        use guideloom::loader::{DataSource, StreamWindows};
+        use guideloom::storage::foreign::{ForeignDataset, ForeignOptions};
+        let data = ForeignDataset::open(rel, &ForeignOptions::new()).unwrap();
+        let ids = guideloom::formats::TokenFormat::<u16>::new();
+        let source = |d: &ForeignDataset| {
+            let r = d.reader(ids, guideloom::storage::ReadOptions::default()).unwrap();
+            StreamWindows::with_stride(r, 3, 2).unwrap().fingerprint()
+        };
+        assert_eq!(source(&data.with_legacy_fingerprint()), 7_368_000_690_184_982_136);
+        assert_eq!(source(&data), 8_679_015_198_797_087_260);
+    }
+
+    // A state of other data (the npy directory with one file named otherwise: same sizes and
+    // tokens) still fails on the fingerprint.
+    lines_in(root, &with("a/npy/dir_tokens", &["--max-batches", "3", "--save-state", st]));
+    std::fs::rename(b.join("npy/dir_tokens/003.npy"), b.join("npy/dir_tokens/004.npy")).unwrap();
+    let o = bin().args(with(abs_b.to_str().unwrap(), &["--resume", st])).output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(err.contains("state mismatch: source.fingerprint: the loader has "), "{err}");
+    std::fs::rename(b.join("npy/dir_tokens/004.npy"), b.join("npy/dir_tokens/003.npy")).unwrap();
+
+    // Local and s3:// copies, both ways (with moto: `bash tests/s3/setup.sh`).
+    let Some(moto) = guideloom_testkit::s3::MotoServer::start(test) else { return };
+    moto.create_bucket("guideloom-fp");
+    let options = guideloom::storage::RemoteOptions {
+        store_options: [
+            ("aws_endpoint", moto.endpoint()),
+            ("aws_allow_http", "true".into()),
+            ("aws_access_key_id", "test".into()),
+            ("aws_secret_access_key", "test".into()),
+            ("aws_region", "us-east-1".into()),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v))
+        .collect(),
+        ..guideloom::storage::RemoteOptions::default()
+    };
+    let env = [
+        ("AWS_ENDPOINT_URL", moto.endpoint()),
+        ("AWS_ALLOW_HTTP", "true".to_string()),
+        ("AWS_ACCESS_KEY_ID", "test".to_string()),
+        ("AWS_SECRET_ACCESS_KEY", "test".to_string()),
+        ("AWS_REGION", "us-east-1".to_string()),
+    ];
+    let run = |args: &[String]| {
+        let mut c = bin();
+        c.current_dir(root)
+            .args(args)
+            .env_remove("GUIDELOOM_CACHE_DIR")
+            .envs(env.iter().map(|(k, v)| (*k, v)));
+        let o = output_within(c, 120, &format!("{args:?}"));
+        assert!(o.status.success(), "{args:?}: {}", String::from_utf8_lossy(&o.stderr));
+        String::from_utf8(o.stdout).unwrap().lines().map(str::to_string).collect::<Vec<_>>()
+    };
+    for (sub, name, count, fp) in ISSUE18_FOREIGN {
+        // Upload the copy in `a/sub` under `s3://guideloom-fp/c/sub/`.
+        let dir = guideloom::storage::RemoteDir::open(&format!("s3://guideloom-fp/c/{sub}"), options.clone())
+            .unwrap();
+        let mut stack = vec![a.join(sub)];
+        while let Some(d) = stack.pop() {
+            for e in std::fs::read_dir(&d).unwrap() {
+                let p = e.unwrap().path();
+                if p.is_dir() {
+                    stack.push(p);
+                } else {
+                    let rel = p.strip_prefix(a.join(sub)).unwrap().to_str().unwrap().to_string();
+                    dir.put(&rel, std::fs::read(&p).unwrap()).unwrap();
+                }
+            }
+        }
+        let url = format!("s3://guideloom-fp/c/{sub}/{name}");
+        let local = format!("a/{sub}/{name}");
+        let v: serde_json::Value =
+            serde_json::from_str(&run(&["inspect".into(), "--json".into(), url.clone()])[0]).unwrap();
+        assert_eq!(v["fingerprint"], fp, "{url}");
+        let full = run(&with(&local, &[]));
+        assert_eq!(full.len(), count, "{sub}");
+        for (first, then) in [(&local, &url), (&url, &local)] {
+            let head = run(&with(first, &["--max-batches", "3", "--save-state", st]));
+            let rest = run(&with(then, &["--resume", st]));
+            assert_eq!([head, rest].concat(), full, "{sub}: 3 batches on {first}, the rest on {then}");
+        }
+    }
 }

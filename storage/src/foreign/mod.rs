@@ -392,6 +392,9 @@ pub struct ForeignDataset {
     path: PathBuf,
     parts: Arc<Parts>,
     elements: u64,
+    /// Readers carry the fingerprint of guideloom 0.x before issue 18, whose spec held the
+    /// opened path ([`ForeignDataset::with_legacy_fingerprint`]).
+    legacy_fingerprint: bool,
 }
 
 impl ForeignDataset {
@@ -498,7 +501,7 @@ impl ForeignDataset {
             let fs = Fs::new(format, parts.dir.clone());
             parts.documents = Some(raw::scan_documents(&fs, &parts, delimiter, elements)?);
         }
-        Ok(ForeignDataset { format, path, parts: Arc::new(parts), elements })
+        Ok(ForeignDataset { format, path, parts: Arc::new(parts), elements, legacy_fingerprint: false })
     }
 
     /// The layout.
@@ -651,23 +654,41 @@ impl ForeignDataset {
         v
     }
 
+    /// This dataset with readers whose fingerprint is the one a state saved before issue 18
+    /// holds: the same spec as [`ForeignDataset::reader`]'s manifest plus `"path"`, the path
+    /// or URL this dataset was opened with (as [`ForeignDataset::path`] prints it). Those
+    /// versions hashed where the data lived, so a state saved on `data/x` did not resume on
+    /// `./data/x`, on a copy, or on its `s3://` upload. Meant only to recognise such a state
+    /// for the same location: compare a saved `source.fingerprint` with a source built over
+    /// `with_legacy_fingerprint().reader(..)`, and when equal resume with the current one (the
+    /// `guideloom` CLI does this for `--resume`). Data and every other behaviour are
+    /// unchanged.
+    pub fn with_legacy_fingerprint(&self) -> Self {
+        ForeignDataset { legacy_fingerprint: true, ..self.clone() }
+    }
+
     /// The manifest a reader of this dataset serves: kind `stream`, the dtype, format
-    /// `{"name": "<layout>", "params": {path, files, byte order, index hash}}` and one shard
-    /// per file (its elements and bytes; checksum 0: foreign files carry none of guideloom's),
-    /// so its fingerprint changes with the layout, the files and their index.
+    /// `{"name": "<layout>", "params": {files, byte order, index hash, documents}}` and one
+    /// shard per file (its elements and bytes; checksum 0: foreign files carry none of
+    /// guideloom's), so its fingerprint changes with the layout, the files (named relative to
+    /// the dataset's root, in stream order), their sizes and their index, and not with where
+    /// the dataset lives: a copy at another path or URL has the same fingerprint (issue 18).
+    /// The location stays in the manifest's metadata ([`ForeignDataset::describe`]), which
+    /// the fingerprint excludes. With [`ForeignDataset::with_legacy_fingerprint`], `params`
+    /// also holds `"path"` (the spec before issue 18).
     fn manifest(&self) -> Result<Manifest> {
         let files: Vec<Value> =
             self.parts.files.iter().map(|f| json!([f.path.display().to_string(), f.bytes])).collect();
-        let spec = FormatSpec {
-            name: self.format.name().to_string(),
-            params: json!({
-                "path": self.path.display().to_string(),
-                "files": files,
-                "byte_order": if self.parts.big_endian { "big" } else { "little" },
-                "index_xxh3": format!("{:016x}", self.parts.index_hash),
-                "documents": self.document_count(),
-            }),
-        };
+        let mut params = json!({
+            "files": files,
+            "byte_order": if self.parts.big_endian { "big" } else { "little" },
+            "index_xxh3": format!("{:016x}", self.parts.index_hash),
+            "documents": self.document_count(),
+        });
+        if self.legacy_fingerprint {
+            params["path"] = json!(self.path.display().to_string());
+        }
+        let spec = FormatSpec { name: self.format.name().to_string(), params };
         let mut m = Manifest::new(StorageKind::Stream, Some(&self.element_dtype()), spec)?;
         for (id, f) in self.parts.files.iter().enumerate() {
             m.upsert(ShardEntry {

@@ -61,22 +61,30 @@ impl TokenStorageFn for &Batches {
     type Output = ();
     fn stream<E: TokenElement>(self, reader: StreamReader<TokenFormat<E>>) -> CliResult {
         let w = &self.args.window;
-        self.print(StreamWindows::with_stride(reader, w.seq_len, self.args.stride())?)
+        self.print(StreamWindows::with_stride(reader, w.seq_len, self.args.stride())?, None)
     }
     fn meta<E: TokenElement>(self, reader: StreamWithMetaReader<DocumentTokensFormat<E>>) -> CliResult {
         let w = &self.args.window;
-        self.print(MetaWindows::with_stride(reader, w.seq_len, self.args.stride())?)
+        self.print(MetaWindows::with_stride(reader, w.seq_len, self.args.stride())?, None)
     }
     fn foreign(self, data: &ForeignDataset, options: ReadOptions) -> CliResult {
         let w = &self.args.window;
-        let reader = data.reader(ForeignIds::of(data)?, options)?;
-        self.print(StreamWindows::with_stride(reader, w.seq_len, self.args.stride())?)
+        let reader = data.reader(ForeignIds::of(data)?, options.clone())?;
+        // A state saved before issue 18 holds the fingerprint of the same windows over the
+        // dataset fingerprinted with its path.
+        let legacy = || -> CliResult<u64> {
+            let reader = data.with_legacy_fingerprint().reader(ForeignIds::of(data)?, options.clone())?;
+            Ok(StreamWindows::with_stride(reader, w.seq_len, self.args.stride())?.fingerprint())
+        };
+        self.print(StreamWindows::with_stride(reader, w.seq_len, self.args.stride())?, Some(&legacy))
     }
 }
 
 impl Batches {
-    /// Prints the batches of the loader over `source`.
-    fn print<S>(&self, source: S) -> CliResult
+    /// Prints the batches of the loader over `source`; `legacy`, for a foreign dataset, the
+    /// fingerprint a state saved before issue 18 holds for it
+    /// ([`crate::cmd::foreign::adopt_legacy_fingerprint`]).
+    fn print<S>(&self, source: S, legacy: Option<&dyn Fn() -> CliResult<u64>>) -> CliResult
     where
         S: DataSource + 'static,
         S::Item: WindowRecord,
@@ -95,7 +103,14 @@ impl Batches {
         }
         let options = if self.round_down { ResumeOptions::round_down() } else { ResumeOptions::default() };
         let mut it = match &self.resume {
-            Some(p) => loader.iter_from_with(&read_state(p)?, options)?,
+            Some(p) => {
+                let mut state = read_state(p)?;
+                if let Some(legacy) = legacy {
+                    let current = loader.source().fingerprint();
+                    crate::cmd::foreign::adopt_legacy_fingerprint(&mut state, current, legacy)?;
+                }
+                loader.iter_from_with(&state, options)?
+            }
             None => loader.iter(),
         };
         super::print::print_batches(

@@ -133,19 +133,38 @@ impl TokenStorageFn for &Bench {
     }
 
     fn foreign(self, data: &ForeignDataset, options: ReadOptions) -> CliResult<Throughput> {
-        self.foreign_windows(data.reader(IntTokenFormat::new(data.dtype())?, options)?)
+        let w = &self.args.window;
+        // A state saved before issue 18 holds the fingerprint of the same windows over the
+        // dataset fingerprinted with its path.
+        let legacy = || -> CliResult<u64> {
+            let reader =
+                data.with_legacy_fingerprint().reader(IntTokenFormat::new(data.dtype())?, options.clone())?;
+            Ok(TokenWindows::<i64>::from_int_reader(reader, w.seq_len, self.args.stride())?.fingerprint())
+        };
+        self.foreign_windows(data.reader(IntTokenFormat::new(data.dtype())?, options.clone())?, legacy)
     }
 }
 
 impl Bench {
-    /// A dataset in another project's layout: the same token-window fast path, as `i64` ids.
-    fn foreign_windows(&self, reader: StreamReader<IntTokenFormat>) -> CliResult<Throughput> {
+    /// A dataset in another project's layout: the same token-window fast path, as `i64` ids;
+    /// `legacy`, the fingerprint a state saved before issue 18 holds for it
+    /// ([`crate::cmd::foreign::adopt_legacy_fingerprint`]).
+    fn foreign_windows(
+        &self,
+        reader: StreamReader<IntTokenFormat>,
+        legacy: impl FnOnce() -> CliResult<u64>,
+    ) -> CliResult<Throughput> {
         let token_bytes = reader.format().primitive().size();
         let windows =
             TokenWindows::<i64>::from_int_reader(reader, self.args.window.seq_len, self.args.stride())?;
         let collate = windows.collate();
         let loader = self.args.builder(windows).collate(collate).build()?;
-        let batches = self.iter(&loader)?.map(|b| {
+        let mut resume = self.resume;
+        if let Some(state) = &mut resume {
+            let current = loader.source().fingerprint();
+            crate::cmd::foreign::adopt_legacy_fingerprint(state, current, legacy)?;
+        }
+        let batches = self.iter_from(&loader, resume.as_ref())?.map(|b| {
             b.map(|b| {
                 let sum = b.data.data().iter().fold(0u64, |a, &t| a.wrapping_add(t as u64));
                 (b.data.shape()[0] as u64, b.data.data().len() as u64, sum)
@@ -163,8 +182,23 @@ impl Bench {
         C: Collate<U> + 'static,
         C::Output: 'static,
     {
+        self.iter_from(loader, self.resume.as_ref())
+    }
+
+    /// [`Bench::iter`] from `state` in place of `--resume`'s.
+    fn iter_from<S, U, C>(
+        &self,
+        loader: &Loader<S, U, C>,
+        state: Option<&State>,
+    ) -> Result<LoaderIter<S, U, C>, LoaderError>
+    where
+        S: DataSource + 'static,
+        U: 'static,
+        C: Collate<U> + 'static,
+        C::Output: 'static,
+    {
         let options = if self.round_down { ResumeOptions::round_down() } else { ResumeOptions::default() };
-        match &self.resume {
+        match state {
             Some(state) => loader.iter_from_with(state, options),
             None => Ok(loader.iter()),
         }

@@ -3,6 +3,7 @@
 
 use std::path::Path;
 
+use guideloom::loader::State;
 use guideloom::storage::foreign::{self, ForeignDataset, ForeignOptions};
 use guideloom::storage::{RemoteOptions, StorageError, StorageLocation};
 
@@ -70,4 +71,27 @@ pub(crate) fn open_with(path: &Path, options: &ForeignOptions) -> CliResult<Fore
     let location = StorageLocation::from_path(path);
     let remote = if location.is_remote() { RemoteOptions::from_env()? } else { RemoteOptions::default() };
     Ok(ForeignDataset::open_at(&location, &remote, options)?)
+}
+
+/// Lets a state saved before issue 18 resume: those versions hashed a foreign dataset's path
+/// into its fingerprint, so `state.source.fingerprint` is the one of a source over
+/// [`ForeignDataset::with_legacy_fingerprint`] at the location it was saved on. When the
+/// state's fingerprint is not `current` but equals `legacy()` (the same source, built over
+/// the legacy-fingerprinted dataset opened at this same path), it is replaced by `current`;
+/// otherwise the state is left alone, and the loader reports any mismatch as it does. Only
+/// the fingerprint is forgiven: every other field is still compared, and a state from other
+/// data, or from this data at another location under the old fingerprint, still fails.
+///
+/// # Errors
+///
+/// `legacy()` fails (the legacy source cannot be built).
+pub(crate) fn adopt_legacy_fingerprint(
+    state: &mut State,
+    current: u64,
+    legacy: impl FnOnce() -> CliResult<u64>,
+) -> CliResult {
+    if state.source.fingerprint != current && state.source.fingerprint == legacy()? {
+        state.source.fingerprint = current;
+    }
+    Ok(())
 }

@@ -186,7 +186,20 @@ fn megatron(a: &BatchesArgs) -> CliResult {
     }
     let loader = builder.build()?;
     let state = match &a.resume {
-        Some(p) => read_state(p)?,
+        Some(p) => {
+            let mut state = read_state(p)?;
+            // A state saved before issue 18 holds the fingerprint of the same samples over
+            // the prefixes fingerprinted with their paths.
+            let legacy = || -> CliResult<u64> {
+                let old: Vec<Weighted> =
+                    datasets.iter().map(|(w, d)| (*w, d.with_legacy_fingerprint())).collect();
+                let source = megatron_source(&old, &config, read_options(a.window.backend)?)?;
+                Ok(megatron_resume_source(source, o.consumed_samples, global)?.0.fingerprint())
+            };
+            let current = loader.source().fingerprint();
+            crate::cmd::foreign::adopt_legacy_fingerprint(&mut state, current, legacy)?;
+            state
+        }
         None => State { next_batch, ..loader.initial_state() },
     };
     let blend = datasets.len() > 1;
@@ -332,7 +345,17 @@ fn llmc(a: &BatchesArgs) -> CliResult {
     if loader.source().is_empty() {
         eprintln!("note: no batch: the shards hold fewer than B x T x processes + 1 tokens each");
     }
-    let state = llmc_state(a, &data, &loader.initial_state(), a.epochs)?;
+    let mut state = llmc_state(a, &data, &loader.initial_state(), a.epochs)?;
+    if a.resume.is_some() {
+        // A state saved before issue 18 holds the fingerprint of the same spans over the
+        // shards fingerprinted with their path.
+        let legacy = || -> CliResult<u64> {
+            let reader = data.with_legacy_fingerprint().reader(format, read_options(w.backend)?)?;
+            Ok(Spans::new(reader, loader.source().spans().to_vec())?.fingerprint())
+        };
+        let current = loader.source().fingerprint();
+        crate::cmd::foreign::adopt_legacy_fingerprint(&mut state, current, legacy)?;
+    }
     let mut it = loader.iter_from(&state)?;
     print_batches(
         &mut it,
