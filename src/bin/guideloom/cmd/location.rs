@@ -44,6 +44,22 @@ pub(crate) fn local_only(arg: &Path, what: &str, instead: &str) -> CliResult {
     Ok(())
 }
 
+/// Refuses an object-store URL given to a flag that names a local file the command reads or
+/// writes (`--save-state`, `--resume`, `--llmc-state`, `--lengths-out`, `--resume-ranks`):
+/// `flags` pairs each flag with its paths.
+///
+/// # Errors
+///
+/// One of the paths is a remote URL.
+pub(crate) fn local_files<'a>(flags: impl IntoIterator<Item = (&'a str, Option<&'a Path>)>) -> CliResult {
+    for (flag, path) in flags {
+        if let Some(p) = path {
+            local_only(p, flag, "give a local file (copy it to or from the store yourself)")?;
+        }
+    }
+    Ok(())
+}
+
 /// Runs `guideloom upload LOCAL URL`: every committed shard file, then the manifest.
 pub(crate) fn upload(a: &crate::cli::UploadArgs) -> CliResult {
     let loc = StorageLocation::parse(&a.url);
@@ -70,6 +86,11 @@ pub(crate) fn upload(a: &crate::cli::UploadArgs) -> CliResult {
 /// `ingest --out URL`: runs `ingest` into a local temporary storage, then uploads it (shard
 /// objects first, the manifest last: a run killed at any point leaves the storage that was
 /// at the URL before in force). `None` (nothing done) when `out` is a local path.
+///
+/// # Errors
+///
+/// `--append` (not supported remotely), a prefix that already holds a storage (refused
+/// before `ingest` runs), the store, `ingest`'s own errors, or the upload.
 pub(crate) fn ingest_remote<R>(
     out: &Path,
     append: bool,
@@ -83,6 +104,10 @@ pub(crate) fn ingest_remote<R>(
         .into());
     }
     let dir = guideloom::storage::RemoteDir::open(&url, guideloom::storage::RemoteOptions::from_env()?)?;
+    // As for a local --out: refused before anything is read or tokenized.
+    if dir.file_len(guideloom::storage::MANIFEST_FILE)?.is_some() {
+        return Err(format!("{url} already holds a storage; give --out another prefix").into());
+    }
     let tmp = tempfile::tempdir()?;
     let local = tmp.path().join("storage");
     let r = ingest(&local)?;
