@@ -934,3 +934,53 @@ fn issue18_ingest_into_a_url_that_holds_a_storage_is_refused_before_tokenizing()
     );
     assert_eq!(run(&["batches", url, "--seq-len", "5"]).stdout, before.stdout);
 }
+
+/// Regression (issue 18, found by a new user): small messages. `s3://` alone said `Unable to
+/// recognise URL "s3:"` (a URL the user did not give); `foo://b/x` said the local directory
+/// does not exist; `GUIDELOOM_CACHE_BYTES=abc` said "remote open of GUIDELOOM_CACHE_BYTES
+/// ... (after 0 attempt(s))". Each now names what was given and what is wrong.
+#[test]
+fn issue18_a_url_without_bucket_an_unknown_scheme_and_a_bad_byte_count_are_named() {
+    let fails = |args: &[&str], env: &[(&str, &str)]| {
+        let o = bin().args(args).envs(env.iter().copied()).env("AWS_REGION", "us-east-1").output().unwrap();
+        assert_eq!(o.status.code(), Some(1), "{args:?}");
+        String::from_utf8(o.stderr).unwrap()
+    };
+    let err = fails(&["batches", "s3://", "--seq-len", "4"], &[]);
+    assert_eq!(err, "error: remote open of s3://: the URL names no bucket (container, or host): write s3://BUCKET/PREFIX\n");
+    for args in [&["batches", "foo://b/x", "--seq-len", "4"][..], &["inspect", "foo://b/x"]] {
+        let err = fails(args, &[]);
+        assert!(
+            err.starts_with(
+                "error: foo://b/x: unknown URL scheme \"foo\"; the supported ones are s3://, s3a://, gs://"
+            ),
+            "{args:?}: {err}"
+        );
+        assert!(err.contains("https:// (and file:// for a local path)"), "{err}");
+    }
+    let cache = tempfile::tempdir().unwrap();
+    let err = fails(
+        &["batches", "s3://bucket/x", "--seq-len", "4"],
+        &[("GUIDELOOM_CACHE_DIR", cache.path().to_str().unwrap()), ("GUIDELOOM_CACHE_BYTES", "abc")],
+    );
+    assert_eq!(
+        err,
+        "error: environment variable GUIDELOOM_CACHE_BYTES=\"abc\" is not a byte count (a whole number of bytes)\n"
+    );
+}
+
+/// Regression (issue 18, found by a new user): `guideloom batches <bad storage> 2>&1 | head -1`
+/// exited 101: printing the final error into the closed pipe panicked. The error is written
+/// without panicking and the exit status is the error's (1).
+#[test]
+fn issue18_the_final_error_into_a_closed_pipe_exits_1_not_a_panic() {
+    let (reader, writer) = std::io::pipe().unwrap();
+    drop(reader);
+    let o = bin()
+        .args(["batches", "/nonexistent/guideloom-storage", "--seq-len", "4"])
+        .stdout(std::process::Stdio::null())
+        .stderr(writer)
+        .status()
+        .unwrap();
+    assert_eq!(o.code(), Some(1));
+}

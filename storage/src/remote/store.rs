@@ -298,10 +298,18 @@ impl RemoteDir {
     /// store's environment variables and `options.store_options`. No request is made.
     ///
     /// # Errors
-    /// [`StorageError::Remote`] (op `open`) when the URL does not parse, names a scheme that is
-    /// not an object store, an option is unknown, the client cannot be built, or the runtime
+    /// [`StorageError::Remote`] (op `open`) when the URL does not parse, names no bucket
+    /// (`s3://`), names a scheme that is not an object store, an option is unknown, the client cannot be built, or the runtime
     /// or cache directory cannot be set up.
     pub fn open(url: &str, options: RemoteOptions) -> Result<Self> {
+        if let Some((scheme, rest)) = url.split_once("://") {
+            if rest.split('/').next().is_none_or(str::is_empty) {
+                return Err(open_error(
+                    url,
+                    format!("the URL names no bucket (container, or host): write {scheme}://BUCKET/PREFIX"),
+                ));
+            }
+        }
         let url = url.trim_end_matches('/').to_string();
         let parsed = url::Url::parse(&url).map_err(|e| open_error(&url, e))?;
         let (scheme, prefix) = ObjectStoreScheme::parse(&parsed).map_err(|e| open_error(&url, chain(&e)))?;

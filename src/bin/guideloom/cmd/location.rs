@@ -17,9 +17,34 @@ pub(crate) const REMOTE_READAHEAD: u64 = 16;
 pub(crate) fn remote(arg: &Path) -> CliResult<Option<Arc<dyn StorageDir>>> {
     let loc = StorageLocation::from_path(arg);
     if !loc.is_remote() {
+        unknown_scheme(arg)?;
         return Ok(None);
     }
     Ok(Some(loc.open()?))
+}
+
+/// Refuses `SCHEME://...` with a scheme that is not an object store's (nor `file`) when no
+/// local path of that name exists: a mistyped or unsupported URL, which would otherwise be
+/// reported as a missing local directory.
+///
+/// # Errors
+///
+/// `arg` reads as a URL of an unknown scheme.
+fn unknown_scheme(arg: &Path) -> CliResult {
+    let Some((scheme, _)) = arg.to_str().and_then(|t| t.split_once("://")) else { return Ok(()) };
+    let url_like = scheme.chars().next().is_some_and(|c| c.is_ascii_alphabetic())
+        && scheme.chars().all(|c| c.is_ascii_alphanumeric() || "+-.".contains(c));
+    if !url_like || scheme.eq_ignore_ascii_case("file") || arg.exists() {
+        return Ok(());
+    }
+    let known: Vec<String> =
+        guideloom::storage::remote::REMOTE_SCHEMES.iter().map(|s| format!("{s}://")).collect();
+    Err(format!(
+        "{}: unknown URL scheme {scheme:?}; the supported ones are {} (and file:// for a local path)",
+        arg.display(),
+        known.join(", ")
+    )
+    .into())
 }
 
 /// Whether `arg` is a remote URL.
