@@ -1077,3 +1077,198 @@ fn issue18_foreign_dataset_state_resumes_from_another_path_or_url() {
         }
     }
 }
+
+/// Regression (issue 18, found by a new user): opening a remote storage of 50,000 shards took
+/// 84 s, one `HEAD` per shard object. A manifest naming more than 64 files now gets their
+/// sizes from one paged `LIST` of the prefix: a storage of 300 one-to-three-token shards
+/// opens with 2 requests (the manifest `GET` and the `LIST`) and reads the same tokens as the
+/// local storage; a deleted shard object among them is still `MissingShard` naming its URL,
+/// and a shard object shorter than committed still `ShardTooShort`.
+/// (Skipped with a message when moto is not installed: `bash tests/s3/setup.sh`.)
+#[test]
+fn issue18_opening_many_remote_shards_lists_the_prefix_instead_of_a_head_each() {
+    use guideloom::formats::TokenFormat;
+    use guideloom::storage::{StorageDir, StorageError, StreamReader, StreamWriter, Window};
+    use std::sync::Arc;
+    let Some(s3) = S3::start("issue18_opening_many_remote_shards_lists_the_prefix_instead_of_a_head_each")
+    else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let mut w = StreamWriter::open(tmp.path(), TokenFormat::<u16>::new()).unwrap();
+    let mut tokens = Vec::new();
+    for s in 0..300u64 {
+        let t: Vec<u32> = (0..s % 3 + 1).map(|i| (s * 7 + i) as u32).collect();
+        w.append(s, &t).unwrap();
+        tokens.extend(t.iter().map(|&x| x as u16));
+    }
+    w.commit().unwrap();
+    assert_eq!(tokens.len(), 600);
+    s3.proxied("many", |_| {}).upload(tmp.path()).unwrap();
+    let open = |prefix: &str| {
+        let before = s3.proxy.stats().requests;
+        let sd: Arc<dyn StorageDir> = Arc::new(s3.proxied(prefix, |_| {}));
+        let r = StreamReader::open_in(sd, TokenFormat::<u16>::new(), Default::default());
+        (r, s3.proxy.stats().requests - before)
+    };
+    let (r, sent) = open("many");
+    let r = r.unwrap();
+    assert_eq!(sent, 2, "one manifest GET and one LIST, not 300 HEADs");
+    assert_eq!(r.read(Window::new(0, 600)).unwrap(), tokens);
+    let local = StreamReader::open(tmp.path(), TokenFormat::<u16>::new()).unwrap();
+    for start in [0u64, 1, 299, 598] {
+        assert_eq!(r.read(Window::new(start, 2)).unwrap(), local.read(Window::new(start, 2)).unwrap());
+    }
+    // A copy without shard 150 (every other file put, the manifest last): found missing by
+    // its own HEAD, named by its URL.
+    let gap = s3.proxied("gap", |_| {});
+    let mut files: Vec<_> = std::fs::read_dir(tmp.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .filter(|n| n != "shard-00150.stream" && n != "manifest.json")
+        .collect();
+    files.push("manifest.json".into());
+    for n in &files {
+        gap.put(n, std::fs::read(tmp.path().join(n)).unwrap()).unwrap();
+    }
+    let (r, sent) = open("gap");
+    match r {
+        Err(StorageError::MissingShard { shard, path }) => {
+            assert_eq!(shard, 150);
+            assert_eq!(path.to_str(), Some("s3://guideloom-test/gap/shard-00150.stream"));
+        }
+        other => panic!("expected MissingShard, got {:?}", other.err()),
+    }
+    assert_eq!(sent, 4, "the manifest GET, the LIST, and shard 150's HEAD, asked twice");
+    // Shard 151 cut to one byte (it commits 2 tokens, 4 bytes): ShardTooShort, as before.
+    let dir = s3.proxied("many", |_| {});
+    dir.put("shard-00151.stream", b"x".to_vec()).unwrap();
+    let (r, _) = open("many");
+    match r {
+        Err(StorageError::ShardTooShort { shard, path, expected, actual }) => {
+            assert_eq!((shard, expected, actual), (151, 4, 1));
+            assert_eq!(path.to_str(), Some("s3://guideloom-test/many/shard-00151.stream"));
+        }
+        other => panic!("expected ShardTooShort, got {:?}", other.err()),
+    }
+}
+
+/// Regression (issue 18, found by a new user): the state-file flags given an object-store URL
+/// (`--save-state s3://...`) were taken as local paths (a file `s3:/b/...` written under the
+/// working directory, or "does not exist"); each is refused before anything runs, with the
+/// "takes a local path" message `upload` and `demo --workdir` give.
+#[test]
+fn issue18_state_file_flags_given_a_url_are_refused_as_taking_a_local_path() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (dir, _) = known_storage(tmp.path());
+    let d = dir.to_str().unwrap();
+    let url = "s3://bucket/state.json";
+    for (flag, args) in [
+        ("--save-state", vec!["batches", d, "--seq-len", "4", "--save-state", url]),
+        ("--resume", vec!["batches", d, "--seq-len", "4", "--resume", url]),
+        ("--llmc-state", vec!["batches", d, "--seq-len", "4", "--llmc-state", url]),
+        ("--resume", vec!["bench", d, "--seq-len", "4", "--resume", url]),
+        ("--lengths-out", vec!["bench", d, "--seq-len", "4", "--pack", "best-fit", "--lengths-out", url]),
+    ] {
+        let o = bin().args(&args).current_dir(tmp.path()).output().unwrap();
+        assert_eq!(o.status.code(), Some(1), "{args:?}");
+        assert!(o.stdout.is_empty(), "{args:?}");
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(
+            err.contains(&format!("{flag} {url}: an object-store URL, but {flag} takes a local path")),
+            "{args:?}: {err}"
+        );
+        assert!(!tmp.path().join("s3:").exists(), "{args:?} wrote a local file");
+    }
+}
+
+/// Regression (issue 18, found by a new user): `ingest ... --out s3://...` into a prefix that
+/// already holds a storage tokenized every input and then replaced it, where a local `--out`
+/// and `import --out URL` refuse it. It is refused before any input is read: the input here
+/// (a line without the tokens field) would fail ingest, and the storage is left as it was.
+/// (Skipped with a message when moto is not installed: `bash tests/s3/setup.sh`.)
+#[test]
+fn issue18_ingest_into_a_url_that_holds_a_storage_is_refused_before_tokenizing() {
+    let test = "issue18_ingest_into_a_url_that_holds_a_storage_is_refused_before_tokenizing";
+    let Some(moto) = guideloom_testkit::s3::MotoServer::start(test) else { return };
+    moto.create_bucket("guideloom-out");
+    let tmp = tempfile::tempdir().unwrap();
+    let (dir, _) = known_storage(tmp.path());
+    let bad = tmp.path().join("bad.jsonl");
+    std::fs::write(&bad, "{\"text\":\"no ids here\"}\n").unwrap();
+    let env = [
+        ("AWS_ENDPOINT_URL", moto.endpoint()),
+        ("AWS_ALLOW_HTTP", "true".to_string()),
+        ("AWS_ACCESS_KEY_ID", "test".to_string()),
+        ("AWS_SECRET_ACCESS_KEY", "test".to_string()),
+        ("AWS_REGION", "us-east-1".to_string()),
+    ];
+    let run = |args: &[&str]| {
+        let mut c = bin();
+        c.args(args).env_remove("GUIDELOOM_CACHE_DIR").envs(env.iter().map(|(k, v)| (*k, v)));
+        output_within(c, 60, &format!("{args:?}"))
+    };
+    let url = "s3://guideloom-out/known";
+    let o = run(&["upload", dir.to_str().unwrap(), url]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let before = run(&["batches", url, "--seq-len", "5"]);
+    assert!(before.status.success());
+    let o = run(&["ingest", "jsonl", "--out", url, "--tokens-field", "ids", bad.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("error: s3://guideloom-out/known already holds a storage; give --out another prefix"),
+        "{err}"
+    );
+    assert_eq!(run(&["batches", url, "--seq-len", "5"]).stdout, before.stdout);
+}
+
+/// Regression (issue 18, found by a new user): small messages. `s3://` alone said `Unable to
+/// recognise URL "s3:"` (a URL the user did not give); `foo://b/x` said the local directory
+/// does not exist; `GUIDELOOM_CACHE_BYTES=abc` said "remote open of GUIDELOOM_CACHE_BYTES
+/// ... (after 0 attempt(s))". Each now names what was given and what is wrong.
+#[test]
+fn issue18_a_url_without_bucket_an_unknown_scheme_and_a_bad_byte_count_are_named() {
+    let fails = |args: &[&str], env: &[(&str, &str)]| {
+        let o = bin().args(args).envs(env.iter().copied()).env("AWS_REGION", "us-east-1").output().unwrap();
+        assert_eq!(o.status.code(), Some(1), "{args:?}");
+        String::from_utf8(o.stderr).unwrap()
+    };
+    let err = fails(&["batches", "s3://", "--seq-len", "4"], &[]);
+    assert_eq!(err, "error: remote open of s3://: the URL names no bucket (container, or host): write s3://BUCKET/PREFIX\n");
+    for args in [&["batches", "foo://b/x", "--seq-len", "4"][..], &["inspect", "foo://b/x"]] {
+        let err = fails(args, &[]);
+        assert!(
+            err.starts_with(
+                "error: foo://b/x: unknown URL scheme \"foo\"; the supported ones are s3://, s3a://, gs://"
+            ),
+            "{args:?}: {err}"
+        );
+        assert!(err.contains("https:// (and file:// for a local path)"), "{err}");
+    }
+    let cache = tempfile::tempdir().unwrap();
+    let err = fails(
+        &["batches", "s3://bucket/x", "--seq-len", "4"],
+        &[("GUIDELOOM_CACHE_DIR", cache.path().to_str().unwrap()), ("GUIDELOOM_CACHE_BYTES", "abc")],
+    );
+    assert_eq!(
+        err,
+        "error: environment variable GUIDELOOM_CACHE_BYTES=\"abc\" is not a byte count (a whole number of bytes)\n"
+    );
+}
+
+/// Regression (issue 18, found by a new user): `guideloom batches <bad storage> 2>&1 | head -1`
+/// exited 101: printing the final error into the closed pipe panicked. The error is written
+/// without panicking and the exit status is the error's (1).
+#[test]
+fn issue18_the_final_error_into_a_closed_pipe_exits_1_not_a_panic() {
+    let (reader, writer) = std::io::pipe().unwrap();
+    drop(reader);
+    let o = bin()
+        .args(["batches", "/nonexistent/guideloom-storage", "--seq-len", "4"])
+        .stdout(std::process::Stdio::null())
+        .stderr(writer)
+        .status()
+        .unwrap();
+    assert_eq!(o.code(), Some(1));
+}

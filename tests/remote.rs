@@ -38,7 +38,7 @@ fn write_fixture(dir: &Path) {
 
 /// moto, a proxy in front of it, a bucket, and a local storage uploaded as `s3://BUCKET/data`.
 pub(crate) struct S3 {
-    moto: MotoServer,
+    pub(crate) moto: MotoServer,
     pub(crate) proxy: FaultProxy,
     local: tempfile::TempDir,
 }

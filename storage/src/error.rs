@@ -242,8 +242,9 @@ pub enum StorageError {
     /// range asked for (`None` for a whole object or a metadata request), the attempts made
     /// and the last cause.
     #[error(
-        "remote {op} of {url}{}: {cause} (after {attempts} attempt(s))",
-        crate::error::range_text(range)
+        "remote {op} of {url}{}: {cause}{}",
+        crate::error::range_text(range),
+        crate::error::attempts_text(*attempts)
     )]
     Remote {
         /// What was asked: `get`, `head`, `list`, `put`, `copy`, `delete`, `open`.
@@ -257,6 +258,17 @@ pub enum StorageError {
         /// The last failure, as text (the object store's error chain, or what was wrong
         /// with the answer).
         cause: String,
+    },
+    /// An environment variable that sets an option (`GUIDELOOM_CACHE_BYTES`,
+    /// `GUIDELOOM_REMOTE_RETRIES`, ...) holds a value that does not parse as the option's type.
+    #[error("environment variable {var}={value:?} is not {expected}")]
+    InvalidEnv {
+        /// The variable's name.
+        var: &'static str,
+        /// The value it holds.
+        value: String,
+        /// What it must hold (`a byte count (a whole number of bytes)`).
+        expected: &'static str,
     },
     /// An I/O backend could not be set up or failed internally.
     #[error("I/O backend {backend}: {reason}")]
@@ -285,6 +297,16 @@ impl StorageError {
 /// ` bytes A..B` for a range, nothing for none.
 pub(crate) fn range_text(range: &Option<std::ops::Range<u64>>) -> String {
     range.as_ref().map_or_else(String::new, |r| format!(" bytes {}..{}", r.start, r.end))
+}
+
+/// `" (after N attempt(s))"`, or nothing when no request was made (`attempts` 0: the URL or
+/// the store's options were refused before any request).
+pub(crate) fn attempts_text(attempts: u32) -> String {
+    if attempts == 0 {
+        String::new()
+    } else {
+        format!(" (after {attempts} attempt(s))")
+    }
 }
 
 /// The result type of this crate.

@@ -34,7 +34,10 @@ fn main() -> ExitCode {
         // A closed stdout (`| head`) ends the output; it is not a failure.
         Err(e) if is_broken_pipe(&*e) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("error: {}", one_sentence(&*e));
+            // Not `eprintln!`: it panics (exit 101) when stderr is a closed pipe
+            // (`guideloom ... 2>&1 | head -1`); the exit status still says the command failed.
+            use std::io::Write as _;
+            let _ = writeln!(std::io::stderr().lock(), "error: {}", one_sentence(&*e));
             ExitCode::FAILURE
         }
     }

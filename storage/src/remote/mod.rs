@@ -235,33 +235,33 @@ impl RemoteOptions {
     /// [`TIMEOUT_ENV`] and [`BLOCK_ENV`] where set.
     ///
     /// # Errors
-    /// [`StorageError::Remote`] (op `open`, url the variable's name) when a number does not
-    /// parse.
+    /// [`StorageError::InvalidEnv`] when a variable's value does not parse as a whole number.
     pub fn from_env() -> Result<Self> {
-        fn num(var: &str) -> Result<Option<u64>> {
+        fn num(var: &'static str, expected: &'static str) -> Result<Option<u64>> {
             match std::env::var(var) {
-                Ok(v) => v.trim().parse::<u64>().map(Some).map_err(|e| StorageError::Remote {
-                    op: "open",
-                    url: var.into(),
-                    range: None,
-                    attempts: 0,
-                    cause: format!("{v:?} is not a whole number: {e}"),
+                Ok(v) => v.trim().parse::<u64>().map(Some).map_err(|_| StorageError::InvalidEnv {
+                    var,
+                    value: v,
+                    expected,
                 }),
                 Err(_) => Ok(None),
             }
         }
+        const BYTES: &str = "a byte count (a whole number of bytes)";
         let mut o = RemoteOptions::default();
         if let Some(dir) = std::env::var_os(CACHE_DIR_ENV).filter(|d| !d.is_empty()) {
-            o.cache =
-                Some(CacheOptions { dir: dir.into(), max_bytes: num(CACHE_BYTES_ENV)?.unwrap_or(4 << 30) });
+            o.cache = Some(CacheOptions {
+                dir: dir.into(),
+                max_bytes: num(CACHE_BYTES_ENV, BYTES)?.unwrap_or(4 << 30),
+            });
         }
-        if let Some(n) = num(RETRIES_ENV)? {
+        if let Some(n) = num(RETRIES_ENV, "a whole number of retries")? {
             o.retry.max_retries = u32::try_from(n).unwrap_or(u32::MAX);
         }
-        if let Some(ms) = num(TIMEOUT_ENV)? {
+        if let Some(ms) = num(TIMEOUT_ENV, "a whole number of milliseconds")? {
             o.retry.timeout = Duration::from_millis(ms);
         }
-        if let Some(b) = num(BLOCK_ENV)? {
+        if let Some(b) = num(BLOCK_ENV, BYTES)? {
             o.block_size = b.max(1);
         }
         Ok(o)

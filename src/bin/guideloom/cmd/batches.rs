@@ -30,6 +30,15 @@ struct Batches {
 /// Runs `guideloom batches`: prints the batches on stdout; with `--save-state` writes the
 /// state after the last batch that reached stdout.
 pub(crate) fn run(a: BatchesArgs) -> CliResult {
+    crate::cmd::location::local_files(
+        [
+            ("--save-state", a.save_state.as_deref()),
+            ("--resume", a.resume.as_deref()),
+            ("--llmc-state", a.order.llmc_state.as_deref()),
+        ]
+        .into_iter()
+        .chain(a.sequential.resume_ranks.iter().map(|p| ("--resume-ranks", Some(p.as_path())))),
+    )?;
     if a.sequential.on() {
         return crate::cmd::sequential::batches(&a);
     }

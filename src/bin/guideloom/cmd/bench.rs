@@ -49,6 +49,11 @@ type BatchCounts = (u64, u64, u64);
 /// Runs `guideloom bench`: one epoch (or `--seconds`, or `--max-batches`), reported as one
 /// line of text or one JSON object (`--json`).
 pub(crate) fn run(a: BenchArgs) -> CliResult {
+    crate::cmd::location::local_files(
+        [("--resume", a.resume.as_deref()), ("--lengths-out", a.lengths_out.as_deref())]
+            .into_iter()
+            .chain(a.sequential.resume_ranks.iter().map(|p| ("--resume-ranks", Some(p.as_path())))),
+    )?;
     if let Some(t) = a.seconds {
         if !(t.is_finite() && t > 0.0 && t <= 1e6) {
             return Err(format!("--seconds must be a positive number of seconds up to 1e6, got {t}").into());
