@@ -465,7 +465,7 @@ fn descriptor_cap_child() {
 #[test]
 fn required_backends_are_present() {
     let names: Vec<&str> = backends().into_iter().map(|(n, _)| n).collect();
-    for always in ["pread", "mmap", "auto", "auto, io_uring forced off"] {
+    for always in ["pread", "mmap", "hybrid", "auto", "auto, io_uring forced off"] {
         assert!(names.contains(&always), "{always} missing from {names:?}");
     }
     let required = guideloom_testkit::required_backends();
@@ -484,7 +484,7 @@ fn required_backends_are_present() {
     }
     if required.contains(&"io_uring") && required.contains(&"direct") {
         assert!(names.contains(&"io_uring+direct"), "{names:?}");
-        assert_eq!(names.len(), 7);
+        assert_eq!(names.len(), 8);
     }
 }
 
