@@ -610,13 +610,7 @@ fn issue18_pack_and_mix_read_storage_urls() {
     let local = tmp.path().join("docs");
     let l = local.to_str().unwrap();
     run_ok(&["ingest", "jsonl", "--out", l, "--tokens-field", "ids", "--doc-meta", input.to_str().unwrap()]);
-    let env = [
-        ("AWS_ENDPOINT_URL", moto.endpoint()),
-        ("AWS_ALLOW_HTTP", "true".to_string()),
-        ("AWS_ACCESS_KEY_ID", "test".to_string()),
-        ("AWS_SECRET_ACCESS_KEY", "test".to_string()),
-        ("AWS_REGION", "us-east-1".to_string()),
-    ];
+    let env = moto.client_env();
     let run = |args: &[&str]| {
         let mut c = bin();
         c.args(args).env_remove("GUIDELOOM_CACHE_DIR").envs(env.iter().map(|(k, v)| (*k, v)));
@@ -1030,13 +1024,7 @@ fn issue18_foreign_dataset_state_resumes_from_another_path_or_url() {
         .collect(),
         ..guideloom::storage::RemoteOptions::default()
     };
-    let env = [
-        ("AWS_ENDPOINT_URL", moto.endpoint()),
-        ("AWS_ALLOW_HTTP", "true".to_string()),
-        ("AWS_ACCESS_KEY_ID", "test".to_string()),
-        ("AWS_SECRET_ACCESS_KEY", "test".to_string()),
-        ("AWS_REGION", "us-east-1".to_string()),
-    ];
+    let env = moto.client_env();
     let run = |args: &[String]| {
         let mut c = bin();
         c.current_dir(root)
@@ -1196,13 +1184,7 @@ fn issue18_ingest_into_a_url_that_holds_a_storage_is_refused_before_tokenizing()
     let (dir, _) = known_storage(tmp.path());
     let bad = tmp.path().join("bad.jsonl");
     std::fs::write(&bad, "{\"text\":\"no ids here\"}\n").unwrap();
-    let env = [
-        ("AWS_ENDPOINT_URL", moto.endpoint()),
-        ("AWS_ALLOW_HTTP", "true".to_string()),
-        ("AWS_ACCESS_KEY_ID", "test".to_string()),
-        ("AWS_SECRET_ACCESS_KEY", "test".to_string()),
-        ("AWS_REGION", "us-east-1".to_string()),
-    ];
+    let env = moto.client_env();
     let run = |args: &[&str]| {
         let mut c = bin();
         c.args(args).env_remove("GUIDELOOM_CACHE_DIR").envs(env.iter().map(|(k, v)| (*k, v)));

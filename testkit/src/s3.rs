@@ -100,6 +100,18 @@ impl MotoServer {
         format!("http://{}", self.addr)
     }
 
+    /// The environment a `guideloom` process needs to reach this server through object_store's
+    /// S3 builder: the endpoint, plain HTTP allowed, moto's test credentials and a region.
+    pub fn client_env(&self) -> [(&'static str, String); 5] {
+        [
+            ("AWS_ENDPOINT_URL", self.endpoint()),
+            ("AWS_ALLOW_HTTP", "true".to_string()),
+            ("AWS_ACCESS_KEY_ID", "test".to_string()),
+            ("AWS_SECRET_ACCESS_KEY", "test".to_string()),
+            ("AWS_REGION", "us-east-1".to_string()),
+        ]
+    }
+
     /// Creates bucket `name` (an unsigned `PUT /name`, which moto accepts).
     pub fn create_bucket(&self, name: &str) {
         let (status, _) = http_request(self.addr, "PUT", &format!("/{name}"), b"");
