@@ -129,17 +129,8 @@ fn issue12_mmap_is_chosen_by_the_binary_only_when_asked() {
     let tmp = tempfile::tempdir().unwrap();
     let (dir, _) = known_storage(tmp.path());
     let backend = |env: Option<&str>, extra: &[&str]| -> String {
-        let mut cmd = bin();
-        cmd.args(["bench", dir.to_str().unwrap(), "--seq-len", "8", "--max-batches", "2", "--json"])
-            .args(extra);
-        cmd.env_remove("GUIDELOOM_IO");
-        if let Some(v) = env {
-            cmd.env("GUIDELOOM_IO", v);
-        }
-        let o = cmd.output().unwrap();
-        assert!(o.status.success(), "{env:?} {extra:?}: {}", String::from_utf8_lossy(&o.stderr));
-        let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
-        v["backend"].as_str().unwrap().to_string()
+        let args = ["bench", dir.to_str().unwrap(), "--seq-len", "8", "--max-batches", "2", "--json"];
+        bench_json(&args, env, extra)["backend"].as_str().unwrap().to_string()
     };
     assert_eq!(backend(Some("mmap"), &[]), "mmap");
     assert_eq!(backend(Some(" MMAP "), &["--backend", "auto"]), "mmap");
@@ -148,6 +139,19 @@ fn issue12_mmap_is_chosen_by_the_binary_only_when_asked() {
     assert_eq!(backend(Some("mmap"), &["--backend", "pread"]), "pread");
     assert_ne!(backend(None, &[]), "mmap");
     assert_ne!(backend(Some("bogus"), &[]), "mmap");
+}
+
+/// The `--json` line of `guideloom ARGS EXTRA` run with `GUIDELOOM_IO` unset or set to `env`;
+/// the run must succeed.
+fn bench_json(args: &[&str], env: Option<&str>, extra: &[&str]) -> serde_json::Value {
+    let mut cmd = bin();
+    cmd.args(args).args(extra).env_remove("GUIDELOOM_IO");
+    if let Some(v) = env {
+        cmd.env("GUIDELOOM_IO", v);
+    }
+    let o = cmd.output().unwrap();
+    assert!(o.status.success(), "{env:?} {extra:?}: {}", String::from_utf8_lossy(&o.stderr));
+    serde_json::from_slice(&o.stdout).unwrap()
 }
 
 /// Issue 20: the default `--backend auto` of the binary read at 0.41 of the raw mmap limit on
@@ -159,16 +163,9 @@ fn issue20_the_binary_default_is_the_hybrid_backend() {
     let tmp = tempfile::tempdir().unwrap();
     let (dir, _) = known_storage(tmp.path());
     let bench = |env: Option<&str>, extra: &[&str]| -> (String, u64) {
-        let mut cmd = bin();
-        cmd.args(["bench", dir.to_str().unwrap(), "--seq-len", "8", "--shuffle", "--workers", "2", "--json"])
-            .args(extra);
-        cmd.env_remove("GUIDELOOM_IO");
-        if let Some(v) = env {
-            cmd.env("GUIDELOOM_IO", v);
-        }
-        let o = cmd.output().unwrap();
-        assert!(o.status.success(), "{env:?} {extra:?}: {}", String::from_utf8_lossy(&o.stderr));
-        let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        let args =
+            ["bench", dir.to_str().unwrap(), "--seq-len", "8", "--shuffle", "--workers", "2", "--json"];
+        let v = bench_json(&args, env, extra);
         (v["backend"].as_str().unwrap().to_string(), v["checksum"].as_str().unwrap().parse().unwrap())
     };
     let (name, sum) = bench(None, &[]);
@@ -1012,16 +1009,7 @@ fn issue18_foreign_dataset_state_resumes_from_another_path_or_url() {
     let Some(moto) = guideloom_testkit::s3::MotoServer::start(test) else { return };
     moto.create_bucket("guideloom-fp");
     let options = guideloom::storage::RemoteOptions {
-        store_options: [
-            ("aws_endpoint", moto.endpoint()),
-            ("aws_allow_http", "true".into()),
-            ("aws_access_key_id", "test".into()),
-            ("aws_secret_access_key", "test".into()),
-            ("aws_region", "us-east-1".into()),
-        ]
-        .into_iter()
-        .map(|(k, v)| (k.to_string(), v))
-        .collect(),
+        store_options: moto.store_options(),
         ..guideloom::storage::RemoteOptions::default()
     };
     let env = moto.client_env();

@@ -51,16 +51,7 @@ impl Server {
     fn options(&self) -> RemoteOptions {
         RemoteOptions {
             block_size: 4096,
-            store_options: [
-                ("aws_endpoint", self.moto.endpoint()),
-                ("aws_allow_http", "true".into()),
-                ("aws_access_key_id", "test".into()),
-                ("aws_secret_access_key", "test".into()),
-                ("aws_region", "us-east-1".into()),
-            ]
-            .into_iter()
-            .map(|(k, v)| (k.to_string(), v))
-            .collect(),
+            store_options: self.moto.store_options(),
             ..RemoteOptions::default()
         }
     }

@@ -112,6 +112,21 @@ impl MotoServer {
         ]
     }
 
+    /// The object_store options that reach this server (`RemoteOptions::store_options`): the
+    /// endpoint, plain HTTP allowed, moto's test credentials and a region.
+    pub fn store_options(&self) -> Vec<(String, String)> {
+        [
+            ("aws_endpoint", self.endpoint()),
+            ("aws_allow_http", "true".to_string()),
+            ("aws_access_key_id", "test".to_string()),
+            ("aws_secret_access_key", "test".to_string()),
+            ("aws_region", "us-east-1".to_string()),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v))
+        .collect()
+    }
+
     /// Creates bucket `name` (an unsigned `PUT /name`, which moto accepts).
     pub fn create_bucket(&self, name: &str) {
         let (status, _) = http_request(self.addr, "PUT", &format!("/{name}"), b"");
