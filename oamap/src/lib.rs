@@ -54,6 +54,7 @@ mod npy;
 mod reader;
 mod schema;
 mod source;
+mod to_json;
 mod writer;
 
 pub use array::Array;
@@ -71,9 +72,10 @@ pub use npy::{
     open_npz, write_npz, write_npz_with_schema, NpzSource, DEFAULT_MAX_NPZ_MEMBER, DEFAULT_MAX_NPZ_TOTAL,
 };
 pub use npy::{parse_npy, write_npy};
-pub use reader::{ListView, Reader, RecordView, Value, MAX_OUTPUT_DEPTH};
+pub use reader::{ListView, Reader, RecordView, Value};
 pub use schema::{ArrayNames, ExplicitNames, Extension, Node, NodeId, NodeKind, Schema};
 #[cfg(any(test, feature = "test-util"))]
 pub use source::RecordingSource;
 pub use source::{ArrayMap, ArraySource};
+pub use to_json::MAX_OUTPUT_DEPTH;
 pub use writer::{from_data, from_data_serialize};
