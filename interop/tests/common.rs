@@ -84,9 +84,6 @@ pub(crate) fn assert_foreign(e: &InteropError, file: &str, want: &ForeignError) 
     }
 }
 
-/// Every case of `malformed/cases.json` with its format, the file the error must name and the
-/// exact error.
-
 /// The path a case opens: the directory of an `index.json`, the file otherwise.
 pub(crate) fn case_path(case: &str) -> PathBuf {
     let p = sample(&format!("malformed/{case}"));

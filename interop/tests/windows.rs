@@ -5,7 +5,7 @@
 
 use std::path::{Path, PathBuf};
 
-use guideloom_formats::{IntTokenFormat, Primitive, TokenFormat};
+use guideloom_formats::{Primitive, TokenFormat};
 use guideloom_interop::{token_windows, DocumentDelimiter, ForeignDataset, ForeignFormat, ForeignOptions};
 use guideloom_loader::{DataSource, Loader, LoaderError, Spans, TokenLoader, TokenWindows};
 use guideloom_storage::{ReadOptions, StreamWriter};
@@ -114,23 +114,26 @@ fn state_over_a_foreign_dataset_resumes_it_and_only_it() {
     assert!(matches!(l.iter_from(&state), Err(LoaderError::StateMismatch { .. })));
 }
 
-// An MDS dataset: needs the `mds` feature (`features` checks the refusal without it).
-#[cfg(feature = "mds")]
 #[test]
 fn documents_of_a_foreign_dataset_are_records_read_in_one_call() {
-    let data = ForeignDataset::open(sample("mds/tokens_zstd_sha1_xxh3"), &ForeignOptions::new()).unwrap();
-    let reader = data.reader(IntTokenFormat::new(data.dtype()).unwrap(), ReadOptions::default()).unwrap();
-    let docs = Spans::new(reader, data.document_windows()).unwrap();
-    assert_eq!(docs.len(), 4);
-    let loader = Loader::builder(docs).batch_size(3).workers(0).build().unwrap();
-    let batches: Vec<_> = loader.iter().map(|b| b.unwrap().data).collect();
-    assert_eq!(
-        batches,
-        [
-            vec![vec![101, 102, 103, 50256], vec![201, 202, 50256], vec![301, 302, 303, 304, 50256]],
-            vec![vec![401, 50256]]
-        ]
-    );
+    // An MDS dataset: read with the `mds` feature (`features` checks the refusal without it).
+    #[cfg(feature = "mds")]
+    {
+        use guideloom_formats::IntTokenFormat;
+        let data = ForeignDataset::open(sample("mds/tokens_zstd_sha1_xxh3"), &ForeignOptions::new()).unwrap();
+        let reader = data.reader(IntTokenFormat::new(data.dtype()).unwrap(), ReadOptions::default()).unwrap();
+        let docs = Spans::new(reader, data.document_windows()).unwrap();
+        assert_eq!(docs.len(), 4);
+        let loader = Loader::builder(docs).batch_size(3).workers(0).build().unwrap();
+        let batches: Vec<_> = loader.iter().map(|b| b.unwrap().data).collect();
+        assert_eq!(
+            batches,
+            [
+                vec![vec![101, 102, 103, 50256], vec![201, 202, 50256], vec![301, 302, 303, 304, 50256]],
+                vec![vec![401, 50256]]
+            ]
+        );
+    }
     // nanoGPT documents cut after the end-of-text.
     let options = ForeignOptions::new()
         .format(ForeignFormat::NanoGpt)

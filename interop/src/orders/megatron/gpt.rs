@@ -137,7 +137,7 @@ pub struct GptIndex {
 
 impl GptIndex {
     /// Builds the indices over the sequences `range` of a dataset whose sequences have
-    /// `lengths` tokens (the split, as [`megatron_split_ranges`] gives it).
+    /// `lengths` tokens (the split, as [`megatron_split_ranges`](crate::megatron_split_ranges) gives it).
     ///
     /// ```
     /// use guideloom_interop::{GptConfig, GptIndex};
