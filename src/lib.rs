@@ -5,6 +5,9 @@
 //! - [`storage`]: sharded on-disk storages and I/O backends (`guideloom-storage`);
 //! - [`loader`]: data sources, samplers, the worker pool and checkpoint state
 //!   (`guideloom-loader`);
+//! - [`interop`]: datasets in other projects' layouts (Megatron, nanoGPT, llm.c, MDS,
+//!   litdata, OLMo, NumPy) read in place, and Megatron's and llm.c's sample orders
+//!   (`guideloom-interop`);
 //! - [`oamap`]: the object-array mapping, nested records as named numpy arrays
 //!   (`guideloom-oamap`);
 //!
@@ -28,6 +31,7 @@
 pub mod ingest;
 
 pub use guideloom_formats as formats;
+pub use guideloom_interop as interop;
 pub use guideloom_loader as loader;
 pub use guideloom_oamap as oamap;
 pub use guideloom_storage as storage;

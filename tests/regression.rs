@@ -983,8 +983,8 @@ fn issue18_foreign_dataset_state_resumes_from_another_path_or_url() {
 
     // The library's legacy fingerprint is the one that version wrote.
     {
+        use guideloom::interop::{ForeignDataset, ForeignOptions};
         use guideloom::loader::{DataSource, StreamWindows};
-        use guideloom::storage::foreign::{ForeignDataset, ForeignOptions};
         let data = ForeignDataset::open(rel, &ForeignOptions::new()).unwrap();
         let ids = guideloom::formats::TokenFormat::<u16>::new();
         let source = |d: &ForeignDataset| {

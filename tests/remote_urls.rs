@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::process::Output;
 
 use guideloom::formats::Primitive;
-use guideloom::storage::foreign::{ForeignDataset, ForeignError, ForeignFormat, ForeignOptions};
+use guideloom::interop::{ForeignDataset, ForeignError, ForeignFormat, ForeignOptions, InteropError};
 use guideloom::storage::{RemoteDir, RemoteOptions, StorageError, StorageLocation};
 use guideloom_testkit::s3::MotoServer;
 
@@ -312,7 +312,7 @@ fn remote_urls_missing_or_short_objects_are_typed_errors_naming_the_url() {
     let e = ForeignDataset::open_at(&at("missing"), &s3.options(), &megatron).unwrap_err();
     let missing = format!("s3://{BUCKET}/broken/missing.bin");
     assert!(
-        matches!(&e, StorageError::Io { path, source } if path == Path::new(&missing) && source.kind() == std::io::ErrorKind::NotFound),
+        matches!(&e, InteropError::Storage(StorageError::Io { path, source }) if path == Path::new(&missing) && source.kind() == std::io::ErrorKind::NotFound),
         "{e:?}"
     );
     // The .bin is 2 bytes short of what the index says.
@@ -320,7 +320,7 @@ fn remote_urls_missing_or_short_objects_are_typed_errors_naming_the_url() {
     broken.put("short.bin", bin[..bin.len() - 2].to_vec()).unwrap();
     let e = ForeignDataset::open_at(&at("short"), &s3.options(), &megatron).unwrap_err();
     assert!(
-        matches!(&e, StorageError::Foreign { path, .. } if path == Path::new(&format!("s3://{BUCKET}/broken/short.bin"))),
+        matches!(&e, InteropError::Dataset { path, .. } if path == Path::new(&format!("s3://{BUCKET}/broken/short.bin"))),
         "{e:?}"
     );
     assert_eq!(
@@ -337,7 +337,7 @@ fn remote_urls_missing_or_short_objects_are_typed_errors_naming_the_url() {
     )
     .unwrap_err();
     assert!(
-        matches!(&e, StorageError::Foreign { path, .. } if path == Path::new(&format!("s3://{BUCKET}/broken/cut_000000.bin"))),
+        matches!(&e, InteropError::Dataset { path, .. } if path == Path::new(&format!("s3://{BUCKET}/broken/cut_000000.bin"))),
         "{e:?}"
     );
     let nanogpt = ForeignOptions::new().format(ForeignFormat::NanoGpt).dtype(Primitive::U16);

@@ -185,15 +185,6 @@ pub enum LoaderError {
         /// Why it is refused.
         detail: String,
     },
-    /// Another trainer's checkpoint (llm.c's `state_*.bin`) is not one, or does not match the
-    /// data and configuration it is resumed onto.
-    #[error("{what}: {detail}")]
-    ForeignCheckpoint {
-        /// The checkpoint kind (for example `"llm.c checkpoint"`).
-        what: &'static str,
-        /// What is wrong, with the expected and found values.
-        detail: String,
-    },
     /// A state was written by an unsupported state format version.
     #[error("state version {found} is not supported (this loader writes version {expected})")]
     StateVersion {
@@ -239,31 +230,6 @@ pub enum LoaderError {
     /// A state could not be parsed (the JSON error is the `source()`).
     #[error("not a valid loader state (JSON)")]
     StateJson(#[from] serde_json::Error),
-    /// A seed outside `[0, 2^32)` for Megatron's MT19937 (NumPy's `RandomState` refuses it).
-    #[error("seed {seed} is outside [0, 2^32)")]
-    InvalidSeed {
-        /// The seed given.
-        seed: u64,
-    },
-    /// Megatron's cached index differs from the computed one (at `entry`; when the lengths
-    /// differ, `cached` and `computed` are the lengths and `entry` the shorter one).
-    #[error("Megatron's cached {array} differs at entry {entry}: cached {cached}, computed {computed}")]
-    CacheMismatch {
-        /// `document_index`, `sample_index` (flattened pairs) or `shuffle_index`.
-        array: &'static str,
-        /// The first entry that differs.
-        entry: u64,
-        /// The cached value.
-        cached: i64,
-        /// The computed value.
-        computed: i64,
-    },
-    /// A Megatron split that holds no token was requested (Megatron itself loops forever).
-    #[error("the {split} split holds no token")]
-    EmptySplit {
-        /// `train`, `valid` or `test`.
-        split: &'static str,
-    },
 }
 
 impl LoaderError {

@@ -12,11 +12,9 @@
 //!   [`StreamWindows`] (windows decoded by any stream format) and [`Documents`] (and, with the
 //!   default feature `oamap`, `OamapRecords` over `guideloom-oamap` datasets, collated by
 //!   `GatherColumns`).
-//! - [`MegatronSamples`]: Megatron-Core's `GPTDataset` / `BlendedDataset` samples in
-//!   Megatron's order, computed in Rust ([`GptIndex`], [`BlendIndex`], [`Mt19937`]), and
-//!   [`megatron_resume_state`] / [`megatron_resume_source`] to continue a run at Megatron's `consumed_samples`;
-//!   [`llmc_windows`], [`llmc_shuffled_windows`]: llm.c's sequential and shuffled batch orders as
-//!   [`Spans`] records, and [`LlmcCheckpoint`] to continue from llm.c's checkpoints.
+//! - [`Spans`]: records that are arbitrary windows of a stream (documents, sequences); other
+//!   trainers' orders (Megatron-Core's samples, llm.c's batches) and datasets in other
+//!   projects' layouts are `guideloom-interop`'s, built on these sources.
 //! - [`Sampler`]: a pure function from batch number to record indices: one keyed
 //!   [`Permutation`] per epoch, shuffled globally, then sharded over ranks.
 //! - [`Loader`]: the builder and the iterator ([`LoaderIter`]); output is identical for every
@@ -72,9 +70,7 @@
 mod aliases;
 mod batch;
 mod error;
-mod llmc;
 mod loader;
-mod megatron;
 mod meta_documents;
 mod mix;
 #[cfg(feature = "oamap")]
@@ -102,17 +98,9 @@ pub use rand;
 pub use aliases::{DocumentLoader, TokenLoader, WindowLoader};
 pub use batch::{Batch, BufferPool, Collate, StackTokens, TokenBatch, VecCollate};
 pub use error::{BoxError, LoaderError};
-pub use llmc::{
-    llmc_resume_state, llmc_shuffled_resume_state, llmc_shuffled_windows, llmc_windows, LlmcCheckpoint,
-};
 pub use loader::{
     Loader, LoaderBuilder, LoaderIter, ResumeOptions, DEFAULT_WORKERS, MAX_BATCH_NUMBER, MAX_WORKERS,
     SHUTDOWN_GRACE,
-};
-pub use megatron::{
-    megatron_blending_indices, megatron_exhaustive_blending_indices, megatron_resume_source,
-    megatron_resume_state, megatron_split_ranges, BlendIndex, GptConfig, GptIndex, MegatronSample,
-    MegatronSamples, MegatronSplit, Mt19937, SamplePiece,
 };
 pub use meta_documents::MetaDocuments;
 pub use mix::{Mix, MixConfig, MixPlan, MixSchedule, MixSlot, MixStop, Sourced};
@@ -141,8 +129,17 @@ pub use token_windows::{MappedWindowCollate, TokenWindowCollate, TokenWindows, W
 pub use transforms::{Concat, Filter, Repeat, Slice, WindowShuffle};
 
 /// A stable 64-bit fingerprint of `words` (SplitMix64-style mixing; identical on every
-/// platform and run).
-pub(crate) fn fingerprint_words(words: &[u64]) -> u64 {
+/// platform and run): what this crate's sources and transforms mix their parameters with
+/// into [`DataSource::fingerprint`], for sources built outside it (guideloom-interop's
+/// Megatron samples) to mix theirs the same way. Part of the state format: a value once
+/// stored in a state must not change.
+///
+/// ```
+/// use guideloom_loader::fingerprint_words;
+/// assert_eq!(fingerprint_words(&[]), 0x6775_6964_656c_6f6f);
+/// assert_ne!(fingerprint_words(&[1, 2]), fingerprint_words(&[2, 1]));
+/// ```
+pub fn fingerprint_words(words: &[u64]) -> u64 {
     let mut h = 0x6775_6964_656c_6f6fu64;
     for &w in words {
         let mut z = h ^ w.wrapping_add(0x9e37_79b9_7f4a_7c15);

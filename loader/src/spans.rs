@@ -1,32 +1,29 @@
-//! Records that are arbitrary windows of a stream: the documents of a foreign dataset, its
-//! Megatron sequences, litdata blocks, OLMo instances.
+//! Records that are arbitrary windows of a stream: documents recorded as ranges of it, or
+//! (through `guideloom-interop`) a foreign dataset's documents, Megatron sequences, litdata
+//! blocks, OLMo instances.
 
 use guideloom_storage::Window;
 
 use crate::{fingerprint_words, DataSource, LoaderError, WindowReader};
 
 /// A source whose record `i` is the window `spans[i]` of a stream, decoded by the reader's
-/// format: documents as ranges of a stream (`ForeignDataset::document_windows`), sequences
-/// (`MegatronIndex::sequence_windows`), windows that stay inside each file
-/// (`ForeignDataset::file_windows`). `get_many` reads a whole batch with one
-/// [`WindowReader::read_windows`] call (one backend call). The fingerprint mixes the reader's
-/// with every span.
+/// format: documents as ranges of a stream (guideloom-interop's
+/// `ForeignDataset::document_windows`), sequences (`MegatronIndex::sequence_windows`), windows
+/// that stay inside each file (`ForeignDataset::file_windows`). `get_many` reads a whole batch
+/// with one [`WindowReader::read_windows`] call (one backend call). The fingerprint mixes the
+/// reader's with every span.
 ///
 /// ```
-/// use guideloom_formats::{IntTokenFormat, Primitive};
+/// use guideloom_formats::TokenFormat;
 /// use guideloom_loader::{DataSource, Spans};
-/// use guideloom_storage::foreign::{DocumentDelimiter, ForeignDataset, ForeignFormat, ForeignOptions};
-/// use guideloom_storage::ReadOptions;
+/// use guideloom_storage::{StreamReader, StreamWriter, Window};
 /// let dir = tempfile::tempdir()?;
-/// let ids: Vec<u8> = [7u16, 8, 0, 9, 0].iter().flat_map(|t| t.to_le_bytes()).collect();
-/// std::fs::write(dir.path().join("train.bin"), ids)?;
-/// let options = ForeignOptions::new()
-///     .format(ForeignFormat::NanoGpt)
-///     .dtype(Primitive::U16)
-///     .delimiter(DocumentDelimiter::Ends(0));
-/// let data = ForeignDataset::open(dir.path().join("train.bin"), &options)?;
-/// let reader = data.reader(IntTokenFormat::new(data.dtype())?, ReadOptions::default())?;
-/// let docs = Spans::new(reader, data.document_windows())?;
+/// let mut w = StreamWriter::open(dir.path(), TokenFormat::<u16>::new())?;
+/// w.append(0, &[7, 8, 0, 9, 0])?;
+/// w.commit()?;
+/// let reader = StreamReader::open(dir.path(), TokenFormat::<u16>::new())?;
+/// // Two documents, each ended by token 0.
+/// let docs = Spans::new(reader, vec![Window::new(0, 3), Window::new(3, 2)])?;
 /// assert_eq!(docs.get_many(&[1, 0])?, [vec![9, 0], vec![7, 8, 0]]);
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```

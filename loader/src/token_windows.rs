@@ -7,7 +7,6 @@ use std::path::Path;
 use std::sync::Arc;
 
 use guideloom_formats::{Dtype, Element, IntTokenFormat, Primitive, TokenElement, TokenFormat};
-use guideloom_storage::foreign::ForeignDataset;
 use guideloom_storage::{
     Manifest, MappedWindows, MmapBackend, ReadOptions, StorageError, StreamReader, Window,
 };
@@ -229,7 +228,8 @@ impl<E: Element> TokenWindows<E> {
     }
 
     /// Windows over a reader of ids of any integer dtype ([`IntTokenFormat`]: a foreign
-    /// dataset's reader, or a native storage of signed ids), as batches of `E` ids. Stored ids
+    /// dataset's reader (guideloom-interop's `token_windows`), or a native storage of signed
+    /// ids), as batches of `E` ids. Stored ids
     /// are widened in place (signed ones sign-extended); they must all fit `E`: unsigned ids
     /// as for [`TokenWindows::open_any`], signed ids only into a signed `E` at least as wide.
     ///
@@ -244,45 +244,6 @@ impl<E: Element> TokenWindows<E> {
     ) -> Result<Self, LoaderError> {
         check_widens(reader.dir(), &reader.dtype().clone(), &E::dtype())?;
         Self::from_storage(SharedTokens(Arc::new(reader)), seq_len, stride)
-    }
-
-    /// Windows over a foreign dataset (Megatron, nanoGPT, llm.c, MDS, litdata, OLMo, NumPy;
-    /// see [`guideloom_storage::foreign`]) read in place, as batches of `E` ids: the same fast
-    /// path as a native storage (one backend call per batch, straight into the
-    /// `[batch, seq_len]` buffer). The source's fingerprint is that of the dataset's
-    /// description (layout, files and sizes, index hash), so a state names the data it was
-    /// made on.
-    ///
-    /// ```
-    /// use guideloom_formats::Primitive;
-    /// use guideloom_loader::{Collate, DataSource, TokenWindows};
-    /// use guideloom_storage::foreign::{ForeignDataset, ForeignFormat, ForeignOptions};
-    /// use guideloom_storage::ReadOptions;
-    /// let dir = tempfile::tempdir()?;
-    /// let ids: Vec<u8> = (0u16..10).flat_map(|t| t.to_le_bytes()).collect();
-    /// std::fs::write(dir.path().join("train.bin"), ids)?; // a nanoGPT train.bin
-    /// let options = ForeignOptions::new().format(ForeignFormat::NanoGpt).dtype(Primitive::U16);
-    /// let data = ForeignDataset::open(dir.path().join("train.bin"), &options)?;
-    /// let windows = TokenWindows::<i64>::foreign(&data, 5, 4, ReadOptions::default())?;
-    /// assert_eq!(windows.len(), 2);
-    /// let batch = windows.collate().collate(vec![windows.get(1)?, windows.get(0)?])?;
-    /// assert_eq!(batch.data(), [4, 5, 6, 7, 8, 0, 1, 2, 3, 4]);
-    /// # Ok::<(), Box<dyn std::error::Error>>(())
-    /// ```
-    ///
-    /// # Errors
-    /// [`LoaderError::Open`] when the reader cannot be made; otherwise as
-    /// [`TokenWindows::from_int_reader`].
-    pub fn foreign(
-        data: &ForeignDataset,
-        seq_len: u64,
-        stride: u64,
-        options: ReadOptions,
-    ) -> Result<Self, LoaderError> {
-        let format = IntTokenFormat::new(data.dtype())
-            .map_err(|source| open_error(data.path())(StorageError::Format { shard: 0, source }))?;
-        let reader = data.reader(format, options).map_err(open_error(data.path()))?;
-        Self::from_int_reader(reader, seq_len, stride)
     }
 
     fn from_storage(storage: SharedTokens, seq_len: u64, stride: u64) -> Result<Self, LoaderError> {

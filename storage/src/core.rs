@@ -425,9 +425,9 @@ impl<K: ReaderKind> Reader<K> {
         })
     }
 
-    /// A reader over an index opened by other means than a manifest (a foreign dataset of
-    /// `crate::foreign`): `manifest` is the description made for it, `files` the files its
-    /// plans name, `len` its record count.
+    /// A reader over an index opened by other means than a manifest (a
+    /// [`crate::StreamLayout`], [`crate::StreamReader::from_layout`]): `manifest` is the
+    /// description made for it, `files` the files its plans name, `len` its record count.
     pub(crate) fn from_index(
         dir: Arc<dyn StorageDir>,
         manifest: Manifest,

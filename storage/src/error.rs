@@ -202,18 +202,16 @@ pub enum StorageError {
         /// The name given.
         name: String,
     },
-    /// A dataset in another project's layout (Megatron, nanoGPT, llm.c, MosaicML MDS,
-    /// litdata, OLMo/Dolma, NumPy; see [`crate::foreign`]) is damaged, ambiguous or not
-    /// supported: `error` says what, with the numbers, about file `path`.
-    #[error("{} dataset {path}: {error}", crate::foreign::format_label(*format))]
-    Foreign {
-        /// The layout being read; `None` when it could not be told (auto-detection failed).
-        format: Option<crate::foreign::ForeignFormat>,
-        /// The file (or dataset path) the problem is in.
-        path: PathBuf,
-        /// What is wrong, with the field and the numbers ([`StorageError::foreign_error`]
-        /// borrows it).
-        error: Box<crate::foreign::ForeignError>,
+    /// A [`crate::StreamLayout`] given to [`crate::StreamReader::from_layout`] does not
+    /// describe a stream of its files: a file not named by a relative path below the
+    /// directory, a segment naming no file or passing its file's committed bytes, a count
+    /// overflowing `u64`, big-endian elements of a non-primitive dtype.
+    #[error("invalid stream layout in {dir}: {reason}")]
+    InvalidLayout {
+        /// The directory the layout's files are in.
+        dir: PathBuf,
+        /// What is wrong, naming the segment or file and the numbers.
+        reason: String,
     },
     /// The manifest a writer was about to replace is not the one it read (or last
     /// committed): another writer committed in between without holding the writer lock.
@@ -281,12 +279,11 @@ pub enum StorageError {
 }
 
 impl StorageError {
-    /// What is wrong with a foreign dataset, when this is [`StorageError::Foreign`].
-    pub fn foreign_error(&self) -> Option<&crate::foreign::ForeignError> {
-        match self {
-            StorageError::Foreign { error, .. } => Some(error),
-            _ => None,
-        }
+    /// The [`StorageError::UnsafeFile`] for `path`, found to be of type `kind` (a FIFO, a
+    /// socket, a device, a directory, a link) instead of a regular file: the refusal every
+    /// reader of this crate gives, for readers of files outside a storage to give too.
+    pub fn not_regular(path: &std::path::Path, kind: std::fs::FileType) -> Self {
+        crate::dir::not_regular(path, kind)
     }
 
     pub(crate) fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {

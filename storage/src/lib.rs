@@ -76,9 +76,9 @@ mod core;
 mod dir;
 mod document;
 mod error;
-pub mod foreign;
 mod io;
 pub mod kind;
+mod layout;
 mod lock;
 mod manifest;
 pub mod remote;
@@ -90,13 +90,13 @@ pub use crate::core::{KeyOf, Kind, ReadPlan, Reader, ReaderIndex, ReaderKind, Wi
 pub use dir::{DirEntry, EntryKind, LocalDir, MemDir, StorageDir, WriteDir, WriteFile};
 pub use document::{DocumentReader, DocumentWriter};
 pub use error::{Result, StorageError};
-pub use foreign::{ForeignDataset, ForeignError, ForeignFormat, ForeignOptions};
 pub use io::{
     auto_backend_choice, choose_backend, descriptor_budget, io_uring_probe, open_descriptors,
     shared_descriptor_budget, AutoBackend, BackendChoice, BackendKind, DirectBackend, FileSet, HybridBackend,
     HybridRoute, MappedBytes, MmapBackend, PreadBackend, ReadBackend, ReadOptions, ReadRequest, ShardFile,
     UringBackend, DIRECT_ALIGN, HYBRID_MIN_RESIDENT, HYBRID_RECHECK, IO_ENV_VAR,
 };
+pub use layout::{LayoutFile, Segment, StreamLayout};
 pub use manifest::{
     FileEntry, FormatSpec, Manifest, ShardEntry, StorageKind, FORMAT_VERSION, MANIFEST_FILE,
     MAX_MANIFEST_BYTES,

@@ -9,6 +9,7 @@ use crate::core::{
 use crate::dir::StorageDir;
 use crate::io::{MappedBytes, MmapBackend, ReadRequest, ShardFile};
 use crate::kind::Stream;
+use crate::layout::Segment;
 use crate::manifest::{Manifest, MANIFEST_FILE};
 use crate::{Result, StorageError};
 
@@ -49,7 +50,7 @@ pub struct StreamIndex {
     ids: Vec<u64>,
     /// `starts[i]` = first element of shard `i`; `starts[len]` = total.
     starts: Vec<u64>,
-    /// Foreign datasets (`crate::foreign`): per segment ("shard" above), the file and the
+    /// A [`crate::StreamLayout`]'s segments ("shards" above): per segment, the file and the
     /// byte its elements start at. `None` for native storages (shard `i` is file `step * i`
     /// from byte 0).
     extents: Option<Box<Extents>>,
@@ -58,7 +59,7 @@ pub struct StreamIndex {
     swap: bool,
 }
 
-/// Where the segments of a foreign stream lie: parallel to [`StreamIndex`]'s `ids`.
+/// Where the segments of a [`crate::StreamLayout`] lie: parallel to [`StreamIndex`]'s `ids`.
 #[derive(Debug, Clone)]
 struct Extents {
     file: Vec<usize>,
@@ -86,35 +87,25 @@ impl StreamIndex {
         self.starts[i + 1] - self.starts[i]
     }
 
-    /// The index of a foreign dataset: `dtype` elements (stored big-endian when `swap`) in
-    /// `segments` of `(file, first byte, elements)`, in stream order; segment `i` is named
-    /// `ids[i]` in windows' segmentation and errors.
-    ///
-    /// # Errors
-    /// [`StorageError::BatchTooLarge`] when the element count or a segment's byte end
-    /// overflows `u64`.
-    pub(crate) fn foreign(
-        dtype: Dtype,
-        segments: &[(usize, u64, u64)],
-        ids: Vec<u64>,
-        swap: bool,
-    ) -> Result<Self> {
+    /// The index of a [`crate::StreamLayout`]: `dtype` elements (stored big-endian when
+    /// `swap`) in `segments`, in stream order; segment `i` is shard `i` in windows'
+    /// segmentation and errors. The caller checked the counts (`StreamLayout::check`): no
+    /// byte end or total overflows `u64`.
+    pub(crate) fn from_segments(dtype: Dtype, segments: &[Segment], swap: bool) -> Self {
         let itemsize = dtype.itemsize();
-        let overflow = || StorageError::BatchTooLarge { bytes: u64::MAX };
         let mut starts = Vec::with_capacity(segments.len() + 1);
         let (mut file, mut base) = (Vec::with_capacity(segments.len()), Vec::with_capacity(segments.len()));
         let mut total = 0u64;
         starts.push(0);
-        for &(f, b, n) in segments {
-            n.checked_mul(itemsize).and_then(|len| len.checked_add(b)).ok_or_else(overflow)?;
-            total = total.checked_add(n).ok_or_else(overflow)?;
+        for s in segments {
+            total += s.elements;
             starts.push(total);
-            file.push(f);
-            base.push(b);
+            file.push(s.file);
+            base.push(s.offset);
         }
-        debug_assert_eq!(ids.len(), segments.len());
+        let ids = (0..segments.len() as u64).collect();
         let extents = Some(Box::new(Extents { file, base }));
-        Ok(StreamIndex { dtype, itemsize, ids, starts, extents, swap })
+        StreamIndex { dtype, itemsize, ids, starts, extents, swap }
     }
 
     /// Whether stored elements are big-endian (swapped on decode and `read_many_into`).
@@ -123,7 +114,7 @@ impl StreamIndex {
     }
 
     /// Plans `windows`; shard `i`'s elements are read from file `step * i` (or from its
-    /// extent, for a foreign dataset).
+    /// extent, for a [`crate::StreamLayout`]).
     pub(crate) fn plan_windows(&self, windows: &[Window], step: usize) -> Result<ReadPlan> {
         let mut plan = ReadPlan::with_capacity(windows.len());
         for &w in windows {
@@ -240,7 +231,7 @@ impl<F: StreamFormat> ReaderKind for Stream<F> {
 
     fn decode_at(format: &F, index: &StreamIndex, output: PlannedOutput<'_>) -> Result<F::Output> {
         if index.swap {
-            // Big-endian elements (a foreign `>` array): decode a little-endian copy.
+            // Big-endian elements (a layout's `>` array): decode a little-endian copy.
             let mut le = output.bytes().to_vec();
             swap_elements(&mut le, index.itemsize);
             let ((lens, shards), shard) = (output.segments(), output.first_shard());
@@ -340,7 +331,7 @@ impl<F: StreamFormat> Reader<Stream<F>> {
     /// # Errors
     /// [`StorageError::OutOfRange`] for a window past the end; [`StorageError::Backend`]
     /// when the storage is not in a local directory or its elements are big-endian (a
-    /// foreign `>` array: its bytes cannot be served as little-endian in place); otherwise
+    /// layout's `>` array: its bytes cannot be served as little-endian in place); otherwise
     /// as [`MmapBackend::map_range`].
     pub fn map_many(&self, windows: &[Window], mmap: &MmapBackend) -> Result<MappedWindows> {
         let refuse = |reason: &str| StorageError::Backend { backend: "mmap", reason: reason.into() };

@@ -6,77 +6,11 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use guideloom_formats::{Dtype, FormatError, Primitive, RawWindow, StreamFormat};
-use guideloom_storage::{
-    AutoBackend, DirectBackend, FileSet, HybridBackend, MmapBackend, PreadBackend, ReadBackend, ReadOptions,
-    ReadRequest, UringBackend,
-};
+use guideloom_storage::{FileSet, PreadBackend, ReadBackend, ReadRequest};
 
-/// Every I/O backend a read test must pass with, with a label for failure messages: pread,
-/// io_uring, mmap, hybrid (maps for cached files, Auto for the others; checked on every batch),
-/// Auto (what `ReadOptions::default()` picks), Auto with io_uring forced off
-/// (`GUIDELOOM_IO=pread` semantics), and the two `O_DIRECT` backends.
-///
-/// A backend this host cannot run (the kernel or a seccomp profile refuses io_uring, the run
-/// forces it off with `GUIDELOOM_IO=pread`, a temp file system refuses `O_DIRECT`) is left out
-/// with a note on stderr, or fails the test when `GUIDELOOM_REQUIRE_BACKENDS` names it
-/// ([`guideloom_testkit::skip_backend`]; CI requires both).
-pub(crate) fn backends() -> Vec<(&'static str, ReadOptions)> {
-    let with = |b: Arc<dyn ReadBackend>| ReadOptions::default().with_backend(b);
-    let mut v = vec![
-        ("pread", with(Arc::new(PreadBackend))),
-        // SAFETY: test storages live in private temp dirs that nothing truncates or rewrites
-        // while a reader is open (tests that truncate files use their own readers).
-        ("mmap", with(Arc::new(unsafe { MmapBackend::new() }))),
-        (
-            "hybrid",
-            // SAFETY: as for mmap.
-            with(Arc::new(unsafe { HybridBackend::new() }.with_recheck_interval(std::time::Duration::ZERO))),
-        ),
-        ("auto", ReadOptions::default()),
-        ("auto, io_uring forced off", with(Arc::new(AutoBackend::for_env_value(Some("pread"))))),
-    ];
-    let direct = match direct_io_available() {
-        Ok(()) => true,
-        Err(reason) => {
-            guideloom_testkit::skip_backend("direct", "O_DIRECT backends", reason);
-            false
-        }
-    };
-    if direct {
-        v.push(("pread+direct", with(Arc::new(DirectBackend::pread()))));
-    }
-    match (UringBackend::new(), DirectBackend::io_uring()) {
-        _ if io_uring_forced_off() => guideloom_testkit::skip_backend(
-            "io_uring",
-            "io_uring backends",
-            "GUIDELOOM_IO=pread turns io_uring off",
-        ),
-        (Ok(u), Ok(d)) => {
-            v.push(("io_uring", with(Arc::new(u))));
-            if direct {
-                v.push(("io_uring+direct", with(Arc::new(d))));
-            }
-        }
-        (Err(e), _) | (_, Err(e)) => {
-            guideloom_testkit::skip_backend("io_uring", "io_uring backends", &e.to_string())
-        }
-    }
-    v
-}
-
-/// Whether this run forces io_uring off (`GUIDELOOM_IO=pread`).
-pub(crate) fn io_uring_forced_off() -> bool {
-    std::env::var("GUIDELOOM_IO").is_ok_and(|v| v.trim().eq_ignore_ascii_case("pread"))
-}
-
-/// Whether `O_DIRECT` works where the storage tests put storages: the system temp dir
-/// (`hostile::scratch_dir` uses `/dev/shm` only where it accepts `O_DIRECT` too). Checked
-/// once.
-pub(crate) fn direct_io_available() -> Result<(), &'static str> {
-    static CHECK: std::sync::OnceLock<Result<(), String>> = std::sync::OnceLock::new();
-    let check = CHECK.get_or_init(|| guideloom_testkit::direct_io_works_in(&std::env::temp_dir()));
-    check.as_ref().map(|_| ()).map_err(String::as_str)
-}
+/// Every I/O backend a read test must pass with ([`guideloom_testkit::backends::read_backends`],
+/// shared with the interop tests), and the checks behind it.
+pub(crate) use guideloom_testkit::backends::read_backends as backends;
 
 /// u16 tokens whose unpack returns the ids with the window's segmentation.
 #[derive(Debug, Clone, Copy)]

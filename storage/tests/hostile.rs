@@ -20,8 +20,6 @@
 //! `GUIDELOOM_MUTATION_CASES` (default 10,000) sets the number of cases,
 //! `GUIDELOOM_MUTATION_SEED` the base seed (case `i` uses seed `base + i`).
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::cell::Cell;
 use std::collections::BTreeMap;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::Path;
@@ -36,6 +34,7 @@ use guideloom_storage::{
     verify, DocumentReader, DocumentWriter, LocalDir, ReadOptions, StorageDir, StorageError, StreamReader,
     StreamWithMetaReader, StreamWithMetaWriter, StreamWriter, Window,
 };
+use guideloom_testkit::hostile::{panic_text, with_alloc_cap, CountingAlloc};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde_json::{json, Value};
@@ -44,72 +43,10 @@ use crate::common::backends;
 
 // ------------------------------------------------------------------ counting allocator
 
-/// Records, per thread, the largest single allocation made while armed; refuses (the process
-/// aborts naming the size) any allocation over 1 GiB while armed.
-struct CountingAlloc;
-
-thread_local! {
-    /// Allocations above this size are recorded as violations (usize::MAX: disarmed).
-    static ARMED_CAP: Cell<usize> = const { Cell::new(usize::MAX) };
-    /// Largest allocation seen while armed.
-    static LARGEST: Cell<usize> = const { Cell::new(0) };
-}
-
-const REFUSE_ABOVE: usize = 1 << 30;
-
-/// Notes an allocation of `size` bytes; returns whether to refuse it.
-fn note_alloc(size: usize) -> bool {
-    let cap = ARMED_CAP.try_with(Cell::get).unwrap_or(usize::MAX);
-    if cap == usize::MAX {
-        return false;
-    }
-    let _ = LARGEST.try_with(|l| l.set(l.get().max(size)));
-    size > REFUSE_ABOVE
-}
-
+/// Records, per thread, the largest single allocation made while armed (shared with the
+/// interop tests: [`guideloom_testkit::hostile`]).
 #[global_allocator]
 static ALLOC: CountingAlloc = CountingAlloc;
-
-// SAFETY: every method forwards to `System` with the caller's arguments unchanged (or returns
-// null, which callers of `GlobalAlloc` must handle); the thread-local cells are const-initialized
-// `Cell<usize>`s without destructors, so touching them never allocates or recurses.
-unsafe impl GlobalAlloc for CountingAlloc {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        if note_alloc(layout.size()) {
-            return std::ptr::null_mut();
-        }
-        // SAFETY: forwarded with the caller's layout, which meets `alloc`'s contract.
-        unsafe { System.alloc(layout) }
-    }
-    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        if note_alloc(layout.size()) {
-            return std::ptr::null_mut();
-        }
-        // SAFETY: as `alloc`.
-        unsafe { System.alloc_zeroed(layout) }
-    }
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        if note_alloc(new_size) {
-            return std::ptr::null_mut();
-        }
-        // SAFETY: `ptr` was allocated by this allocator (that is, by `System`) with `layout`.
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: `ptr` was allocated by `System` with `layout`.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-}
-
-/// Runs `f` with allocations on this thread capped (recorded) at `cap`; returns its result
-/// and the largest single allocation it made.
-pub(crate) fn with_alloc_cap<T>(cap: usize, f: impl FnOnce() -> T) -> (T, usize) {
-    LARGEST.with(|l| l.set(0));
-    ARMED_CAP.with(|c| c.set(cap));
-    let out = f();
-    ARMED_CAP.with(|c| c.set(usize::MAX));
-    (out, LARGEST.with(Cell::get))
-}
 
 // ------------------------------------------------------------------ base storages
 
@@ -487,13 +424,6 @@ enum Outcome {
 fn variant(e: &StorageError) -> String {
     let d = format!("{e:?}");
     d.split([' ', '{', '(']).next().unwrap_or("").to_string()
-}
-
-pub(crate) fn panic_text(p: &(dyn std::any::Any + Send)) -> String {
-    p.downcast_ref::<&str>()
-        .map(|s| s.to_string())
-        .or_else(|| p.downcast_ref::<String>().cloned())
-        .unwrap_or_else(|| "non-string panic".into())
 }
 
 fn env_u64(name: &str, default: u64) -> u64 {

@@ -10,6 +10,8 @@ use guideloom_storage::{
 };
 use std::path::Path;
 
+use guideloom_testkit::hostile::{mkfifo, within_watchdog};
+
 use crate::backends::{run_child, token_storage};
 
 /// Every safe public way to obtain a read backend, with what it yields (`name()`).
@@ -77,22 +79,6 @@ fn no_mmap_child() {
     r.read_many_raw(&[Window::new(0, r.len())], &mut raw).unwrap();
     assert!(raw == all);
     println!("child-checked");
-}
-
-/// Makes a FIFO at `path`.
-fn mkfifo(path: &Path) {
-    let c = std::ffi::CString::new(path.as_os_str().to_str().unwrap()).unwrap();
-    // SAFETY: `c` is a valid NUL-terminated path.
-    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
-}
-
-/// Runs `f` on another thread; panics when it does not finish within 20 s (a hang).
-fn within_watchdog<T: Send + 'static>(what: &str, f: impl FnOnce() -> T + Send + 'static) -> T {
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let _ = tx.send(f());
-    });
-    rx.recv_timeout(std::time::Duration::from_secs(20)).unwrap_or_else(|_| panic!("{what} hung"))
 }
 
 /// Whether `e` is the refusal of file `name` as not being a regular file inside the storage.
@@ -368,96 +354,6 @@ fn descriptors_child() {
         assert_eq!(r.read(Window::new(0, 1500)).unwrap_or_else(|e| panic!("{name}: {e}")), want, "{name}");
     }
     println!("child-checked");
-}
-
-/// Whether `e` is the refusal of `name`, found by a foreign dataset's listing or named, as
-/// `what` (`"a FIFO"`) instead of a regular file.
-fn refused_as(e: &guideloom_storage::StorageError, name: &str, what: &str) -> bool {
-    matches!(e, guideloom_storage::StorageError::UnsafeFile { path, reason }
-        if path.ends_with(name) && reason.contains(what))
-}
-
-/// nanoGPT u16 tokens `ids` written to `path`.
-fn raw_u16(path: &Path, ids: &[u16]) {
-    std::fs::write(path, ids.iter().flat_map(|t| t.to_le_bytes()).collect::<Vec<u8>>()).unwrap();
-}
-
-#[test]
-fn issue18_a_fifo_matched_by_a_foreign_glob_or_directory_is_an_error_naming_it() {
-    use guideloom_formats::Primitive;
-    use guideloom_storage::foreign::{detect, ForeignDataset, ForeignFormat, ForeignOptions};
-    // Found by the new-user trial: a FIFO matched by a glob was silently left out.
-    let dir = tempfile::tempdir().unwrap();
-    raw_u16(&dir.path().join("a.bin"), &[1, 2, 3]);
-    mkfifo(&dir.path().join("b.bin"));
-    let glob = dir.path().join("*.bin");
-    let options = ForeignOptions::new().format(ForeignFormat::NanoGpt).dtype(Primitive::U16);
-    let e =
-        within_watchdog("a glob matching a FIFO", move || ForeignDataset::open(glob, &options).unwrap_err());
-    assert!(refused_as(&e, "b.bin", "a FIFO"), "{e}");
-    // A directory of NumPy files: detection and an explicit format both refuse it.
-    let npy = tempfile::tempdir().unwrap();
-    let mut v1 = b"\x93NUMPY\x01\x00".to_vec();
-    let header = "{'descr': '<u2', 'fortran_order': False, 'shape': (2,), }";
-    let pad = 64 - (10 + header.len() + 1) % 64;
-    let header = format!("{header}{}\n", " ".repeat(pad % 64));
-    v1.extend_from_slice(&(header.len() as u16).to_le_bytes());
-    v1.extend_from_slice(header.as_bytes());
-    v1.extend_from_slice(&[7, 0, 8, 0]);
-    std::fs::write(npy.path().join("a.npy"), &v1).unwrap();
-    assert_eq!(ForeignDataset::open(npy.path(), &ForeignOptions::new()).unwrap().elements(), 2);
-    mkfifo(&npy.path().join("b.npy"));
-    let p = npy.path().to_path_buf();
-    let e = within_watchdog("detecting a directory holding a FIFO", move || detect(&p).unwrap_err());
-    assert!(refused_as(&e, "b.npy", "a FIFO"), "{e}");
-    let p = npy.path().to_path_buf();
-    let e = within_watchdog("a directory holding a FIFO", move || {
-        ForeignDataset::open(&p, &ForeignOptions::new().format(ForeignFormat::Npy)).unwrap_err()
-    });
-    assert!(refused_as(&e, "b.npy", "a FIFO"), "{e}");
-    // A sub-directory whose name matches is passed over (a dataset is its regular files).
-    std::fs::remove_file(npy.path().join("b.npy")).unwrap();
-    std::fs::create_dir(npy.path().join("cache.npy")).unwrap();
-    let data = ForeignDataset::open(npy.path(), &ForeignOptions::new()).unwrap();
-    assert_eq!(data.files().iter().map(|f| f.path.display().to_string()).collect::<Vec<_>>(), ["a.npy"]);
-}
-
-#[test]
-fn issue18_a_fifo_named_directly_is_refused_as_a_fifo_not_reported_missing() {
-    use guideloom_formats::Primitive;
-    use guideloom_storage::foreign::{ForeignDataset, ForeignError, ForeignFormat, ForeignOptions};
-    // Found by the new-user trial: a FIFO named as the dataset gave "no file matches".
-    let dir = tempfile::tempdir().unwrap();
-    let fifo = dir.path().join("train.bin");
-    mkfifo(&fifo);
-    let options = ForeignOptions::new().format(ForeignFormat::NanoGpt).dtype(Primitive::U16);
-    let o = options.clone();
-    let e =
-        within_watchdog("a FIFO named as the dataset", move || ForeignDataset::open(&fifo, &o).unwrap_err());
-    assert!(refused_as(&e, "train.bin", "a FIFO"), "{e}");
-    // A file that is really missing still says so.
-    let e = ForeignDataset::open(dir.path().join("none.bin"), &options).unwrap_err();
-    assert!(matches!(e.foreign_error(), Some(ForeignError::NoFiles { .. })), "{e}");
-}
-
-#[test]
-fn issue18_links_are_followed_only_when_named_never_when_found_by_a_listing() {
-    use guideloom_formats::Primitive;
-    use guideloom_storage::foreign::{ForeignDataset, ForeignFormat, ForeignOptions};
-    // Found by the new-user trial: a link matched by a glob was silently left out.
-    let outside = tempfile::tempdir().unwrap();
-    raw_u16(&outside.path().join("real.bin"), &[5, 6, 7, 8]);
-    let dir = tempfile::tempdir().unwrap();
-    raw_u16(&dir.path().join("a.bin"), &[1, 2]);
-    std::os::unix::fs::symlink(outside.path().join("real.bin"), dir.path().join("b.bin")).unwrap();
-    let options = ForeignOptions::new().format(ForeignFormat::NanoGpt).dtype(Primitive::U16);
-    let e = ForeignDataset::open(dir.path().join("*.bin"), &options).unwrap_err();
-    assert!(refused_as(&e, "b.bin", "a symbolic link"), "{e}");
-    // Named directly, the link is the user's choice: it is resolved once, and its target's
-    // directory is the dataset's.
-    let data = ForeignDataset::open(dir.path().join("b.bin"), &options).unwrap();
-    assert_eq!(data.elements(), 4);
-    assert_eq!(data.root(), outside.path().canonicalize().unwrap());
 }
 
 /// A stream storage of `shards` shards of one u16 token each (token `i` in shard `i`), its

@@ -5,7 +5,6 @@ mod common;
 mod crash;
 mod document;
 mod errors;
-mod foreign;
 mod hostile;
 mod location;
 mod meta;

@@ -1,17 +1,23 @@
 //! Fixtures shared by guideloom's tests and benchmarks, so no crate keeps its own copy: the
 //! bundled data sets' paths, the synthetic token storage the read benchmarks use (and the
-//! tokens it holds, for their checks), and the rule for I/O backends a host lacks
-//! ([`REQUIRE_BACKENDS_ENV`]).
+//! tokens it holds, for their checks), the I/O backends every read test runs over
+//! ([`backends::read_backends`]) and the rule for those a host lacks
+//! ([`REQUIRE_BACKENDS_ENV`]), and the counting allocator of the hostile-input tests
+//! ([`hostile`]).
 //!
 //! A dev-dependency only; it is not published and panics on failure (it serves tests).
+//! `unsafe` appears only where a test fixture needs it (the mmap backends under the tests'
+//! contract, the allocator), each block with its `// SAFETY:`.
 
-#![forbid(unsafe_code)]
+#![deny(unsafe_code)]
 
 use std::path::{Path, PathBuf};
 
 use guideloom_formats::TokenFormat;
 use guideloom_storage::StreamWriter;
 
+pub mod backends;
+pub mod hostile;
 pub mod s3;
 
 /// The repository's root (the workspace directory).

@@ -4,10 +4,8 @@
 
 mod acceptance;
 mod elastic;
-mod foreign;
 mod golden;
 mod hostile_state;
-mod interop_order;
 #[cfg(feature = "oamap")]
 mod oamap_stars;
 mod packing;

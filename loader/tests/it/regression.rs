@@ -177,42 +177,6 @@ fn issue19_arithmetic_on_user_numbers_state_at_u64_max_is_refused_not_a_hang() {
     );
 }
 
-/// Issue 14: llm.c moves to the next shard lazily (before the next batch), so a checkpoint
-/// written after a shard's last batch stores `current_sample_idx` equal to the shard's batch
-/// count; that position was refused. It resumes at the next shard's first batch, and after
-/// the last shard at the first shard's.
-#[test]
-fn issue14_llmc_checkpoint_after_a_shards_last_batch_resumes_at_the_next_shard() {
-    use guideloom_formats::IntTokenFormat;
-    use guideloom_loader::{llmc_resume_state, llmc_windows, Spans};
-    use guideloom_storage::foreign::{ForeignDataset, ForeignFormat, ForeignOptions};
-    let dir = tempfile::tempdir().unwrap();
-    let samples = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../storage/tests/data/interop/llmc");
-    for name in ["tiny_val_000000.bin", "tiny_train_000001.bin"] {
-        std::fs::copy(samples.join(name), dir.path().join(name)).unwrap();
-    }
-    let data =
-        ForeignDataset::open(dir.path().join("*.bin"), &ForeignOptions::new().format(ForeignFormat::Llmc))
-            .unwrap();
-    let reader = data
-        .reader(IntTokenFormat::new(data.dtype()).unwrap(), guideloom_storage::ReadOptions::default())
-        .unwrap();
-    let loader = Loader::builder(Spans::new(reader, llmc_windows(&data, 1, 2, 1).unwrap()).unwrap())
-        .batch_size(1)
-        .epochs(2)
-        .workers(0)
-        .build()
-        .unwrap();
-    let next = |shard, sample| {
-        let state = llmc_resume_state(&loader.initial_state(), &data, (1, 2, 1), shard, sample).unwrap();
-        loader.iter_from(&state).unwrap().next().unwrap().unwrap().data.remove(0)
-    };
-    // Shard 0 (train) holds 3 batches: after its last, shard 1's (val) first.
-    assert_eq!(next(0, 3), [50256, 101, 102]);
-    // After the last shard's last batch: the wrap to shard 0.
-    assert_eq!(next(1, 3), [50256, 301, 302]);
-}
-
 /// A state file of another kind (a stream-packed loader's, a hand-written fragment, a value
 /// of the wrong type) is refused with an error naming the field it lacks or gets wrong, not
 /// serde's "data did not match any variant of untagged enum StateRepr"; both layouts still

@@ -7,7 +7,8 @@ use std::path::PathBuf;
 use clap::{Parser, Subcommand, ValueEnum};
 use guideloom::formats::Primitive;
 use guideloom::ingest::{DtypeChoice, Split, Tokenizer};
-use guideloom::storage::{BackendKind, ForeignFormat};
+use guideloom::interop::ForeignFormat;
+use guideloom::storage::BackendKind;
 
 /// `guideloom`.
 #[derive(Parser, Debug)]
@@ -686,8 +687,8 @@ pub(crate) struct ImportArgs {
     pub(crate) doc_meta: bool,
 }
 
-/// A layout name, parsed by the storage crate.
-fn parse_foreign_format(name: &str) -> Result<ForeignFormat, guideloom::storage::StorageError> {
+/// A layout name, parsed by the interop crate.
+fn parse_foreign_format(name: &str) -> Result<ForeignFormat, guideloom::interop::InteropError> {
     name.parse()
 }
 

@@ -5,8 +5,8 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 use guideloom::formats::{DocumentTokensFormat, TokenElement, TokenFormat};
+use guideloom::interop::ForeignDataset;
 use guideloom::loader::{Batch, DataSource, MetaWindows, ResumeOptions, State, StreamWindows};
-use guideloom::storage::foreign::ForeignDataset;
 use guideloom::storage::ReadOptions;
 use guideloom::storage::{StreamReader, StreamWithMetaReader};
 

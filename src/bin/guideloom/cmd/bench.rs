@@ -3,10 +3,10 @@
 use std::time::{Duration, Instant};
 
 use guideloom::formats::{DocumentTokensFormat, IntTokenFormat, TokenElement, TokenFormat};
+use guideloom::interop::ForeignDataset;
 use guideloom::loader::{
     Collate, DataSource, Loader, LoaderError, LoaderIter, MetaWindows, ResumeOptions, State, TokenWindows,
 };
-use guideloom::storage::foreign::ForeignDataset;
 use guideloom::storage::ReadOptions;
 use guideloom::storage::{StreamReader, StreamWithMetaReader};
 use serde_json::{json, Value};

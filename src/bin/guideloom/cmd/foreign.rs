@@ -3,8 +3,8 @@
 
 use std::path::Path;
 
+use guideloom::interop::{self as foreign, ForeignDataset, ForeignOptions, InteropError};
 use guideloom::loader::State;
-use guideloom::storage::foreign::{self, ForeignDataset, ForeignOptions};
 use guideloom::storage::{RemoteOptions, StorageError, StorageLocation};
 
 use crate::cli::ForeignArgs;
@@ -48,7 +48,9 @@ pub(crate) fn open(path: &Path, a: &ForeignArgs) -> CliResult<Option<ForeignData
             // A FIFO, socket or link that the directory or glob matches, or a store request
             // that failed: that is the error, not the native reader's "no manifest.json" (or
             // "does not exist" for a glob that matches).
-            Err(e @ (StorageError::UnsafeFile { .. } | StorageError::Remote { .. })) => return Err(e.into()),
+            Err(InteropError::Storage(
+                e @ (StorageError::UnsafeFile { .. } | StorageError::Remote { .. }),
+            )) => return Err(e.into()),
             Err(_) if a.dtype.is_some() => {
                 return Err(format!(
                     "{} is not a guideloom storage: name its layout with --format (nanogpt, llmc, olmo, ...)",

@@ -4,7 +4,7 @@
 use std::path::Path;
 
 use guideloom::formats::{DocumentTokensFormat, IntTokenFormat, TokenDocument, TokenElement, TokenFormat};
-use guideloom::storage::foreign::ForeignDataset;
+use guideloom::interop::ForeignDataset;
 use guideloom::storage::{
     Manifest, ReadOptions, StorageError, StreamReader, StreamWithMetaWriter, StreamWriter, Window,
 };

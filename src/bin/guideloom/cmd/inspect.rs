@@ -2,7 +2,7 @@
 
 use std::path::Path;
 
-use guideloom::storage::foreign::{ForeignDataset, ForeignFormat};
+use guideloom::interop::{ForeignDataset, ForeignFormat};
 use guideloom::storage::{self, Manifest, ShardEntry, StorageKind};
 use serde_json::{json, Value};
 

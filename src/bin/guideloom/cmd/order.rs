@@ -7,12 +7,12 @@ use std::fmt::Write as _;
 use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 
-use guideloom::loader::{
+use guideloom::interop::{
     llmc_resume_state, llmc_shuffled_resume_state, llmc_shuffled_windows, llmc_windows,
-    megatron_resume_source, megatron_split_ranges, DataSource, GptConfig, LlmcCheckpoint, Loader,
-    MegatronSamples, MegatronSplit, Spans, State,
+    megatron_resume_source, megatron_split_ranges, ForeignDataset, ForeignFormat, ForeignOptions, GptConfig,
+    LlmcCheckpoint, MegatronSamples, MegatronSplit,
 };
-use guideloom::storage::foreign::{ForeignDataset, ForeignFormat, ForeignOptions};
+use guideloom::loader::{DataSource, Loader, Spans, State};
 use guideloom::storage::ReadOptions;
 use serde_json::json;
 

@@ -8,8 +8,8 @@ use guideloom::formats::{
     DocumentTokensFormat, DocumentTokensWindow, Dtype, FormatError, IntTokenFormat, Primitive, RawWindow,
     StreamFormat, TokenElement, TokenFormat,
 };
+use guideloom::interop::ForeignDataset;
 use guideloom::loader::{DataSource, LoaderBuilder};
-use guideloom::storage::foreign::ForeignDataset;
 use guideloom::storage::{Manifest, ReadOptions, StorageKind, StreamReader, StreamWithMetaReader};
 
 use crate::cli::WindowArgs;

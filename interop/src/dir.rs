@@ -1,0 +1,73 @@
+//! The directory a foreign dataset's reader reads through when some of its files are held in
+//! memory (decompressed MDS shards) or named by paths below its root: [`ForeignDir`].
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use guideloom_storage::{FileSet, ReadRequest, Result, StorageDir, StorageError};
+
+/// A foreign dataset's directory with some files held in memory (decompressed MDS shards):
+/// names relative to the root, in memory first, else on disk.
+#[derive(Debug)]
+pub(crate) struct ForeignDir {
+    /// The dataset's root, which names are relative to.
+    pub(crate) root: PathBuf,
+    /// The files held in memory, by name.
+    pub(crate) mem: BTreeMap<String, Arc<[u8]>>,
+    /// The dataset's directory, for the files not in memory.
+    pub(crate) inner: Arc<dyn StorageDir>,
+}
+
+impl StorageDir for ForeignDir {
+    fn path(&self) -> &Path {
+        &self.root
+    }
+
+    fn file_len(&self, name: &str) -> Result<Option<u64>> {
+        match self.mem.get(name) {
+            Some(b) => Ok(Some(b.len() as u64)),
+            None => self.inner.file_len(name),
+        }
+    }
+
+    fn read_at(&self, name: &str, offset: u64, out: &mut [u8]) -> Result<()> {
+        let Some(bytes) = self.mem.get(name) else {
+            return self.inner.read_at(name, offset, out);
+        };
+        let start = usize::try_from(offset).map_or(bytes.len(), |o| o.min(bytes.len()));
+        let available = &bytes[start..];
+        if available.len() < out.len() {
+            return Err(StorageError::ShortRead {
+                path: self.root.join(name),
+                offset,
+                expected: out.len() as u64,
+                got: available.len() as u64,
+            });
+        }
+        out.copy_from_slice(&available[..out.len()]);
+        Ok(())
+    }
+
+    /// Names files by their path below the root (an MDS index may point into
+    /// sub-directories), not by their last component.
+    fn read_requests(&self, files: &FileSet, requests: &[ReadRequest], out: &mut [u8]) -> Result<()> {
+        let total = requests.iter().fold(0u64, |a, r| a.saturating_add(r.len));
+        if total != out.len() as u64 {
+            return Err(StorageError::BufferLength { expected: total, found: out.len() as u64 });
+        }
+        let mut pos = 0usize;
+        for r in requests {
+            let file = files.get(r.file)?;
+            let rel = file.path.strip_prefix(&self.root).unwrap_or(&file.path);
+            let name = rel.to_str().ok_or_else(|| StorageError::Io {
+                path: file.path.clone(),
+                source: std::io::Error::new(std::io::ErrorKind::InvalidInput, "not UTF-8"),
+            })?;
+            let n = r.len as usize;
+            self.read_at(name, r.offset, &mut out[pos..pos + n])?;
+            pos += n;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,84 @@
+//! litdata's serializers as token leaves (Lightning-AI/litdata `src/litdata/streaming/serializers.py`,
+//! `constants.py`: `_NUMPY_DTYPES_MAPPING`, `_TORCH_DTYPES_MAPPING`): which leaves can hold
+//! token ids and how ([`Leaf`]).
+
+use guideloom_formats::Primitive;
+
+use crate::error::ForeignError;
+
+/// litdata's numpy dtype table (`_NUMPY_DTYPES_MAPPING`).
+pub(crate) fn numpy_dtype(i: u64) -> std::result::Result<Primitive, ForeignError> {
+    let name = match i {
+        0 => return Ok(Primitive::I8),
+        1 => return Ok(Primitive::I16),
+        2 => return Ok(Primitive::I32),
+        3 => return Ok(Primitive::I64),
+        4 => return Ok(Primitive::U8),
+        5 => return Ok(Primitive::U16),
+        6 => return Ok(Primitive::U32),
+        7 => return Ok(Primitive::U64),
+        8 => "float16",
+        9 => "float32",
+        10 => "float64",
+        11 => "complex64",
+        12 => "complex128",
+        13 => "bool",
+        14 => "object",
+        15 => "bytes",
+        16 => "str",
+        17 => "void",
+        _ => return Err(ForeignError::UnsupportedTokenDType { dtype: format!("numpy dtype index {i}") }),
+    };
+    Err(ForeignError::UnsupportedTokenDType { dtype: name.into() })
+}
+
+/// litdata's torch dtype table (`_TORCH_DTYPES_MAPPING`; aliases share an entry).
+pub(crate) fn torch_dtype(i: u64) -> std::result::Result<Primitive, ForeignError> {
+    let name = match i {
+        11 => return Ok(Primitive::U8),
+        12 => return Ok(Primitive::I8),
+        13 | 14 => return Ok(Primitive::I16),
+        15 | 16 => return Ok(Primitive::I32),
+        17 | 18 => return Ok(Primitive::I64),
+        20 => return Ok(Primitive::U16),
+        0 | 1 => "float32",
+        2 | 3 => "float64",
+        4 | 5 => "complex64",
+        6 | 7 => "complex128",
+        8 | 9 => "float16",
+        10 => "bfloat16",
+        19 => "bool",
+        _ => return Err(ForeignError::UnsupportedTokenDType { dtype: format!("torch dtype index {i}") }),
+    };
+    Err(ForeignError::UnsupportedTokenDType { dtype: name.into() })
+}
+
+/// How the token leaf stores values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Leaf {
+    /// Raw values of a known dtype.
+    Raw(Primitive),
+    /// `numpy`: a u32 header (dtype index, ndim, dims) before the values.
+    Numpy,
+    /// `tensor`: the same header with the torch dtype index.
+    Tensor,
+}
+
+/// The token leaf a serializer name gives, `None` for a serializer that cannot hold tokens.
+pub(crate) fn leaf(name: &str) -> std::result::Result<Option<Leaf>, ForeignError> {
+    let unknown = || ForeignError::UnknownEncoding { column: "data_format".into(), encoding: name.into() };
+    if let Some(i) = name.strip_prefix("no_header_numpy:") {
+        return Ok(Some(Leaf::Raw(numpy_dtype(i.parse().map_err(|_| unknown())?)?)));
+    }
+    if let Some(i) = name.strip_prefix("no_header_tensor:") {
+        return Ok(Some(Leaf::Raw(torch_dtype(i.parse().map_err(|_| unknown())?)?)));
+    }
+    match name {
+        "numpy" => Ok(Some(Leaf::Numpy)),
+        "tensor" => Ok(Some(Leaf::Tensor)),
+        "pickle" => Err(ForeignError::UnsafeEncoding { column: "data_format".into(), encoding: name.into() }),
+        "str" | "bool" | "int" | "float" | "bytes" | "pil" | "jpeg" | "jpeg_array" | "video" | "file"
+        | "tifffile" => Ok(None),
+        _ => Err(unknown()),
+    }
+}

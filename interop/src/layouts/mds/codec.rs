@@ -1,0 +1,66 @@
+//! What MDS applies to whole shard files: the hashes of `index.json` (hashlib's and xxhash's
+//! algorithm names, mosaicml/streaming `streaming/base/hashing.py`) and the compressions
+//! (`streaming/base/compression.py`: `zstd`, `gz`).
+
+use std::io::Read;
+
+use crate::error::ForeignError;
+
+/// Hex digest of `bytes` with MDS's algorithm names (hashlib and xxhash).
+fn digest(algorithm: &str, bytes: &[u8]) -> Option<String> {
+    use sha1::Digest as _;
+    let hex = |d: &[u8]| d.iter().map(|b| format!("{b:02x}")).collect::<String>();
+    Some(match algorithm {
+        "sha1" => hex(&sha1::Sha1::digest(bytes)),
+        "sha256" => hex(&sha2::Sha256::digest(bytes)),
+        "sha512" => hex(&sha2::Sha512::digest(bytes)),
+        "md5" => hex(&md5::Md5::digest(bytes)),
+        "xxh64" => format!("{:016x}", xxhash_rust::xxh64::xxh64(bytes, 0)),
+        "xxh3_64" => format!("{:016x}", xxhash_rust::xxh3::xxh3_64(bytes)),
+        "xxh128" | "xxh3_128" => format!("{:032x}", xxhash_rust::xxh3::xxh3_128(bytes)),
+        _ => return None,
+    })
+}
+
+/// Checks `bytes` against every `(algorithm, hex digest)` of `hashes`, in order (hex case
+/// ignored).
+///
+/// # Errors
+/// [`ForeignError::UnsupportedHash`] for an algorithm this crate cannot compute;
+/// [`ForeignError::HashMismatch`] for the first digest that differs.
+pub(crate) fn check_hashes(hashes: &[(String, String)], bytes: &[u8]) -> Result<(), ForeignError> {
+    for (algorithm, expected) in hashes {
+        let found = digest(algorithm, bytes)
+            .ok_or_else(|| ForeignError::UnsupportedHash { algorithm: algorithm.clone() })?;
+        if !found.eq_ignore_ascii_case(expected) {
+            return Err(ForeignError::HashMismatch {
+                algorithm: algorithm.clone(),
+                expected: expected.clone(),
+                found,
+            });
+        }
+    }
+    Ok(())
+}
+
+/// Inflates `packed` (compressed with `algo`, `zstd` or `gz`), reading at most `size + 1`
+/// bytes of output (so a shard that inflates past its size is seen without inflating it all).
+///
+/// # Errors
+/// [`ForeignError::DecompressionFailed`]; [`ForeignError::UnsupportedCompression`] for another
+/// algorithm.
+pub(crate) fn decompress(algo: &str, packed: &[u8], size: u64) -> Result<Vec<u8>, ForeignError> {
+    let failed = |e: std::io::Error| ForeignError::DecompressionFailed { reason: e.to_string() };
+    let mut out = Vec::new();
+    let limit = size.saturating_add(1);
+    match algo {
+        "zstd" => zstd::stream::read::Decoder::new(packed)
+            .map_err(failed)?
+            .take(limit)
+            .read_to_end(&mut out)
+            .map_err(failed)?,
+        "gz" => flate2::read::GzDecoder::new(packed).take(limit).read_to_end(&mut out).map_err(failed)?,
+        other => return Err(ForeignError::UnsupportedCompression { compression: other.to_string() }),
+    };
+    Ok(out)
+}

@@ -1,0 +1,143 @@
+//! MDS column encodings (mosaicml/streaming `streaming/base/format/mds/encodings.py`): which
+//! ones exist, which can hold token ids and how ([`TokenEncoding`]), and which column is the
+//! token column.
+
+use guideloom_formats::Primitive;
+
+use crate::error::ForeignError;
+use crate::options::ForeignOptions;
+
+/// Encodings MDS knows that are safe to skip (not token columns).
+const OTHER_ENCODINGS: [&str; 24] = [
+    "str",
+    "int",
+    "uint8",
+    "uint16",
+    "uint32",
+    "uint64",
+    "int8",
+    "int16",
+    "int32",
+    "int64",
+    "float16",
+    "float32",
+    "float64",
+    "str_int",
+    "str_float",
+    "str_decimal",
+    "json",
+    "pil",
+    "jpeg",
+    "png",
+    "jpeg_array",
+    "jpegarray",
+    "list[pil]",
+    "list[jpeg]",
+];
+
+/// How the token column is encoded.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum TokenEncoding {
+    /// `bytes`: raw values of the configured dtype.
+    Bytes(Primitive),
+    /// `ndarray:<dtype>:<shape>`: values only, fixed size.
+    Fixed(Primitive),
+    /// `ndarray:<dtype>`: shape header, then values.
+    Typed(Primitive),
+    /// `ndarray`: dtype byte, shape header, values.
+    Untyped,
+}
+
+/// An MDS ndarray dtype name's primitive (`Err` names it).
+fn ndarray_dtype(name: &str) -> std::result::Result<Primitive, ForeignError> {
+    Ok(match name {
+        "uint8" => Primitive::U8,
+        "int8" => Primitive::I8,
+        "uint16" => Primitive::U16,
+        "int16" => Primitive::I16,
+        "uint32" => Primitive::U32,
+        "int32" => Primitive::I32,
+        "uint64" => Primitive::U64,
+        "int64" => Primitive::I64,
+        _ => return Err(ForeignError::UnsupportedTokenDType { dtype: name.to_string() }),
+    })
+}
+
+/// The dtype of an untyped ndarray's code byte (`encodings.py` `_dtype2code` order).
+pub(crate) fn ndarray_code(code: u8) -> std::result::Result<Primitive, ForeignError> {
+    let name = match code {
+        8 => "uint8",
+        9 => "int8",
+        16 => "uint16",
+        17 => "int16",
+        18 => "float16",
+        32 => "uint32",
+        33 => "int32",
+        34 => "float32",
+        64 => "uint64",
+        65 => "int64",
+        66 => "float64",
+        c => return Err(ForeignError::UnsupportedTokenDType { dtype: format!("ndarray dtype code {c}") }),
+    };
+    ndarray_dtype(name)
+}
+
+/// Whether `enc` is an encoding MDS writes (the token ones included).
+pub(crate) fn known_encoding(enc: &str) -> bool {
+    if enc == "bytes" || enc == "ndarray" || OTHER_ENCODINGS.contains(&enc) || enc == "list[png]" {
+        return true;
+    }
+    let mut p = enc.split(':');
+    p.next() == Some("ndarray") && p.next().is_some_and(|d| !d.is_empty()) && p.count() <= 1
+}
+
+/// The index of the token column: the configured one, else `tokens`, else the only column
+/// that can hold tokens.
+pub(crate) fn token_column(
+    names: &[String],
+    encodings: &[String],
+    options: &ForeignOptions,
+) -> std::result::Result<usize, ForeignError> {
+    let can_hold = |e: &str| e == "bytes" || e == "ndarray" || e.starts_with("ndarray:");
+    if let Some(c) = &options.column {
+        return names.iter().position(|n| n == c).ok_or_else(|| ForeignError::TokenColumn {
+            reason: format!("no column {c:?} (columns: {names:?})"),
+        });
+    }
+    if let Some(i) = names.iter().position(|n| n == "tokens") {
+        return Ok(i);
+    }
+    let candidates: Vec<usize> = (0..names.len()).filter(|&i| can_hold(&encodings[i])).collect();
+    match candidates.as_slice() {
+        [i] => Ok(*i),
+        _ => Err(ForeignError::TokenColumn {
+            reason: format!(
+                "no `tokens` column and {} candidates among {names:?}: name one",
+                candidates.len()
+            ),
+        }),
+    }
+}
+
+/// How the token column's encoding stores tokens.
+pub(crate) fn token_encoding(
+    enc: &str,
+    options: &ForeignOptions,
+) -> std::result::Result<TokenEncoding, ForeignError> {
+    if enc == "bytes" {
+        let p = options.dtype.unwrap_or(Primitive::I64);
+        if !p.is_integer() {
+            return Err(ForeignError::UnsupportedTokenDType { dtype: p.descr().into() });
+        }
+        return Ok(TokenEncoding::Bytes(p));
+    }
+    if enc == "ndarray" {
+        return Ok(TokenEncoding::Untyped);
+    }
+    let mut parts = enc.split(':');
+    if parts.next() != Some("ndarray") {
+        return Err(ForeignError::TokenColumn { reason: format!("encoding {enc} cannot hold token ids") });
+    }
+    let p = ndarray_dtype(parts.next().unwrap_or(""))?;
+    Ok(if parts.next().is_some() { TokenEncoding::Fixed(p) } else { TokenEncoding::Typed(p) })
+}

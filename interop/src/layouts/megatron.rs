@@ -1,0 +1,220 @@
+//! Megatron-Core indexed datasets: `<prefix>.idx` (`MMIDIDX` v1) + `<prefix>.bin`.
+//!
+//! Layout (NVIDIA/Megatron-LM `megatron/core/datasets/indexed_dataset.py`, `_IndexWriter`):
+//! the `.idx` is the 9-byte magic `MMIDIDX\0\0`, u64 version 1, u8 dtype code, u64 sequence
+//! count `N`, u64 document count `D` (documents + 1), then `i32[N]` sequence lengths (tokens),
+//! `i64[N]` sequence pointers (byte offsets into the `.bin`), `i64[D]` document indices
+//! (the sequence each document starts at; first 0, last `N`) and, for multimodal datasets
+//! only, `i8[N]` modes. No array is aligned; everything is little-endian. The `.bin` is the
+//! sequences back to back, no header.
+
+use std::path::Path;
+
+use guideloom_formats::Primitive;
+use guideloom_storage::Segment;
+
+use crate::error::{ForeignError, InteropError, Result};
+use crate::files::{escaped, i32_at, i64_at, u64_at, Fs, Place};
+use crate::format::ForeignFormat;
+use crate::layouts::megatron_index::MegatronIndex;
+use crate::options::ForeignOptions;
+use crate::parts::{ForeignDetails, ForeignFile, Parts};
+
+/// The `.idx` magic.
+pub(crate) const MAGIC: &[u8] = b"MMIDIDX\0\0";
+/// The legacy lazy/cached index magic (refused).
+const LEGACY_MAGIC: &[u8] = b"TNTIDX\0\0";
+/// Header bytes before the arrays.
+const HEADER: u64 = 34;
+
+/// The `.idx` of the dataset named by the last component `name` (a prefix, or its
+/// `.bin`/`.idx`).
+pub(crate) fn idx_name(name: &str) -> String {
+    format!("{}.idx", stem(name))
+}
+
+/// The prefix's last component that `name` names (a trailing `.bin`/`.idx` removed).
+fn stem(name: &str) -> &str {
+    match Path::new(name).extension().and_then(|e| e.to_str()) {
+        Some("bin" | "idx") => &name[..name.len() - 4],
+        _ => name,
+    }
+}
+
+/// Opens the Megatron dataset named by `path` (a prefix, or its `.bin`/`.idx`).
+pub(crate) fn open(place: &Place, options: &ForeignOptions) -> Result<Parts> {
+    let path = place.label();
+    let (root, name) = place.split();
+    let stem = name.as_deref().map(stem).ok_or_else(|| InteropError::Dataset {
+        format: Some(ForeignFormat::Megatron),
+        path: path.clone(),
+        error: Box::new(ForeignError::NoFiles { pattern: path.display().to_string() }),
+    })?;
+    let (idx_name, bin_name) = (format!("{stem}.idx"), format!("{stem}.bin"));
+    let fs = Fs::new(ForeignFormat::Megatron, root.dir()?);
+    let idx_len = fs.len(&idx_name)?;
+    let err = |e: ForeignError| fs.err(&idx_name, e);
+
+    // 1. Magic (the legacy one first: its file may be of any size).
+    let head = fs.read(&idx_name, 0, idx_len.min(HEADER))?;
+    if head.starts_with(LEGACY_MAGIC) {
+        return Err(err(ForeignError::UnsupportedLegacyFormat { magic: "TNTIDX".into() }));
+    }
+    if idx_len < HEADER {
+        if !MAGIC.starts_with(&head[..head.len().min(MAGIC.len())]) {
+            return Err(err(ForeignError::BadMagic { found: escaped(&head[..head.len().min(MAGIC.len())]) }));
+        }
+        return Err(err(ForeignError::TruncatedIndex { need: HEADER, have: idx_len }));
+    }
+    if &head[..MAGIC.len()] != MAGIC {
+        return Err(err(ForeignError::BadMagic { found: escaped(&head[..MAGIC.len()]) }));
+    }
+    // 2. Version and dtype.
+    let version = u64_at(&head, 9);
+    if version != 1 {
+        return Err(err(ForeignError::UnsupportedVersion { field: "version", found: version as i64 }));
+    }
+    let code = head[17];
+    let dtype = match code {
+        1 => Primitive::U8,
+        2 => Primitive::I8,
+        3 => Primitive::I16,
+        4 => Primitive::I32,
+        5 => Primitive::I64,
+        8 => Primitive::U16,
+        6 | 7 => {
+            return Err(err(ForeignError::UnsupportedTokenDType {
+                dtype: format!("float (code {code}: float64 or float32 depending on the writer's version)"),
+            }))
+        }
+        c => return Err(err(ForeignError::UnknownDTypeCode { code: u64::from(c) })),
+    };
+    if let Some(want) = options.dtype.filter(|&d| d != dtype) {
+        return Err(err(ForeignError::MixedDTypes {
+            expected: dtype.descr().into(),
+            found: want.descr().into(),
+        }));
+    }
+    let itemsize = dtype.size();
+    // 3. Exact size, computed without overflow.
+    let n = u64_at(&head, 18);
+    let d = u64_at(&head, 26);
+    let base = n
+        .checked_mul(12)
+        .and_then(|a| d.checked_mul(8).and_then(|b| a.checked_add(b)))
+        .and_then(|a| a.checked_add(HEADER));
+    let Some(base) = base else {
+        return Err(err(ForeignError::TruncatedIndex { need: u64::MAX, have: idx_len }));
+    };
+    let mut mode_bytes = 0u64;
+    if options.multimodal {
+        let with_modes = base.saturating_add(n);
+        let int32_modes = n.checked_mul(4).and_then(|m| base.checked_add(m));
+        if options.legacy_int32_modes && int32_modes == Some(idx_len) && idx_len != with_modes {
+            mode_bytes = 4;
+        } else if idx_len < with_modes {
+            return Err(err(ForeignError::TruncatedIndex { need: with_modes, have: idx_len }));
+        } else if idx_len > with_modes {
+            return Err(err(ForeignError::TrailingBytes { count: idx_len - with_modes }));
+        } else {
+            mode_bytes = 1;
+        }
+    } else if idx_len < base {
+        return Err(err(ForeignError::TruncatedIndex { need: base, have: idx_len }));
+    } else if idx_len > base {
+        return Err(err(ForeignError::TrailingBytes { count: idx_len - base }));
+    }
+    // Sizes now match the file, so every count below fits memory as the file does.
+    let idx = fs.read(&idx_name, 0, idx_len)?;
+    let (nn, dd) = (n as usize, d as usize);
+    let lengths_at = HEADER as usize;
+    let pointers_at = lengths_at + 4 * nn;
+    let docs_at = pointers_at + 8 * nn;
+    let modes_at = docs_at + 8 * dd;
+
+    // 4. Document indices.
+    if dd == 0 {
+        return Err(err(ForeignError::DocumentIndexEnd { last: -1, sequences: n }));
+    }
+    let first = i64_at(&idx, docs_at);
+    if first != 0 {
+        return Err(err(ForeignError::DocumentIndexStart { found: first }));
+    }
+    let mut document_indices = Vec::with_capacity(dd);
+    let mut prev = 0i64;
+    for j in 0..dd {
+        let v = i64_at(&idx, docs_at + 8 * j);
+        if v < prev {
+            return Err(err(ForeignError::DocumentIndexNotMonotonic { entry: j as u64 }));
+        }
+        prev = v;
+        document_indices.push(v as u64);
+    }
+    if prev as u64 != n {
+        return Err(err(ForeignError::DocumentIndexEnd { last: prev, sequences: n }));
+    }
+    // 5.-6. Lengths and pointers, in 64 bits.
+    let mut lengths = Vec::with_capacity(nn);
+    let mut pointers = Vec::with_capacity(nn);
+    let mut starts = Vec::with_capacity(nn + 1);
+    let mut repaired = 0u64;
+    let mut end = 0u64; // bytes
+    let mut tokens = 0u64;
+    starts.push(0);
+    for i in 0..nn {
+        let len = i32_at(&idx, lengths_at + 4 * i);
+        if len < 0 {
+            return Err(err(ForeignError::NegativeLength { sequence: i as u64 }));
+        }
+        let ptr = i64_at(&idx, pointers_at + 8 * i);
+        if ptr != end as i64 || ptr < 0 {
+            if !options.repair_pointers {
+                if ptr < 0 {
+                    return Err(err(ForeignError::NegativePointer { sequence: i as u64 }));
+                }
+                return Err(err(ForeignError::PointerMismatch {
+                    sequence: i as u64,
+                    found: ptr,
+                    expected: end,
+                }));
+            }
+            repaired += 1;
+        }
+        lengths.push(len as u32);
+        pointers.push(end);
+        // At most 2^63 sequences of at most 2^31 tokens of 8 bytes: checked anyway.
+        let bytes = (len as u64).checked_mul(itemsize).and_then(|b| end.checked_add(b));
+        end = bytes.ok_or_else(|| err(ForeignError::DataFileSize { have: 0, want: u64::MAX }))?;
+        tokens += len as u64;
+        starts.push(tokens);
+    }
+    let modes = match mode_bytes {
+        1 => Some(idx[modes_at..modes_at + nn].iter().map(|&b| b as i8).collect()),
+        4 => Some((0..nn).map(|i| i32_at(&idx, modes_at + 4 * i) as i8).collect()),
+        _ => None,
+    };
+    // 7. The data file.
+    let bin_len = fs.len(&bin_name)?;
+    if bin_len != end {
+        return Err(fs.err(&bin_name, ForeignError::DataFileSize { have: bin_len, want: end }));
+    }
+    let documents = document_indices.iter().map(|&s| starts[s as usize]).collect();
+    let mut parts = Parts::new(&fs, dtype);
+    parts.files = vec![
+        ForeignFile { path: bin_name.into(), bytes: bin_len, elements: tokens },
+        ForeignFile { path: idx_name.into(), bytes: idx_len, elements: 0 },
+    ];
+    parts.segments = vec![Segment { file: 0, offset: 0, elements: tokens }];
+    parts.documents = Some(documents);
+    parts.index_hash = xxhash_rust::xxh3::xxh3_64(&idx);
+    parts.details = ForeignDetails::Megatron(MegatronIndex {
+        dtype_code: code,
+        lengths,
+        pointers,
+        starts,
+        document_indices,
+        modes,
+        repaired,
+    });
+    Ok(parts)
+}

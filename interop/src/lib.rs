@@ -1,0 +1,118 @@
+//! guideloom's interoperability with other projects: their token datasets read in place
+//! (Megatron-Core indexed datasets, nanoGPT and llm.c token files, MosaicML Streaming MDS,
+//! litdata optimized chunks, OLMo/Dolma token files and NumPy `.npy` arrays) and their
+//! trainers' sample orders computed exactly (Megatron-Core's `GPTDataset` /
+//! `BlendedDataset`, llm.c's `DataLoader`), with the states that continue their runs.
+//!
+//! # Datasets
+//!
+//! [`ForeignDataset::open`] validates a dataset (headers, offsets against file sizes, paths
+//! inside its directory) without reading its tokens, and maps its files onto the stream
+//! shape every [`StreamReader`](guideloom_storage::StreamReader) reads: a list of files, each contributing element
+//! ranges at byte offsets (its *segments*), in a fixed order, with the document boundaries
+//! the layout records as ranges of that stream. [`ForeignDataset::reader`] then gives a
+//! plain `StreamReader` over those segments (a [`StreamLayout`](guideloom_storage::StreamLayout), [`ForeignDataset::layout`]): windows cross file and segment
+//! boundaries with their segmentation, batches are one backend call (io_uring, pread, mmap)
+//! as for a native storage, `plan`/`fetch`/`decode` work as everywhere, and the loader's
+//! token-window fast path reads them unchanged ([`token_windows`]). Nothing is converted or written; compressed
+//! MDS shards (zstd, gzip) are the one exception: they are decompressed into memory on open
+//! and read from there.
+//!
+//! | layout | [`ForeignFormat`] | path | dtype | documents |
+//! | --- | --- | --- | --- | --- |
+//! | Megatron-Core `MMIDIDX` v1 | `megatron` | the prefix of `<prefix>.bin` / `<prefix>.idx` | from the index (codes 1-5, 8) | `document_indices` (and [`MegatronIndex`] keeps the sequences) |
+//! | nanoGPT `train.bin` | `nanogpt` | a file or a glob | required ([`ForeignOptions::dtype`]) | scanned for a delimiter when one is given |
+//! | llm.c / modded-nanogpt shards | `llmc` | a file or a glob (sorted byte-wise) | u16 (magic 20240520 v1), u32 (20240801 v7); header-less legacy files with an explicit dtype | scanned for a delimiter when one is given |
+//! | MosaicML Streaming MDS | `mds` | the directory of `index.json` | the token column's (`ndarray`, `ndarray:<dtype>`, or `bytes` with a configured dtype, default i64) | samples |
+//! | litdata optimized chunks | `litdata` | the directory of `index.json` | the token leaf's (`no_header_numpy:<i>`, `no_header_tensor:<i>`, `numpy`, `tensor`) | items |
+//! | OLMo / Dolma token files | `olmo` | a file, a glob or a directory of `*.npy` (raw, no NPY header) | required | the sibling `.csv.gz`, else a delimiter scan |
+//! | NumPy `.npy` v1/v2/v3 | `npy` | a file, a glob or a directory of `*.npy` | from the header (either byte order) | rows of a 2-D array; optionally one per file |
+//!
+//! [`ForeignDataset::open_at`] (and [`ForeignDataset::open_url`]) read the same layouts from
+//! an object-store URL (`s3://bucket/data/fineweb_train_*.bin`, `gs://bucket/mds`): a
+//! directory or a glob is one listing of the prefix, sorted byte-wise as locally, files are
+//! read by ranged requests through the store's block cache, and errors name files as
+//! `URL/name`. Locally, a directory or glob takes regular files only: a FIFO, socket, device
+//! or symbolic link it matches is [`StorageError::UnsafeFile`](guideloom_storage::StorageError::UnsafeFile) naming it (a link is
+//! followed only when the path names it directly), and sub-directories are passed over.
+//!
+//! Auto-detection ([`ForeignOptions::format`] `None`, [`detect`], [`detect_at`]) picks a layout only where a magic
+//! number or an index file makes it unambiguous (`index.json` of MDS or litdata, a
+//! Megatron `.idx`, the NumPy or llm.c magic); raw files (nanoGPT, OLMo, legacy llm.c) need
+//! the format and the dtype named.
+//!
+//! Sources of the layouts: NVIDIA/Megatron-LM `megatron/core/datasets/indexed_dataset.py`;
+//! karpathy/nanoGPT `data/*/prepare.py`; karpathy/llm.c `dev/data/data_common.py` and
+//! `llmc/dataloader.h`; KellerJordan/modded-nanogpt `data/fineweb.py`; mosaicml/streaming
+//! `streaming/base/format/mds/{writer,reader,encodings}.py`; Lightning-AI/litdata
+//! `src/litdata/streaming/{writer,item_loader,serializers}.py`; allenai/dolma
+//! `python/dolma/tokenizer/memmap_writer.py` and allenai/OLMo-core `src/olmo_core/data/utils.py`;
+//! numpy `numpy/lib/format.py`.
+//!
+//! Validation on open: every offset and size from a file is computed in `u64` and checked
+//! against the file sizes before anything is read or allocated with it; no path from an index
+//! leaves the dataset's directory; encodings that execute code (MDS `pkl`, litdata `pickle`,
+//! NumPy object arrays) are refused, never decoded. Errors are [`InteropError::Dataset`]
+//! naming the file, with a [`ForeignError`] naming the field and the numbers. The index files
+//! (MDS and litdata `index.json`) are decoded by serde into typed structs and validated
+//! before any shard is opened.
+//!
+//! # Orders
+//!
+//! - [`MegatronSamples`]: Megatron-Core's `GPTDataset` / `BlendedDataset` samples in
+//!   Megatron's order, computed in Rust ([`GptIndex`], [`BlendIndex`], [`Mt19937`],
+//!   [`megatron_split_ranges`]), and [`megatron_resume_state`] / [`megatron_resume_source`]
+//!   to continue a run at Megatron's `consumed_samples`.
+//! - [`llmc_windows`], [`llmc_shuffled_windows`]: llm.c's sequential and shuffled batch orders
+//!   as `guideloom_loader::Spans` records, and [`LlmcCheckpoint`] with [`llmc_resume_state`] /
+//!   [`llmc_shuffled_resume_state`] to continue from llm.c's checkpoints.
+//!
+//! Sources of the algorithms: NVIDIA/Megatron-LM `megatron/core/datasets/` (`gpt_dataset.py`,
+//! `helpers.cpp`, `blended_dataset.py`, `blended_megatron_dataset_builder.py`,
+//! `blended_megatron_dataset_config.py`, `utils.py`); NumPy `numpy/random/` (`RandomState`,
+//! MT19937); karpathy/llm.c `llmc/dataloader.h`, `llmc/rand.h`, `train_gpt2.cu`.
+//!
+//! # Feature flags
+//!
+//! Default: every layout. Layouts without dependencies of their own (Megatron, nanoGPT,
+//! llm.c, litdata, NumPy) are always read; a layout whose feature is off is refused with
+//! [`ForeignError::FeatureDisabled`] naming the feature ([`ForeignFormat::feature`]).
+//!
+//! - `mds`: MosaicML Streaming MDS (zstd and gzip shards: `zstd`, with its C library, and
+//!   `flate2`; the shard hashes `verify_hashes` checks: `sha1`, `sha2`, `md-5`).
+//! - `olmo`: OLMo / Dolma token files (their `.csv.gz` document metadata: `flate2`).
+
+#![forbid(unsafe_code)]
+
+mod dataset;
+mod detect;
+mod dir;
+mod error;
+mod files;
+mod format;
+mod layouts;
+mod options;
+mod orders;
+mod parts;
+mod windows;
+
+pub use dataset::ForeignDataset;
+pub use detect::{detect, detect_at};
+pub use error::{ForeignError, InteropError, Result};
+pub use format::ForeignFormat;
+pub use layouts::megatron_index::MegatronIndex;
+pub use options::{DocumentDelimiter, ForeignOptions};
+pub use orders::llmc::{
+    llmc_resume_state, llmc_shuffled_resume_state, llmc_shuffled_windows, llmc_windows, LlmcCheckpoint,
+};
+pub use orders::megatron::blend::{
+    megatron_blending_indices, megatron_exhaustive_blending_indices, BlendIndex,
+};
+pub use orders::megatron::gpt::{GptConfig, GptIndex, SamplePiece};
+pub use orders::megatron::mt19937::Mt19937;
+pub use orders::megatron::samples::{
+    megatron_resume_source, megatron_resume_state, MegatronSample, MegatronSamples,
+};
+pub use orders::megatron::split::{megatron_split_ranges, MegatronSplit};
+pub use parts::{ForeignDetails, ForeignFile};
+pub use windows::token_windows;

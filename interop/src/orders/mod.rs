@@ -1,0 +1,5 @@
+//! Other trainers' sample orders, computed in Rust: Megatron-Core's ([`megatron`]) and llm.c's
+//! ([`llmc`]), with the states that continue their runs.
+
+pub(crate) mod llmc;
+pub(crate) mod megatron;

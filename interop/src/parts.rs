@@ -1,0 +1,105 @@
+//! What a layout reader finds in a dataset ([`Parts`]: the files, the element runs, the
+//! documents), and the public views of it: [`ForeignFile`] and [`ForeignDetails`].
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use guideloom_formats::Primitive;
+use guideloom_storage::{Segment, StorageDir};
+
+use crate::files::Fs;
+use crate::layouts::megatron_index::MegatronIndex;
+
+/// One file of a foreign dataset.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ForeignFile {
+    /// The file, relative to [`crate::ForeignDataset::root`].
+    pub path: PathBuf,
+    /// Its size in bytes (decompressed size for a compressed MDS shard).
+    pub bytes: u64,
+    /// The tokens it contributes to the stream.
+    pub elements: u64,
+}
+
+/// What a layout records beyond tokens and documents.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum ForeignDetails {
+    /// Nothing more (nanoGPT, OLMo).
+    None,
+    /// Megatron: sequences, pointers, document indices, modes.
+    Megatron(MegatronIndex),
+    /// llm.c: the header version of each file (0 for a header-less legacy file).
+    Llmc {
+        /// Per file: 1 (GPT-2, u16), 7 (Llama-3, u32) or 0 (raw).
+        versions: Vec<u32>,
+    },
+    /// MDS: the sample count of each shard, and the token column.
+    Mds {
+        /// Per shard, in index order.
+        samples: Vec<u64>,
+        /// The token column's name and encoding.
+        column: (String, String),
+    },
+    /// litdata: the item loader and each chunk's token count (`dim`) or item count.
+    Litdata {
+        /// `TokensLoader` or `PyTreeLoader`.
+        item_loader: String,
+        /// Per chunk: its items.
+        items: Vec<u64>,
+    },
+    /// NumPy: the shape of each file.
+    Npy {
+        /// Per file.
+        shapes: Vec<Vec<u64>>,
+    },
+}
+
+/// What a layout reader found: everything [`crate::ForeignDataset`] holds but the options.
+#[derive(Debug)]
+pub(crate) struct Parts {
+    pub(crate) root: PathBuf,
+    /// The directory `root` names, every file read through it.
+    pub(crate) dir: Arc<dyn StorageDir>,
+    pub(crate) dtype: Primitive,
+    pub(crate) big_endian: bool,
+    pub(crate) files: Vec<ForeignFile>,
+    /// The element runs, in stream order.
+    pub(crate) segments: Vec<Segment>,
+    /// Document boundaries (documents + 1 token offsets, from 0), where recorded.
+    pub(crate) documents: Option<Vec<u64>>,
+    /// What the layout records beyond tokens and documents.
+    pub(crate) details: ForeignDetails,
+    /// Decompressed files, by name relative to `root`.
+    pub(crate) mem: BTreeMap<String, Arc<[u8]>>,
+    /// xxh3 of the index bytes (part of the fingerprint).
+    pub(crate) index_hash: u64,
+}
+
+impl Parts {
+    /// Nothing found yet in the directory of `fs`: elements of `dtype`, little-endian.
+    pub(crate) fn new(fs: &Fs, dtype: Primitive) -> Self {
+        Parts {
+            root: fs.root.clone(),
+            dir: fs.dir.clone(),
+            dtype,
+            big_endian: false,
+            files: Vec::new(),
+            segments: Vec::new(),
+            documents: None,
+            details: ForeignDetails::None,
+            mem: BTreeMap::new(),
+            index_hash: 0,
+        }
+    }
+
+    /// The elements of each file (the sum of its segments'), in file order.
+    pub(crate) fn file_elements(&self) -> Vec<u64> {
+        let mut per_file = vec![0u64; self.files.len()];
+        for s in &self.segments {
+            per_file[s.file] += s.elements;
+        }
+        per_file
+    }
+}

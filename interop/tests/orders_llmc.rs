@@ -1,0 +1,240 @@
+//! Issue 14: llm.c's sequential and shuffled batch orders and its checkpoints
+//! (`src/orders/llmc.rs`), reproduced exactly: the expected batches are llm.c's own C
+//! `DataLoader`'s for the same shards (`loader/tests/data/llmc_order`, made by its
+//! `generate.sh`).
+
+use std::path::PathBuf;
+
+use guideloom_formats::IntTokenFormat;
+use guideloom_interop::{
+    llmc_resume_state, llmc_shuffled_resume_state, llmc_shuffled_windows, llmc_windows, ForeignDataset,
+    ForeignFormat, ForeignOptions, InteropError, LlmcCheckpoint,
+};
+use guideloom_loader::{Loader, Spans};
+use guideloom_storage::ReadOptions;
+
+use crate::common::{llmc_order, sample};
+
+/// AC-LLMC-03: llm.c's C loader over the two gpt-2 shards under their real names
+/// (`tiny_train_000001.bin`, `tiny_val_000000.bin`), B = 1, T = 2, one process, no shuffle:
+/// `glob()` sorts the names, so the train shard comes first (the bytes of `t` < `v`), three
+/// windows per shard, then it wraps to the first shard. The expected batches are llm.c's own
+/// (`loader/tests/data/llmc_order/tiny_glob.txt`, made by `generate.sh` with llm.c's
+/// `llmc/dataloader.h`); the notes' listing of this case had the val shard first, which is
+/// the order of a glob over names that sort val first, not of these names.
+#[test]
+fn llmc_sequential_order_matches_llmc_dataloader() {
+    let dir = tempfile::tempdir().unwrap();
+    for name in ["tiny_val_000000.bin", "tiny_train_000001.bin"] {
+        std::fs::copy(sample(&format!("llmc/{name}")), dir.path().join(name)).unwrap();
+    }
+    let options = ForeignOptions::new().format(ForeignFormat::Llmc);
+    let data = ForeignDataset::open(dir.path().join("*.bin"), &options).unwrap();
+    let reader = data.reader(IntTokenFormat::new(data.dtype()).unwrap(), ReadOptions::default()).unwrap();
+    let spans = Spans::new(reader, llmc_windows(&data, 1, 2, 1).unwrap()).unwrap();
+    let loader = Loader::builder(spans).batch_size(1).epochs(2).workers(0).build().unwrap();
+    let got: Vec<Vec<i64>> = loader.iter().map(|b| b.unwrap().data.remove(0)).collect();
+    let first: Vec<Vec<i64>> = vec![
+        vec![50256, 301, 302],
+        vec![302, 303, 304],
+        vec![304, 50256, 401],
+        vec![50256, 101, 102],
+        vec![102, 103, 50256],
+        vec![50256, 201, 202],
+    ];
+    assert_eq!(got[..6], first[..]);
+    assert_eq!(got[6..], first[..], "wraps to the first shard");
+    let measured = llmc_cases("tiny_glob.txt");
+    let measured: Vec<Vec<i64>> = measured[0].batches.iter().map(|x| x.2.clone()).collect();
+    assert_eq!(measured[..], got[..8], "llm.c's own batches");
+    // Two processes: each step hands rank r the window at idx * 2 * B * T + r * B * T.
+    assert_eq!(
+        llmc_windows(&data, 1, 2, 2).unwrap(),
+        [
+            guideloom_storage::Window::new(0, 3),
+            guideloom_storage::Window::new(2, 3),
+            guideloom_storage::Window::new(7, 3),
+            guideloom_storage::Window::new(9, 3),
+        ]
+    );
+    assert!(llmc_windows(&data, 0, 2, 1).is_err());
+    // llm.c stopped at shard 1, batch position 1: the rest, then the wrap.
+    let state = llmc_resume_state(&loader.initial_state(), &data, (1, 2, 1), 1, 1).unwrap();
+    let rest: Vec<Vec<i64>> = loader.iter_from(&state).unwrap().map(|b| b.unwrap().data.remove(0)).collect();
+    assert_eq!(rest[..], got[4..]);
+    assert_eq!(rest[2], [50256, 301, 302]);
+    assert!(llmc_resume_state(&loader.initial_state(), &data, (1, 2, 1), 1, 4).is_err());
+    assert!(llmc_resume_state(&loader.initial_state(), &data, (1, 2, 1), 2, 0).is_err());
+    assert!(llmc_resume_state(&loader.initial_state(), &data, (1, 2, 2), 0, 0).is_err());
+}
+
+/// One configuration llm.c's own `DataLoader` ran (`loader/tests/data/llmc_order/expected.txt`,
+/// made by `generate.sh` from llm.c's `llmc/dataloader.h`): `(B, T, rank, processes,
+/// shuffle)` and per batch `(current_shard_idx, current_sample_idx, tokens)` after
+/// `dataloader_next_batch`.
+struct LlmcCase {
+    config: (u64, u64, u64, u64, bool),
+    batches: Vec<(u64, u64, Vec<i64>)>,
+}
+
+fn llmc_order_dir() -> PathBuf {
+    llmc_order("")
+}
+
+fn llmc_cases(file: &str) -> Vec<LlmcCase> {
+    let text = std::fs::read_to_string(llmc_order_dir().join(file)).unwrap();
+    let mut cases: Vec<LlmcCase> = Vec::new();
+    for line in text.lines() {
+        let w: Vec<i64> = line.split_whitespace().filter_map(|w| w.parse().ok()).collect();
+        if line.starts_with("case") {
+            let u = |i: usize| w[i] as u64;
+            cases.push(LlmcCase { config: (u(0), u(1), u(2), u(3), w[4] != 0), batches: Vec::new() });
+        } else {
+            cases.last_mut().unwrap().batches.push((w[0] as u64, w[1] as u64, w[2..].to_vec()));
+        }
+    }
+    cases
+}
+
+fn llmc_order_data() -> ForeignDataset {
+    let options = ForeignOptions::new().format(ForeignFormat::Llmc);
+    ForeignDataset::open(llmc_order_dir().join("order_*.bin"), &options).unwrap()
+}
+
+/// The records a loader over `windows` (batch 1, one rank or `processes` ranks) gives rank
+/// `rank`, for `epochs` epochs.
+fn llmc_batches(
+    data: &ForeignDataset,
+    windows: Vec<guideloom_storage::Window>,
+    (rank, processes, epochs): (u64, u64, u64),
+) -> (Loader<Spans<guideloom_storage::StreamReader<IntTokenFormat>>>, Vec<Vec<i64>>) {
+    let reader = data.reader(IntTokenFormat::new(data.dtype()).unwrap(), ReadOptions::default()).unwrap();
+    let loader = Loader::builder(Spans::new(reader, windows).unwrap())
+        .batch_size(1)
+        .shard(rank, processes)
+        .epochs(epochs)
+        .workers(0)
+        .build()
+        .unwrap();
+    let got = loader.iter().map(|b| b.unwrap().data.remove(0)).collect();
+    (loader, got)
+}
+
+/// llm.c's shuffled and sequential orders over four shards of 41, 29, 53 and 36 tokens, for
+/// one and two processes, over three or more epochs: every batch's tokens equal llm.c's, and
+/// the position llm.c holds after each batch (what its checkpoint stores) resumes onto the
+/// next one.
+#[test]
+fn llmc_orders_match_llmc_dataloader_and_positions_resume() {
+    let data = llmc_order_data();
+    let cases = llmc_cases("expected.txt");
+    assert_eq!(cases.len(), 6);
+    for case in &cases {
+        let (b, t, rank, p, shuffle) = case.config;
+        let per_epoch: u64 = data.files().iter().map(|f| (f.elements - 1) / (b * t * p)).sum();
+        let n = case.batches.len() as u64;
+        let epochs = n.div_ceil(per_epoch);
+        let (loader, got) = if shuffle {
+            let windows = llmc_shuffled_windows(&data, (b, t, p), rank, epochs).unwrap();
+            llmc_batches(&data, windows, (0, 1, 1))
+        } else {
+            llmc_batches(&data, llmc_windows(&data, b, t, p).unwrap(), (rank, p, epochs))
+        };
+        let want: Vec<Vec<i64>> = case.batches.iter().map(|x| x.2.clone()).collect();
+        assert_eq!(got[..n as usize], want[..], "case {:?}", case.config);
+        for (i, &(shard, sample, _)) in case.batches.iter().enumerate() {
+            let i = i as u64;
+            let state = if shuffle {
+                llmc_shuffled_resume_state(
+                    &loader.initial_state(),
+                    &data,
+                    (b, t, p),
+                    rank,
+                    (i / per_epoch, shard, sample),
+                )
+                .unwrap()
+            } else {
+                llmc_resume_state(&loader.initial_state(), &data, (b, t, p), shard, sample).unwrap()
+            };
+            let want_next = if shuffle { i + 1 } else { (i % per_epoch) + 1 };
+            assert_eq!(state.next_batch, want_next, "case {:?}, after batch {i}", case.config);
+        }
+    }
+    // The shuffled orders of the two ranks differ (each seeds 42 + rank), and neither is the
+    // sequential one.
+    let r0 = llmc_shuffled_windows(&data, (1, 4, 2), 0, 1).unwrap();
+    let r1 = llmc_shuffled_windows(&data, (1, 4, 2), 1, 1).unwrap();
+    assert_ne!(
+        r0.iter().map(|w| w.offset + 4).collect::<Vec<_>>(),
+        r1.iter().map(|w| w.offset).collect::<Vec<_>>()
+    );
+    assert!(llmc_shuffled_windows(&data, (1, 4, 2), 2, 1).is_err());
+    assert!(llmc_shuffled_windows(&data, (0, 4, 2), 0, 1).is_err());
+}
+
+/// llm.c's checkpoints (`state_*.bin` in `train_gpt2.cu`'s layout, written by the harness
+/// from llm.c's `DataLoader` after a known number of batches): the header's fields, the
+/// shuffled run's epoch found from the tail, and the resume state at the next batch.
+#[test]
+fn llmc_checkpoints_resume_at_the_next_batch() {
+    let data = llmc_order_data();
+    let cases = llmc_cases("expected.txt");
+    // (file, case, batches before the checkpoint)
+    for (file, case, after) in [
+        ("state_shuffled_r0.bin", 2usize, 30u64),
+        ("state_shuffled_p2_r0.bin", 3, 11),
+        ("state_shuffled_p2_r1.bin", 4, 25),
+        ("state_sequential_p2_r1.bin", 5, 7),
+    ] {
+        let bytes = std::fs::read(llmc_order_dir().join(file)).unwrap();
+        let c = LlmcCheckpoint::parse_header(&bytes).unwrap();
+        let (b, t, rank, p, shuffle) = cases[case].config;
+        let (shard, sample, _) = cases[case].batches[after as usize - 1];
+        assert_eq!(
+            (c.processes, c.rank, c.shuffle, c.step, c.shard, c.sample),
+            (p, rank, shuffle, after, shard, sample),
+            "{file}"
+        );
+        let windows = if shuffle {
+            llmc_shuffled_windows(&data, (b, t, p), rank, 4).unwrap()
+        } else {
+            llmc_windows(&data, b, t, p).unwrap()
+        };
+        let (loader, _) = llmc_batches(&data, windows, if shuffle { (0, 1, 1) } else { (rank, p, 4) });
+        let state = if shuffle {
+            let tail_len = c.tail_bytes(&data, (b, t)).unwrap() as usize;
+            let tail = &bytes[bytes.len().saturating_sub(tail_len)..];
+            let epoch = c.epoch(tail, &data, (b, t), 10).unwrap();
+            let per_epoch: u64 = data.files().iter().map(|f| (f.elements - 1) / (b * t * p)).sum();
+            assert_eq!(epoch, (after - 1) / per_epoch, "{file}");
+            // Another rank's generator, or too few epochs tried, finds none.
+            let mut other = c;
+            other.rank = 1 - rank;
+            assert!(matches!(
+                other.epoch(tail, &data, (b, t), 10),
+                Err(InteropError::ForeignCheckpoint { .. })
+            ));
+            assert!(c.epoch(tail, &data, (b, t), epoch).is_err());
+            llmc_shuffled_resume_state(
+                &loader.initial_state(),
+                &data,
+                (b, t, p),
+                rank,
+                (epoch, c.shard, c.sample),
+            )
+            .unwrap()
+        } else {
+            assert!(c.epoch(&bytes, &data, (b, t), 10).is_err());
+            llmc_resume_state(&loader.initial_state(), &data, (b, t, p), c.shard, c.sample).unwrap()
+        };
+        let rest: Vec<Vec<i64>> =
+            loader.iter_from(&state).unwrap().take(5).map(|b| b.unwrap().data.remove(0)).collect();
+        let want: Vec<Vec<i64>> =
+            cases[case].batches[after as usize..after as usize + 5].iter().map(|x| x.2.clone()).collect();
+        assert_eq!(rest, want, "{file}");
+    }
+    let mut bad = std::fs::read(llmc_order_dir().join("state_shuffled_r0.bin")).unwrap();
+    assert!(LlmcCheckpoint::parse_header(&bad[..1000]).is_err());
+    bad[0] ^= 1;
+    assert!(matches!(LlmcCheckpoint::parse_header(&bad), Err(InteropError::ForeignCheckpoint { .. })));
+}

@@ -1,0 +1,420 @@
+//! Issue 14: Megatron-Core's sample order (`src/orders/megatron/`), reproduced exactly. The
+//! expected values are those megatron-core 0.16.1 (`GPTDataset`, `BlendedDataset`,
+//! `helpers_cpp`) and NumPy's `RandomState` produced for the same inputs; the cached `.npy`
+//! indices under `storage/tests/data/interop/megatron/cache` are megatron-core's own files for
+//! the two `GPTDataset` cases.
+
+use std::path::Path;
+
+use guideloom_formats::IntTokenFormat;
+use guideloom_interop::{
+    megatron_blending_indices, megatron_exhaustive_blending_indices, megatron_resume_source,
+    megatron_resume_state, megatron_split_ranges, BlendIndex, ForeignDataset, ForeignFormat, ForeignOptions,
+    GptConfig, GptIndex, InteropError, MegatronSamples, MegatronSplit, Mt19937,
+};
+use guideloom_loader::{DataSource, Loader, LoaderError};
+use guideloom_storage::ReadOptions;
+
+use crate::common::sample;
+
+fn megatron(prefix: &Path) -> ForeignDataset {
+    ForeignDataset::open(prefix, &ForeignOptions::new().format(ForeignFormat::Megatron)).unwrap()
+}
+
+/// All elements of a `.npy` file, widened to i64.
+fn npy(path: &Path) -> Vec<i64> {
+    let data = ForeignDataset::open(path, &ForeignOptions::new().format(ForeignFormat::Npy)).unwrap();
+    let reader = data.reader(IntTokenFormat::new(data.dtype()).unwrap(), ReadOptions::default()).unwrap();
+    let n = data.elements();
+    reader.read_many(&[guideloom_storage::Window::new(0, n)]).unwrap().pop().unwrap()
+}
+
+#[test]
+fn mt19937_first_outputs_match_init_genrand() {
+    for (seed, want) in [
+        (0u64, [2_357_136_044u32, 2_546_248_239, 3_071_714_933]),
+        (1234, [822_569_775, 2_137_449_171, 2_671_936_806]),
+        (5489, [3_499_211_612, 581_869_302, 3_890_346_734]),
+    ] {
+        let mut g = Mt19937::new(seed).unwrap();
+        assert_eq!([g.next_u32(), g.next_u32(), g.next_u32()], want, "seed {seed}");
+    }
+}
+
+#[test]
+fn legacy_shuffle_matches_numpy_random_state() {
+    for (seed, n, want) in [
+        (0u64, 10u32, vec![2u32, 8, 4, 9, 1, 6, 7, 3, 0, 5]),
+        (1234, 10, vec![7, 2, 9, 1, 0, 8, 4, 5, 6, 3]),
+        (42, 5, vec![1, 4, 2, 0, 3]),
+    ] {
+        let mut a: Vec<u32> = (0..n).collect();
+        Mt19937::new(seed).unwrap().shuffle(&mut a);
+        assert_eq!(a, want, "seed {seed}");
+    }
+}
+
+#[test]
+fn legacy_interval_takes_the_64_bit_path_above_u32() {
+    let max = (1u64 << 40) + 4;
+    let got: Vec<u64> = [1u64, 2, 3].iter().map(|&s| Mt19937::new(s).unwrap().interval(max)).collect();
+    assert_eq!(got, [163_196_666_091, 722_349_427_215, 1_073_054_410_371]);
+}
+
+#[test]
+fn seed_outside_u32_is_invalid() {
+    assert!(matches!(Mt19937::new(1 << 32), Err(InteropError::InvalidSeed { seed: 4_294_967_296 })));
+    let c = GptConfig::new(4, u64::MAX);
+    assert!(matches!(GptIndex::build(&[4, 3], 0..2, &c), Err(InteropError::InvalidSeed { .. })));
+}
+
+#[test]
+fn blending_schedule_is_the_greedy_argmax() {
+    assert_eq!(megatron_blending_indices(&[0.5, 0.5], 6), (vec![0, 1, 0, 1, 0, 1], vec![0, 0, 1, 1, 2, 2]));
+    assert_eq!(
+        megatron_blending_indices(&[0.2, 0.3, 0.5], 10),
+        (vec![2, 1, 0, 2, 1, 2, 0, 2, 1, 2], vec![0, 0, 0, 1, 1, 2, 1, 3, 2, 4])
+    );
+    // The surplus per component and the blend's size (3 + 8 = 11 for 10 requested).
+    let b = BlendIndex::new(&[25.0, 75.0], 10, 0.005).unwrap();
+    assert_eq!((b.len(), b.component_samples()), (11, &[4u64, 9][..]));
+}
+
+#[test]
+fn split_bookends_round_half_to_even() {
+    assert_eq!(megatron_split_ranges("1,1", 5).unwrap(), [Some(0..2), Some(2..5), None]);
+    assert_eq!(megatron_split_ranges("1,1,1", 10).unwrap(), [Some(0..3), Some(3..7), Some(7..10)]);
+    assert_eq!(
+        megatron_split_ranges("969,30,1", 1000).unwrap(),
+        [Some(0..969), Some(969..999), Some(999..1000)]
+    );
+    assert_eq!(megatron_split_ranges("98,2", 7).unwrap(), [Some(0..7), Some(7..7), None]);
+    let valid = GptConfig::new(4, 1234).split("98,2").which(MegatronSplit::Valid).num_samples(3);
+    assert!(matches!(
+        GptIndex::build(&[1; 7], 7..7, &valid),
+        Err(InteropError::EmptySplit { split: "valid" })
+    ));
+    assert!(matches!(
+        megatron_split_ranges("a,b", 7),
+        Err(InteropError::InvalidConfig { field: "split", .. })
+    ));
+}
+
+fn samples_of(source: &MegatronSamples) -> Vec<Vec<i64>> {
+    let all: Vec<u64> = (0..source.len()).collect();
+    source.get_many(&all).unwrap().into_iter().map(|s| s.tokens).collect()
+}
+
+#[test]
+fn gpt_dataset_separate_final_epoch_case() {
+    let data = megatron(&sample("megatron/gpt2_text_document"));
+    let c = GptConfig::new(4, 1234).split("1,0,0").num_samples(4);
+    let s = MegatronSamples::open(&[(1.0, &data)], &c, ReadOptions::default()).unwrap();
+    let ix = s.index(0).unwrap();
+    assert_eq!((ix.epochs(), ix.separate_final_epoch(), ix.len()), (2, true, 6));
+    assert_eq!(ix.document_index(), [0, 1, 2, 3, 1, 2, 3, 0]);
+    assert_eq!(ix.sample_index(), [[0, 0], [1, 0], [2, 1], [3, 0], [4, 2], [5, 3], [7, 0]]);
+    assert_eq!(ix.shuffle_index(), [0, 2, 1, 3, 5, 4]);
+    assert_eq!(
+        samples_of(&s),
+        [
+            vec![101, 102, 103, 50256, 201],
+            vec![302, 303, 304, 50256, 401],
+            vec![201, 202, 50256, 301, 302],
+            vec![401, 50256, 201, 202, 50256],
+            vec![304, 50256, 401, 50256, 101],
+            vec![50256, 301, 302, 303, 304],
+        ]
+    );
+}
+
+#[test]
+fn gpt_dataset_joint_shuffle_case() {
+    let data = megatron(&sample("megatron/gpt2_text_document"));
+    let c = GptConfig::new(4, 1234).split("1,0,0").num_samples(5);
+    let s = MegatronSamples::open(&[(1.0, &data)], &c, ReadOptions::default()).unwrap();
+    let ix = s.index(0).unwrap();
+    assert_eq!((ix.epochs(), ix.separate_final_epoch(), ix.len()), (2, false, 6));
+    assert_eq!(ix.document_index(), [2, 1, 2, 0, 0, 1, 3, 3]);
+    assert_eq!(ix.sample_index(), [[0, 0], [0, 4], [2, 0], [2, 4], [3, 3], [4, 3], [6, 0]]);
+    assert_eq!(ix.shuffle_index(), [0, 4, 3, 2, 5, 1]);
+    assert_eq!(
+        samples_of(&s),
+        [
+            vec![301, 302, 303, 304, 50256],
+            vec![50256, 101, 102, 103, 50256],
+            vec![50256, 101, 102, 103, 50256],
+            vec![301, 302, 303, 304, 50256],
+            vec![50256, 201, 202, 50256, 401],
+            vec![50256, 201, 202, 50256, 301],
+        ]
+    );
+}
+
+#[test]
+fn megatron_cached_indices_equal_the_computed_ones() {
+    let lengths = [4u32, 3, 5, 2];
+    for (md5, n) in [("cb6b325b654cb93cc690f6f34ed23067", 4u64), ("ab120df2b3b30f2071a2218ba2462cf5", 5)] {
+        let file = |what: &str| sample(&format!("megatron/cache/{md5}-GPTDataset-train-{what}.npy"));
+        let ix =
+            GptIndex::build(&lengths, 0..4, &GptConfig::new(4, 1234).split("1,0,0").num_samples(n)).unwrap();
+        let doc: Vec<i64> = ix.document_index().iter().map(|&d| i64::from(d)).collect();
+        let smp: Vec<i64> = ix.sample_index().iter().flat_map(|p| p.map(i64::from)).collect();
+        let shf: Vec<i64> = ix.shuffle_index().iter().map(|&d| i64::from(d)).collect();
+        assert_eq!(npy(&file("document_index")), doc, "{n} samples");
+        assert_eq!(npy(&file("sample_index")), smp, "{n} samples");
+        assert_eq!(npy(&file("shuffle_index")), shf, "{n} samples");
+        ix.check_cache(&sample(&format!("megatron/cache/{md5}-GPTDataset-train"))).unwrap();
+    }
+    // The other case's cache is a mismatch, named by array and entry.
+    let ix = GptIndex::build(&lengths, 0..4, &GptConfig::new(4, 1234).split("1,0,0").num_samples(4)).unwrap();
+    let err = ix.check_cache(&sample("megatron/cache/ab120df2b3b30f2071a2218ba2462cf5-GPTDataset-train"));
+    assert!(
+        matches!(
+            err,
+            Err(InteropError::CacheMismatch { array: "document_index", entry: 0, cached: 2, computed: 0 })
+        ),
+        "{err:?}"
+    );
+}
+
+#[test]
+fn blend_samples_are_the_components_samples_in_schedule_order() {
+    let a = megatron(&sample("megatron/gpt2_text_document"));
+    let b = megatron(&sample("megatron/other_text_document"));
+    let c = GptConfig::new(4, 1234).split("1,0,0").num_samples(10);
+    let blend = MegatronSamples::open(&[(30.0, &a), (70.0, &b)], &c, ReadOptions::default()).unwrap();
+    let bi = blend.blend().unwrap();
+    assert_eq!((bi.len(), bi.component_samples()), (10, &[4u64, 8][..]));
+    let (ds, smp) = megatron_blending_indices(&[0.3, 0.7], 10);
+    assert_eq!((bi.dataset_index(), bi.dataset_sample_index()), (&ds[..], &smp[..]));
+    let alone: Vec<Vec<Vec<i64>>> = [(&a, 4u64), (&b, 8)]
+        .iter()
+        .map(|(d, n)| {
+            let c = GptConfig::new(4, 1234).split("1,0,0").num_samples(*n);
+            samples_of(&MegatronSamples::open(&[(1.0, *d)], &c, ReadOptions::default()).unwrap())
+        })
+        .collect();
+    let got = blend.get_many(&(0..10).collect::<Vec<_>>()).unwrap();
+    for (k, s) in got.iter().enumerate() {
+        assert_eq!(s.dataset, ds[k]);
+        assert_eq!(s.tokens, alone[ds[k] as usize][smp[k] as usize], "blended sample {k}");
+        assert_eq!(s.tokens.len(), 5);
+    }
+}
+
+/// Writes a Megatron dataset of `docs` (u16 tokens) at `prefix`.
+fn write_megatron(prefix: &Path, docs: &[Vec<u16>]) {
+    let n = docs.len() as u64;
+    let mut idx = b"MMIDIDX\0\0".to_vec();
+    idx.extend(1u64.to_le_bytes());
+    idx.push(8);
+    idx.extend(n.to_le_bytes());
+    idx.extend((n + 1).to_le_bytes());
+    docs.iter().for_each(|d| idx.extend((d.len() as i32).to_le_bytes()));
+    let mut p = 0i64;
+    for d in docs {
+        idx.extend(p.to_le_bytes());
+        p += 2 * d.len() as i64;
+    }
+    (0..=n as i64).for_each(|i| idx.extend(i.to_le_bytes()));
+    let bin: Vec<u8> = docs.iter().flatten().flat_map(|t| t.to_le_bytes()).collect();
+    std::fs::write(prefix.with_extension("idx"), idx).unwrap();
+    std::fs::write(prefix.with_extension("bin"), bin).unwrap();
+}
+
+/// Every consumed-sample count `k` (whole steps) resumes onto the samples the uninterrupted
+/// run gives after `k`, on data-parallel sizes 1, 2 and 4, and the ranks' batches of a step
+/// are Megatron's `MegatronPretrainingSampler` split of the global order.
+#[test]
+fn resume_from_consumed_samples_on_dp_1_2_4() {
+    let dir = tempfile::tempdir().unwrap();
+    let docs = |base: u16, count: u16| -> Vec<Vec<u16>> {
+        (0..count).map(|d| (0..(d % 7 + 1)).map(|t| base + d * 10 + t).collect()).collect()
+    };
+    write_megatron(&dir.path().join("a"), &docs(1000, 40));
+    write_megatron(&dir.path().join("b"), &docs(5000, 25));
+    let (a, b) = (megatron(&dir.path().join("a")), megatron(&dir.path().join("b")));
+    let c = GptConfig::new(7, 99).split("90,10,0").num_samples(48);
+    let source = std::sync::Arc::new(
+        MegatronSamples::open(&[(2.0, &a), (1.0, &b)], &c, ReadOptions::default()).unwrap(),
+    );
+    let total = source.len();
+    assert_eq!(total, 48);
+    let order: Vec<(u16, Vec<i64>)> =
+        samples_of_full(&source).into_iter().map(|s| (s.dataset, s.tokens)).collect();
+    let micro = 2u64;
+    for dp in [1u64, 2, 4] {
+        let g = micro * dp;
+        let loaders: Vec<_> = (0..dp)
+            .map(|r| {
+                Loader::builder(source.clone()).batch_size(micro).shard(r, dp).workers(0).build().unwrap()
+            })
+            .collect();
+        for k in (0..total).step_by(g as usize) {
+            let state = megatron_resume_state(&loaders[0].initial_state(), k).unwrap();
+            let per_rank: Vec<Vec<Vec<_>>> = loaders
+                .iter()
+                .map(|l| l.iter_from(&state).unwrap().map(|b| b.unwrap().data).collect())
+                .collect();
+            let mut got = Vec::new();
+            for step in 0..per_rank[0].len() {
+                for rank in &per_rank {
+                    got.extend(rank[step].iter().map(|s| (s.dataset, s.tokens.clone())));
+                }
+            }
+            assert_eq!(got, order[k as usize..], "dp {dp}, consumed {k}");
+        }
+        let err = megatron_resume_state(&loaders[0].initial_state(), g + 1);
+        assert!(
+            matches!(err, Err(InteropError::Loader(LoaderError::ElasticResume { consumed, global_batch })) if consumed == g + 1 && global_batch == g)
+        );
+    }
+}
+
+fn samples_of_full(source: &MegatronSamples) -> Vec<guideloom_interop::MegatronSample> {
+    source.get_many(&(0..source.len()).collect::<Vec<_>>()).unwrap()
+}
+
+/// The validation split with `drop_last_partial_validation_sequence` off keeps a partial last
+/// sample (`ceil(float32(E*T - x) / L)` samples): 13 tokens after the extra one make three
+/// samples of 4 and one of 1, so their real lengths (with the shared token) are 5, 5, 5 and
+/// 2; Megatron pads the short one to `L + 1` with its pad id (-1 by default).
+#[test]
+fn validation_keeps_the_partial_last_sample_when_asked() {
+    let data = megatron(&sample("megatron/gpt2_text_document"));
+    let mut c = GptConfig::new(4, 1234).split("0,1,0").which(MegatronSplit::Valid);
+    let dropped = MegatronSamples::open(&[(1.0, &data)], &c, ReadOptions::default()).unwrap();
+    assert_eq!(dropped.len(), 3);
+    assert!(samples_of(&dropped).iter().all(|s| s.len() == 5));
+    c.drop_last_partial_validation = false;
+    let kept = MegatronSamples::open(&[(1.0, &data)], &c, ReadOptions::default()).unwrap();
+    let samples = samples_of(&kept);
+    assert!(samples.iter().all(|s| s.len() == 5));
+    let mut real: Vec<usize> = samples.iter().map(|s| s.iter().filter(|&&t| t != -1).count()).collect();
+    real.sort_unstable();
+    assert_eq!(real, [2, 5, 5, 5]);
+    // The partial sample: the last two tokens of the index's walk, then three pads; another
+    // pad id pads with it (and changes the source's fingerprint).
+    let ix = kept.index(0).unwrap();
+    let last = ix.shuffle_index().iter().position(|&j| u64::from(j) == ix.len() - 1).unwrap();
+    let partial = &samples[last];
+    assert_eq!(partial[2..], [-1, -1, -1]);
+    assert_eq!(partial[1], 50256, "{partial:?}: the walk ends at the end of a document");
+    let padded0 =
+        MegatronSamples::open(&[(1.0, &data)], &c.clone().pad_token_id(0), ReadOptions::default()).unwrap();
+    let mut with0 = partial.clone();
+    with0[2..].fill(0);
+    assert_eq!(samples_of(&padded0)[last], with0);
+    assert_ne!(padded0.fingerprint(), kept.fingerprint());
+    // The train split's fingerprint does not depend on the pad id (it never pads).
+    let t = GptConfig::new(4, 1234).split("1,0,0");
+    let a = MegatronSamples::open(&[(1.0, &data)], &t, ReadOptions::default()).unwrap();
+    let b =
+        MegatronSamples::open(&[(1.0, &data)], &t.clone().pad_token_id(7), ReadOptions::default()).unwrap();
+    assert_eq!(a.fingerprint(), b.fingerprint());
+}
+
+/// Every consumed-sample count `k`, also one that is not a whole number of steps (a run
+/// with another micro batch x data-parallel size, or inside a batch-size ramp-up), resumes
+/// onto the uninterrupted order after `k` in whole steps (the incomplete last one dropped,
+/// as Megatron's sampler does), on data-parallel sizes 1, 2 and 4.
+#[test]
+fn resume_from_any_consumed_samples_on_dp_1_2_4() {
+    let data = megatron(&sample("megatron/gpt2_text_document"));
+    let c = GptConfig::new(2, 7).split("1,0,0").num_samples(23);
+    let source =
+        std::sync::Arc::new(MegatronSamples::open(&[(1.0, &data)], &c, ReadOptions::default()).unwrap());
+    let order: Vec<Vec<i64>> = samples_of(&source);
+    let total = order.len() as u64;
+    assert!(total >= 23);
+    let micro = 3u64;
+    for dp in [1u64, 2, 4] {
+        let g = micro * dp;
+        for k in 0..=total {
+            let per_rank: Vec<Vec<Vec<Vec<i64>>>> = (0..dp)
+                .map(|r| {
+                    let (s, next_batch) = megatron_resume_source(source.clone(), k, g).unwrap();
+                    let loader = Loader::builder(s)
+                        .batch_size(micro)
+                        .shard(r, dp)
+                        .drop_remainder(true)
+                        .workers(0)
+                        .build()
+                        .unwrap();
+                    let state = guideloom_loader::State { next_batch, ..loader.initial_state() };
+                    loader
+                        .iter_from(&state)
+                        .unwrap()
+                        .map(|b| b.unwrap().data.into_iter().map(|s| s.tokens).collect())
+                        .collect()
+                })
+                .collect();
+            let mut got = Vec::new();
+            for step in 0..per_rank[0].len() {
+                for rank in &per_rank {
+                    got.extend(rank[step].iter().cloned());
+                }
+            }
+            let whole = (total - k) / g * g;
+            assert_eq!(got, order[k as usize..(k + whole) as usize], "dp {dp}, consumed {k}");
+        }
+    }
+    assert!(megatron_resume_source(source, 1, 0).is_err());
+}
+
+/// Megatron's exhaustive blend (`build_exhaustive_blending_indices`, prefixes without
+/// weights and no requested size), worked by hand: sizes [2, 3] weigh 0.4 / 0.6; the errors
+/// `w_i * max(s, 1) - count_i` pick 1 (0.6 > 0.4), 0 (0.4 > -0.4), 1 (0.2 > -0.2),
+/// 0 (0.2 > -0.2, which exhausts component 0), then 1 alone.
+#[test]
+fn exhaustive_blend_draws_every_component_until_exhausted() {
+    assert_eq!(megatron_exhaustive_blending_indices(&[2, 3]), (vec![1, 0, 1, 0, 1], vec![0, 0, 1, 1, 2]));
+    // Sizes [3, 2]: 0, 1, 0, 1 (exhausts 1), then 0 alone.
+    assert_eq!(megatron_exhaustive_blending_indices(&[3, 2]), (vec![0, 1, 0, 1, 0], vec![0, 0, 1, 1, 2]));
+    // The law: component i gives exactly its samples 0 .. sizes[i], in order.
+    for sizes in [vec![5u64, 1, 9], vec![1, 1, 1, 1], vec![40, 3], vec![7]] {
+        let (ds, sample) = megatron_exhaustive_blending_indices(&sizes);
+        assert_eq!(ds.len() as u64, sizes.iter().sum::<u64>());
+        for (i, &n) in sizes.iter().enumerate() {
+            let mine: Vec<u64> =
+                ds.iter().zip(&sample).filter(|(d, _)| **d as usize == i).map(|(_, s)| *s).collect();
+            assert_eq!(mine, (0..n).collect::<Vec<_>>(), "{sizes:?}");
+        }
+    }
+    // With a requested size: the greedy schedule over the normalised sizes, capped by their sum.
+    let b = BlendIndex::unweighted(&[3, 2], Some(4)).unwrap();
+    assert_eq!((b.dataset_index(), b.dataset_sample_index()), (&[0u16, 1, 0, 1][..], &[0u64, 0, 1, 1][..]));
+    assert_eq!(BlendIndex::unweighted(&[3, 2], Some(100)).unwrap().len(), 5);
+    assert!(BlendIndex::unweighted(&[3, 0], None).is_err());
+    assert!(BlendIndex::unweighted(&[], None).is_err());
+}
+
+/// `--data-path A B` (no weights): one-epoch components, blended exhaustively; every blended
+/// sample is its component's sample, and the fingerprint differs from a weighted blend's.
+#[test]
+fn unweighted_prefixes_blend_one_epoch_components_exhaustively() {
+    let a = megatron(&sample("megatron/gpt2_text_document"));
+    let b = megatron(&sample("megatron/other_text_document"));
+    let c = GptConfig::new(4, 1234).split("1,0,0");
+    let blend = MegatronSamples::open_unweighted(&[&a, &b], &c, ReadOptions::default()).unwrap();
+    let one = |d: &ForeignDataset| {
+        samples_of(&MegatronSamples::open(&[(1.0, d)], &c, ReadOptions::default()).unwrap())
+    };
+    let (sa, sb) = (one(&a), one(&b));
+    assert_eq!((sa.len(), sb.len()), (3, 2));
+    let got = samples_of_full(&blend);
+    assert_eq!(got.iter().map(|s| s.dataset).collect::<Vec<_>>(), [0, 1, 0, 1, 0]);
+    let want = [&sa[0], &sb[0], &sa[1], &sb[1], &sa[2]];
+    assert_eq!(got.iter().map(|s| &s.tokens).collect::<Vec<_>>(), want);
+    assert_eq!(got[0].tokens, [201, 202, 50256, 301, 302]);
+    // With --train-samples 4: the first four of the size-weighted schedule.
+    let capped =
+        MegatronSamples::open_unweighted(&[&a, &b], &c.clone().num_samples(4), ReadOptions::default())
+            .unwrap();
+    assert_eq!(samples_of(&capped), [sa[0].clone(), sb[0].clone(), sa[1].clone(), sb[1].clone()]);
+    let weighted =
+        MegatronSamples::open(&[(3.0, &a), (2.0, &b)], &c.clone().num_samples(5), ReadOptions::default())
+            .unwrap();
+    assert_ne!(weighted.fingerprint(), blend.fingerprint());
+}

@@ -1,0 +1,21 @@
+//! guideloom-interop's integration tests (one binary): one module per layout, mirroring
+//! `src/layouts/` (`mds` and `olmo` with their features; `features` checks each layout's
+//! feature either way), the malformed and damaged samples, the orders (`src/orders/`), the
+//! loader's sources over foreign datasets (`src/windows.rs`) and the regressions.
+
+mod common;
+mod features;
+mod hostile;
+mod litdata;
+mod malformed;
+#[cfg(feature = "mds")]
+mod mds;
+mod megatron;
+mod npy;
+#[cfg(feature = "olmo")]
+mod olmo;
+mod orders_llmc;
+mod orders_megatron;
+mod raw;
+mod regression;
+mod windows;
