@@ -57,10 +57,8 @@ impl S3 {
 
     /// The store options reaching `endpoint`.
     fn options(endpoint: &str) -> RemoteOptions {
-        RemoteOptions {
-            block_size: BLOCK,
-            coalesce_gap: 2 * BLOCK,
-            store_options: [
+        RemoteOptions::default().block_size(BLOCK).coalesce_gap(2 * BLOCK).store_options(
+            [
                 ("aws_endpoint", endpoint),
                 ("aws_allow_http", "true"),
                 ("aws_access_key_id", "test"),
@@ -68,10 +66,8 @@ impl S3 {
                 ("aws_region", "us-east-1"),
             ]
             .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect(),
-            ..RemoteOptions::default()
-        }
+            .map(|(k, v)| (k.to_string(), v.to_string())),
+        )
     }
 
     /// `prefix` reached without the proxy.
@@ -198,12 +194,11 @@ fn remote_first_batch_fails_typed_within_the_retry_budget_when_every_request_fai
     else {
         return;
     };
-    let retry = RetryPolicy {
-        max_retries: 3,
-        initial_backoff: Duration::from_millis(20),
-        max_backoff: Duration::from_millis(100),
-        timeout: Duration::from_secs(5),
-    };
+    let retry = RetryPolicy::default()
+        .max_retries(3)
+        .initial_backoff(Duration::from_millis(20))
+        .max_backoff(Duration::from_millis(100))
+        .timeout(Duration::from_secs(5));
     let budget = retry.budget();
     let dir: Arc<dyn StorageDir> = Arc::new(s3.proxied("data", |o| o.retry = retry));
     let reader = StreamReader::open_in(dir, TokenFormat::<u16>::new(), Default::default()).unwrap();
@@ -562,10 +557,7 @@ fn remote_readahead_figures() {
             o.memory_bytes = memory_mib << 20;
             o.max_in_flight = in_flight;
             if cached {
-                o.cache = Some(guideloom::storage::CacheOptions {
-                    dir: cache.path().to_path_buf(),
-                    max_bytes: 64 << 20,
-                });
+                o.cache = Some(guideloom::storage::CacheOptions::new(cache.path().to_path_buf(), 64 << 20));
             }
         }));
         let sd: Arc<dyn StorageDir> = dir.clone();
@@ -673,8 +665,8 @@ fn remote_dropping_a_loader_with_slow_requests_in_flight_returns_promptly() {
 }
 
 /// A writer straight onto the object store (`Writer::open_in` a `RemoteDir`): each commit puts
-/// the shard objects, then the manifest (copy of `manifest.json.tmp`, which is then deleted);
-/// a second writer appends, and readers see each commit whole.
+/// the shard objects, then the manifest (one conditional put: no temporary manifest is left,
+/// nor ever written); a second writer appends, and readers see each commit whole.
 #[test]
 fn remote_writer_commits_onto_the_object_store_and_appends() {
     let Some(s3) = S3::start("remote_writer_commits_onto_the_object_store_and_appends") else { return };
@@ -729,8 +721,7 @@ fn remote_cached_block_altered_with_its_own_crc_fails_the_shard_checksum_and_is_
     };
     let cache = tempfile::tempdir().unwrap();
     let with_cache = |o: &mut RemoteOptions| {
-        o.cache =
-            Some(guideloom::storage::CacheOptions { dir: cache.path().to_path_buf(), max_bytes: 1 << 30 });
+        o.cache = Some(guideloom::storage::CacheOptions::new(cache.path().to_path_buf(), 1 << 30));
     };
     let read_all = |dir: Arc<RemoteDir>| {
         let sd: Arc<dyn StorageDir> = dir;
@@ -782,10 +773,7 @@ fn remote_store_bytes_that_differ_from_the_manifest_are_a_typed_checksum_error()
     for cached in [false, true] {
         let dir: Arc<dyn StorageDir> = Arc::new(s3.proxied("swapped", |o| {
             if cached {
-                o.cache = Some(guideloom::storage::CacheOptions {
-                    dir: cache.path().to_path_buf(),
-                    max_bytes: 1 << 30,
-                });
+                o.cache = Some(guideloom::storage::CacheOptions::new(cache.path().to_path_buf(), 1 << 30));
             }
         }));
         let r = StreamReader::open_in(dir, TokenFormat::<u16>::new(), Default::default()).unwrap();

@@ -77,6 +77,7 @@ mod dir;
 mod document;
 mod error;
 pub mod foreign;
+mod fsutil;
 mod io;
 pub mod kind;
 mod lock;
@@ -84,10 +85,15 @@ mod manifest;
 pub mod remote;
 mod stream;
 mod stream_meta;
+#[cfg(feature = "remote")]
+mod upload;
 mod verify;
 
 pub use crate::core::{KeyOf, Kind, ReadPlan, Reader, ReaderIndex, ReaderKind, Window, Writer, WriterKind};
-pub use dir::{DirEntry, EntryKind, LocalDir, MemDir, StorageDir, WriteDir, WriteFile};
+pub use dir::{
+    check_file_name, DirEntry, DirLock, EntryKind, ExpectedFile, LengthFault, LocalDir, MemDir, StorageDir,
+    WriteDir, WriteFile,
+};
 pub use document::{DocumentReader, DocumentWriter};
 pub use error::{Result, StorageError};
 pub use foreign::{ForeignDataset, ForeignError, ForeignFormat, ForeignOptions};

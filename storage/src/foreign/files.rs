@@ -278,7 +278,7 @@ pub(crate) fn expand(
             Place::Local(path) => {
                 match std::fs::metadata(path) {
                     Ok(m) if m.is_file() => {}
-                    Ok(m) if !m.is_dir() => return Err(crate::dir::not_regular(path, m.file_type())),
+                    Ok(m) if !m.is_dir() => return Err(crate::fsutil::not_regular(path, m.file_type())),
                     _ => return Err(no_files()),
                 }
                 let real = path.canonicalize().map_err(|e| StorageError::io(path, e))?;
