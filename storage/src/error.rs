@@ -216,11 +216,13 @@ pub enum StorageError {
         error: Box<crate::foreign::ForeignError>,
     },
     /// The manifest a writer was about to replace is not the one it read (or last
-    /// committed): another writer committed in between without holding the writer lock.
-    /// Nothing was committed, so neither writer's update is silently lost.
-    #[error("manifest {path} changed since this writer read it; another writer committed without the lock, so this commit was refused")]
+    /// committed), or, in an object store, a shard object it was about to put is not the
+    /// version it read: another writer committed in between (without holding the writer
+    /// lock, or in a store that has none; see [`crate::WriteDir::replace_if`]). Nothing of
+    /// this commit was published, so neither writer's update is silently lost.
+    #[error("{path} changed since this writer read it; another writer committed in between, so this commit was refused")]
     ConcurrentCommit {
-        /// The manifest file.
+        /// The file: the manifest, or the shard object.
         path: PathBuf,
     },
     /// A storage file is not a regular file inside the storage: a symbolic link (never

@@ -67,11 +67,17 @@
 //!
 //! - `io-uring` (default; Linux only): the io_uring backend. Without it
 //!   [`UringBackend::new`] fails with the reason and [`AutoBackend`] picks pread.
+//! - `remote`: storages in object stores (`RemoteDir`, through `object_store` and a tokio
+//!   runtime per directory).
+//! - `test-util`: the `conformance` module, the checks of the [`StorageDir`] /
+//!   [`WriteDir`] contract for other implementations' tests.
 
 #[cfg(not(unix))]
 compile_error!("guideloom-storage needs a Unix system (positional reads, advisory file locks)");
 
 mod append;
+#[cfg(feature = "test-util")]
+pub mod conformance;
 mod core;
 mod dir;
 mod document;

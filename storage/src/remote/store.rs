@@ -48,16 +48,17 @@ use crate::{Result, StorageError};
 ///
 /// As a [`WriteDir`] it writes a file as one object on [`WriteFile::sync`] (a `PUT` of its
 /// whole content) and renames by copy and delete; a writer's commit puts the shard objects
-/// first and the manifest last ([`WriteDir::replace_if`]: a conditional `PUT`, `If-Match` the
-/// version the writer read, `If-None-Match: *` for a new storage), so a reader never sees a
-/// manifest naming bytes that are not there. There is no lock ([`crate::DirLock::none`]): two
-/// writers may open one URL, and the second to commit gets
-/// [`StorageError::ConcurrentCommit`], nothing of the first lost. That holds where the store
-/// answers conditional `PUT`s: S3 (object_store's default `aws_conditional_put=etag`; AWS
-/// and moto do; an S3-compatible server that ignores `If-Match` gives no such guarantee), GCS
-/// and Azure. Where it refuses them (`http(s)://`, S3 with `aws_conditional_put=disabled`)
-/// the commit compares and puts without a condition, and one writer per URL at a time is the
-/// caller's duty.
+/// first and the manifest last ([`WriteDir::replace_if`]), so a reader never sees a manifest
+/// naming bytes that are not there. Every `PUT` of a writer is conditional: `If-Match` the
+/// version of the object it read (`If-None-Match: *` for an object that was not there). There
+/// is no lock ([`crate::DirLock::none`]): two writers may open one URL, and the second to put
+/// an object the first has put since (a shard both append to, or the manifest) gets
+/// [`StorageError::ConcurrentCommit`]; nothing the first committed is lost or overwritten.
+/// That holds where the store answers conditional `PUT`s: S3 (object_store's default
+/// `aws_conditional_put=etag`; AWS S3 and moto 5 do; an S3-compatible server that ignores
+/// `If-Match` gives no such guarantee), GCS and Azure. Where it refuses them (`http(s)://`,
+/// S3 with `aws_conditional_put=disabled`), objects are put after a comparison without a
+/// condition, and one writer per URL at a time is the caller's duty.
 pub struct RemoteDir {
     pub(super) inner: Arc<Inner>,
     pub(super) label: PathBuf,

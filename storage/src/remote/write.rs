@@ -2,10 +2,11 @@
 //! rename as copy and delete, the commit's replace as a conditional put), and the directory's
 //! own `put` and `delete`.
 
+use std::path::Path;
 use std::sync::Arc;
 
 use bytes::Bytes;
-use object_store::{PutMode, PutOptions, PutPayload};
+use object_store::{PutMode, PutOptions, PutPayload, UpdateVersion};
 
 use super::fetch::{Inner, Whole};
 use super::retry::classify;
@@ -26,16 +27,104 @@ fn put_object(inner: &Inner, rt: &tokio::runtime::Handle, name: &str, bytes: Byt
     r.map_err(|f| f.error())
 }
 
-/// How a conditional put ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Conditional {
-    /// The object was written.
-    Done,
-    /// The condition did not hold (another version is there, or one is there at all); after
-    /// `attempts` attempts (more than one: an earlier one may have written it).
-    Failed { attempts: u32 },
-    /// The store does not do conditional puts.
-    Unsupported,
+/// What a writer knows of the object it is about to replace: the condition of its next put.
+#[derive(Debug, Clone)]
+enum Version {
+    /// There is none: put only if there still is none (`If-None-Match: *`).
+    Absent,
+    /// This version: put only if it is still the one there (`If-Match`).
+    At(UpdateVersion),
+    /// Not known (the store names no versions, or takes no conditional put): put without a
+    /// condition (one writer at a time is the caller's duty).
+    Unknown,
+}
+
+impl Version {
+    /// The version of a `GET`'s or `PUT`'s answer.
+    fn of(v: UpdateVersion) -> Self {
+        if v.e_tag.is_some() || v.version.is_some() {
+            Version::At(v)
+        } else {
+            Version::Unknown
+        }
+    }
+}
+
+/// Puts `bytes` as object `name` (at `path` in messages) on the condition `at` names, then
+/// sets `at` to the version put. A retried `PUT` that finds its condition failed because its
+/// own earlier attempt succeeded (the object holds `bytes`) counts as done. On a store that
+/// takes no conditional put, the object is put without one (after a `HEAD` when `at` is
+/// [`Version::Absent`]).
+///
+/// # Errors
+/// [`StorageError::ConcurrentCommit`] naming `path` when the condition does not hold;
+/// [`StorageError::Remote`] when a request fails after its retries.
+fn put_versioned(
+    inner: &Inner,
+    rt: &tokio::runtime::Handle,
+    path: &Path,
+    name: &str,
+    at: &mut Version,
+    bytes: Bytes,
+) -> Result<()> {
+    use object_store::Error as E;
+    let conflict = || StorageError::ConcurrentCommit { path: path.to_path_buf() };
+    let mode = match at {
+        Version::Absent => PutMode::Create,
+        Version::At(v) => PutMode::Update(v.clone()),
+        Version::Unknown => {
+            put_object(inner, rt, name, bytes)?;
+            return Ok(());
+        }
+    };
+    let object = inner.object(name);
+    let mut attempts = 0u32;
+    let r = rt.block_on(inner.retry("put", name, None, || {
+        attempts += 1;
+        let tried = attempts;
+        let (object, payload) = (object.clone(), PutPayload::from_bytes(bytes.clone()));
+        let opts = PutOptions::from(mode.clone());
+        async move {
+            match inner.store.put_opts(&object, payload, opts).await {
+                Ok(done) => Ok(Ok(Version::of(done.into()))),
+                Err(E::Precondition { .. } | E::AlreadyExists { .. }) => Ok(Err(Some(tried))),
+                Err(E::NotImplemented | E::NotSupported { .. }) => Ok(Err(None)),
+                Err(e) => Err(classify(&e)),
+            }
+        }
+    }));
+    inner.forget(name);
+    match r.map_err(|f| f.error())? {
+        Ok(now) => *at = now,
+        Err(Some(tried)) => match current(inner, rt, name)? {
+            Some((now, v)) if tried > 1 && now == bytes => *at = Version::of(v),
+            _ => return Err(conflict()),
+        },
+        Err(None) => {
+            log::debug!(
+                "{} takes no conditional put: {name} is put without one (one writer at a time)",
+                inner.url
+            );
+            if matches!(at, Version::Absent)
+                && rt.block_on(inner.head(name)).map_err(|f| f.error())?.is_some()
+            {
+                return Err(conflict());
+            }
+            put_object(inner, rt, name, bytes)?;
+            *at = Version::Unknown;
+        }
+    }
+    Ok(())
+}
+
+/// The whole object `name` and the version holding it, by one `GET` (not through the local
+/// cache); `None` when it does not exist.
+fn current(inner: &Inner, rt: &tokio::runtime::Handle, name: &str) -> Result<Option<(Bytes, UpdateVersion)>> {
+    match rt.block_on(inner.get_whole(name, None)).map_err(|f| f.error())? {
+        Some(Whole::Body { bytes, version }) => Ok(Some((bytes, version))),
+        // Asked without an entity tag: never "not modified".
+        Some(Whole::NotModified) | None => Ok(None),
+    }
 }
 
 impl RemoteDir {
@@ -69,42 +158,6 @@ impl RemoteDir {
         inner.forget(name);
         r.map_err(|f| f.error())
     }
-
-    /// Writes `bytes` as object `name` on the condition `mode` (one `PUT`, retried).
-    fn put_if(&self, name: &str, mode: &PutMode, bytes: &Bytes) -> Result<Conditional> {
-        let inner = &self.inner;
-        let path = inner.object(name);
-        let mut attempts = 0u32;
-        let r = self.rt().block_on(inner.retry("put", name, None, || {
-            attempts += 1;
-            let tried = attempts;
-            let (path, payload) = (path.clone(), PutPayload::from_bytes(bytes.clone()));
-            let opts = PutOptions::from(mode.clone());
-            async move {
-                use object_store::Error as E;
-                match inner.store.put_opts(&path, payload, opts).await {
-                    Ok(_) => Ok(Conditional::Done),
-                    Err(E::Precondition { .. } | E::AlreadyExists { .. }) => {
-                        Ok(Conditional::Failed { attempts: tried })
-                    }
-                    Err(E::NotImplemented | E::NotSupported { .. }) => Ok(Conditional::Unsupported),
-                    Err(e) => Err(classify(&e)),
-                }
-            }
-        }));
-        inner.forget(name);
-        r.map_err(|f| f.error())
-    }
-
-    /// The whole object `name` and the version holding it, by one `GET` (not through the
-    /// local cache); `None` when it does not exist.
-    fn current(&self, name: &str) -> Result<Option<(Bytes, object_store::UpdateVersion)>> {
-        match self.rt().block_on(self.inner.get_whole(name, None)).map_err(|f| f.error())? {
-            Some(Whole::Body { bytes, version }) => Ok(Some((bytes, version))),
-            // Asked without an entity tag: never "not modified".
-            Some(Whole::NotModified) | None => Ok(None),
-        }
-    }
 }
 
 /// Writes go to objects: a file is put whole on [`WriteFile::sync`], a rename is a copy and a
@@ -122,17 +175,24 @@ impl WriteDir for RemoteDir {
     }
 
     /// Reads the object's current content when it exists (a `GET`), to be changed in memory
-    /// and put whole on [`WriteFile::sync`].
+    /// and put whole on [`WriteFile::sync`], on the condition that the object is still the
+    /// version read (or, for a new one, that there is still none): a second writer's sync of
+    /// an object the first has put since gets [`StorageError::ConcurrentCommit`], and never
+    /// overwrites bytes another writer committed.
     fn open_write(&self, name: &str, create: bool) -> Result<Box<dyn WriteFile>> {
         self.check_name(name)?;
-        let bytes = match self.current(name)? {
-            Some((b, _)) => b.to_vec(),
-            None if create => Vec::new(),
+        let (bytes, mut at) = match current(&self.inner, self.rt().handle(), name)? {
+            Some((b, v)) => (b.to_vec(), Version::of(v)),
+            None if create => (Vec::new(), Version::Absent),
             None => return Err(self.not_found(name)),
         };
-        let (inner, rt, object) = (Arc::clone(&self.inner), self.rt().handle().clone(), name.to_string());
-        let publish = move |bytes: &[u8]| put_object(&inner, &rt, &object, Bytes::copy_from_slice(bytes));
-        Ok(Box::new(BufferedFile::new(self.label.join(name), bytes, publish)))
+        let (inner, rt, object, path) =
+            (Arc::clone(&self.inner), self.rt().handle().clone(), name.to_string(), self.label.join(name));
+        let label = path.clone();
+        let publish = move |bytes: &[u8]| {
+            put_versioned(&inner, &rt, &label, &object, &mut at, Bytes::copy_from_slice(bytes))
+        };
+        Ok(Box::new(BufferedFile::new(path, bytes, publish)))
     }
 
     /// Copies object `from` to `to` (atomic in the store), then deletes `from`.
@@ -156,48 +216,19 @@ impl WriteDir for RemoteDir {
 
     /// A `GET` of the object (when `expected` is `Some`), compared with `expected`, then a
     /// `PUT` on the condition that the object is still that version (`If-Match` its entity
-    /// tag; `If-None-Match: *` when `expected` is `None`). A retried `PUT` that finds the
-    /// condition failed because its own earlier attempt succeeded (the object holds `bytes`)
-    /// counts as done. On a store without conditional puts the object is compared (a `HEAD`
-    /// for `None`) and put unconditionally: one writer per URL is then the caller's duty.
+    /// tag; `If-None-Match: *` when `expected` is `None`). On a store without conditional
+    /// puts the object is compared (a `HEAD` for `None`) and put unconditionally: one writer
+    /// per URL is then the caller's duty.
     fn replace_if(&self, name: &str, expected: Option<&[u8]>, bytes: &[u8]) -> Result<()> {
         self.check_name(name)?;
-        let conflict = || StorageError::ConcurrentCommit { path: self.label.join(name) };
-        let mode = match expected {
-            None => Some(PutMode::Create),
-            Some(want) => match self.current(name)? {
-                Some((now, version)) if now == want => {
-                    // A store that names no version cannot put on a condition.
-                    (version.e_tag.is_some() || version.version.is_some()).then_some(PutMode::Update(version))
-                }
-                _ => return Err(conflict()),
+        let (inner, rt, path) = (&self.inner, self.rt().handle(), self.label.join(name));
+        let mut at = match expected {
+            None => Version::Absent,
+            Some(want) => match current(inner, rt, name)? {
+                Some((now, version)) if now == want => Version::of(version),
+                _ => return Err(StorageError::ConcurrentCommit { path }),
             },
         };
-        let body = Bytes::copy_from_slice(bytes);
-        let outcome = match &mode {
-            Some(mode) => self.put_if(name, mode, &body)?,
-            None => Conditional::Unsupported,
-        };
-        match outcome {
-            Conditional::Done => Ok(()),
-            Conditional::Failed { attempts }
-                if attempts > 1 && self.current(name)?.is_some_and(|(b, _)| b == body) =>
-            {
-                Ok(())
-            }
-            Conditional::Failed { .. } => Err(conflict()),
-            Conditional::Unsupported => {
-                log::debug!(
-                    "{} takes no conditional put: replacing {name} after a comparison only (one writer at a time)",
-                    self.url()
-                );
-                if expected.is_none()
-                    && self.rt().block_on(self.inner.head(name)).map_err(|f| f.error())?.is_some()
-                {
-                    return Err(conflict());
-                }
-                put_object(&self.inner, self.rt().handle(), name, body)
-            }
-        }
+        put_versioned(inner, rt, &path, name, &mut at, Bytes::copy_from_slice(bytes))
     }
 }
