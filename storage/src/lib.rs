@@ -88,6 +88,7 @@ mod io;
 pub mod kind;
 mod lock;
 mod manifest;
+mod markers;
 pub mod remote;
 mod stream;
 mod stream_meta;

@@ -3,7 +3,7 @@
 //!
 //! [`StorageLocation::parse`] tells the two apart; [`StorageLocation::open`] gives the
 //! [`StorageDir`] every reader opens through ([`crate::Reader::open_in`]). A remote location
-//! is a [`RemoteDir`] (with the `remote` feature): the `object_store` crate's client for the
+//! is a `RemoteDir` (with the `remote` feature): the `object_store` crate's client for the
 //! scheme, a small tokio runtime owned by the directory and bridged to the synchronous seam,
 //! fixed-size blocks fetched with retries, an in-memory block map fed by readahead
 //! ([`StorageDir::prefetch`]) and an optional size-bounded local cache ([`CacheOptions`]).
