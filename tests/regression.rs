@@ -1008,10 +1008,7 @@ fn issue18_foreign_dataset_state_resumes_from_another_path_or_url() {
     // Local and s3:// copies, both ways (with moto: `bash tests/s3/setup.sh`).
     let Some(moto) = guideloom_testkit::s3::MotoServer::start(test) else { return };
     moto.create_bucket("guideloom-fp");
-    let options = guideloom::storage::RemoteOptions {
-        store_options: moto.store_options(),
-        ..guideloom::storage::RemoteOptions::default()
-    };
+    let options = guideloom::storage::RemoteOptions::default().store_options(moto.store_options());
     let env = moto.client_env();
     let run = |args: &[String]| {
         let mut c = bin();

@@ -49,11 +49,7 @@ impl Server {
     }
 
     fn options(&self) -> RemoteOptions {
-        RemoteOptions {
-            block_size: 4096,
-            store_options: self.moto.store_options(),
-            ..RemoteOptions::default()
-        }
+        RemoteOptions::default().block_size(4096).store_options(self.moto.store_options())
     }
 
     fn dir(&self, prefix: &str) -> RemoteDir {

@@ -17,7 +17,7 @@ use guideloom_formats::Dtype;
 use serde_json::{Map, Value};
 
 use crate::append::{AppendFile, OpenShards};
-use crate::dir::{LocalDir, StorageDir, WriteDir};
+use crate::dir::{DirLock, LengthFault, LocalDir, StorageDir, WriteDir};
 use crate::io::{FileSet, ReadOptions, ReadRequest, ShardFile};
 use crate::manifest::{
     push_shard_file_name, shard_file_name, FileEntry, FormatSpec, Manifest, ShardEntry, StorageKind,
@@ -411,6 +411,7 @@ impl<K: ReaderKind> Reader<K> {
     pub fn open_in(dir: Arc<dyn StorageDir>, format: K::Format, options: ReadOptions) -> Result<Self> {
         let manifest = Manifest::load_from(&*dir)?;
         check_kind_dtype(&manifest, dir.path(), K::KIND, K::describe(&format).0.as_ref())?;
+        dir.expect_files(&manifest.expected_files());
         let (index, files, len) = K::Index::open(&*dir, &manifest)?;
         Ok(Reader {
             local: dir.local_dir().is_some(),
@@ -672,8 +673,8 @@ pub(crate) fn check_shard_files(
         .collect();
     match dir.check_lengths(&files)? {
         None => Ok(files),
-        Some((i, found)) => {
-            let ShardFile { path, shard, committed: expected } = files[i].clone();
+        Some(LengthFault { index, found }) => {
+            let ShardFile { path, shard, committed: expected } = files[index].clone();
             Err(match found {
                 None => StorageError::MissingShard { shard, path },
                 Some(actual) => StorageError::ShardTooShort { shard, path, expected, actual },
@@ -766,12 +767,12 @@ pub(crate) struct WriterCore {
     kind: StorageKind,
     files: &'static [&'static str],
     manifest: Manifest,
-    /// The manifest on disk as this writer last read or committed it (`None`: there was
-    /// none); a commit replaces only this one.
-    base: Option<Manifest>,
+    /// The manifest's bytes as this writer last read or committed them (`None`: there was
+    /// none); a commit replaces only this one ([`WriteDir::replace_if`]).
+    base: Option<Vec<u8>>,
     open: BTreeMap<u64, OpenShard>,
     open_shards: OpenShards,
-    _lock: Box<dyn fmt::Debug + Send + Sync>,
+    _lock: DirLock,
 }
 
 impl WriterCore {
@@ -866,13 +867,13 @@ impl<K: WriterKind> Writer<K> {
         let lock = dir.lock()?;
         // The lock is held before the manifest is read, so no other (locking) writer commits
         // between this read and this writer's commits.
-        let (manifest, base) = match Manifest::load_from(&*dir) {
-            Ok(m) => {
+        let (manifest, base) = match Manifest::read_text(&*dir)? {
+            Some(text) => {
+                let m = Manifest::from_text(&text, &dir.path().join(MANIFEST_FILE))?;
                 check_kind_dtype(&m, dir.path(), K::KIND, dtype.as_ref())?;
-                (m.clone(), Some(m))
+                (m, Some(text))
             }
-            Err(StorageError::NotAStorage { .. }) => (Manifest::new(K::KIND, dtype.as_ref(), spec)?, None),
-            Err(e) => return Err(e),
+            None => (Manifest::new(K::KIND, dtype.as_ref(), spec)?, None),
         };
         let core = WriterCore {
             dir,
@@ -917,12 +918,14 @@ impl<K: WriterKind> Writer<K> {
     }
 
     /// Makes everything appended so far durable and visible: syncs the shard files, then
-    /// replaces the manifest atomically (temp file, sync, rename, sync the directory; see
-    /// [`WriteDir`] for the exact sequence). A writer may keep appending and commit again.
+    /// replaces the manifest atomically, only if it is still the one this writer read or last
+    /// committed ([`WriteDir::replace_if`]; locally a temp file, sync, rename, sync of the
+    /// directory). A writer may keep appending and commit again.
     ///
     /// # Errors
-    /// I/O errors naming the file; [`StorageError::ConcurrentCommit`] when the manifest on
-    /// disk is no longer the one this writer read or last committed.
+    /// I/O errors naming the file; [`StorageError::ConcurrentCommit`] when the manifest is no
+    /// longer the one this writer read or last committed (another writer committed in
+    /// between): nothing is committed, and the other writer's commit stays.
     pub fn commit(&mut self) -> Result<()> {
         let core = &mut self.core;
         for (&id, s) in &mut core.open {
@@ -942,19 +945,10 @@ impl<K: WriterKind> Writer<K> {
             });
         }
         // Replace only the manifest this writer read or last committed: a writer that got
-        // around the lock (a lock file removed under it) must not have its commit lost.
-        let on_disk = match Manifest::load_from(&*core.dir) {
-            Ok(m) => Some(m),
-            Err(StorageError::NotAStorage { .. }) => None,
-            Err(e) => return Err(e),
-        };
-        if on_disk != core.base {
-            return Err(StorageError::ConcurrentCommit {
-                path: core.dir.path().join(crate::manifest::MANIFEST_FILE),
-            });
-        }
-        core.manifest.commit(&*core.dir)?;
-        core.base = Some(core.manifest.clone());
+        // around the lock (a lock file removed under it, or an object store, which has none)
+        // must not have its commit lost.
+        let text = core.manifest.commit(&*core.dir, core.base.as_deref())?;
+        core.base = Some(text);
         Ok(())
     }
 

@@ -11,8 +11,8 @@ use crate::core::{
 };
 use crate::dir::StorageDir;
 use crate::io::{ReadRequest, ShardFile};
-use crate::kind::Document;
 use crate::manifest::{shard_file_name, Manifest, ShardEntry, StorageKind, INDEX, MANIFEST_FILE};
+use crate::markers::Document;
 use crate::{Result, StorageError};
 
 /// Reads a document storage by global document index ([`Reader::read`] /

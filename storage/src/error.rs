@@ -214,11 +214,13 @@ pub enum StorageError {
         reason: String,
     },
     /// The manifest a writer was about to replace is not the one it read (or last
-    /// committed): another writer committed in between without holding the writer lock.
-    /// Nothing was committed, so neither writer's update is silently lost.
-    #[error("manifest {path} changed since this writer read it; another writer committed without the lock, so this commit was refused")]
+    /// committed), or, in an object store, a shard object it was about to put is not the
+    /// version it read: another writer committed in between (without holding the writer
+    /// lock, or in a store that has none; see [`crate::WriteDir::replace_if`]). Nothing of
+    /// this commit was published, so neither writer's update is silently lost.
+    #[error("{path} changed since this writer read it; another writer committed in between, so this commit was refused")]
     ConcurrentCommit {
-        /// The manifest file.
+        /// The file: the manifest, or the shard object.
         path: PathBuf,
     },
     /// A storage file is not a regular file inside the storage: a symbolic link (never
@@ -283,7 +285,7 @@ impl StorageError {
     /// socket, a device, a directory, a link) instead of a regular file: the refusal every
     /// reader of this crate gives, for readers of files outside a storage to give too.
     pub fn not_regular(path: &std::path::Path, kind: std::fs::FileType) -> Self {
-        crate::dir::not_regular(path, kind)
+        crate::fsutil::not_regular(path, kind)
     }
 
     pub(crate) fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {

@@ -67,27 +67,40 @@
 //!
 //! - `io-uring` (default; Linux only): the io_uring backend. Without it
 //!   [`UringBackend::new`] fails with the reason and [`AutoBackend`] picks pread.
+//! - `remote`: storages in object stores (`RemoteDir`, through `object_store` and a tokio
+//!   runtime per directory).
+//! - `test-util`: the `conformance` module, the checks of the [`StorageDir`] /
+//!   [`WriteDir`] contract for other implementations' tests.
 
 #[cfg(not(unix))]
 compile_error!("guideloom-storage needs a Unix system (positional reads, advisory file locks)");
 
 mod append;
+#[cfg(feature = "test-util")]
+pub mod conformance;
 mod core;
 mod dir;
 mod document;
 mod error;
+mod fsutil;
 mod io;
 pub mod kind;
 mod layout;
 mod lock;
 mod manifest;
+mod markers;
 pub mod remote;
 mod stream;
 mod stream_meta;
+#[cfg(feature = "remote")]
+mod upload;
 mod verify;
 
 pub use crate::core::{KeyOf, Kind, ReadPlan, Reader, ReaderIndex, ReaderKind, Window, Writer, WriterKind};
-pub use dir::{DirEntry, EntryKind, LocalDir, MemDir, StorageDir, WriteDir, WriteFile};
+pub use dir::{
+    check_file_name, DirEntry, DirLock, EntryKind, ExpectedFile, LengthFault, LocalDir, MemDir, StorageDir,
+    WriteDir, WriteFile,
+};
 pub use document::{DocumentReader, DocumentWriter};
 pub use error::{Result, StorageError};
 pub use io::{

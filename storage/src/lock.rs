@@ -27,7 +27,7 @@ impl WriterLock {
     pub(crate) fn acquire(dir: &Path) -> Result<Self> {
         let path = dir.join(LOCK_FILE);
         // Never through a link or into a FIFO planted as the lock file.
-        let file = crate::dir::open_existing(&path, crate::dir::Access::Write { create: true })?;
+        let file = crate::fsutil::open_existing(&path, crate::fsutil::Access::Write { create: true })?;
         match file.try_lock() {
             Ok(()) => Ok(WriterLock { _file: file }),
             Err(fs::TryLockError::WouldBlock) => Err(StorageError::Locked { dir: dir.to_path_buf() }),

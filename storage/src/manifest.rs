@@ -1,8 +1,9 @@
 //! `manifest.json`: the file that makes a storage self-describing and commits what was
 //! written.
 //!
-//! A writer commits by writing the whole manifest to `manifest.json.tmp`, fsyncing it,
-//! renaming it over `manifest.json` and fsyncing the directory, so a reader sees either the
+//! A writer commits by replacing the whole manifest in one atomic step
+//! ([`crate::WriteDir::replace_if`]: locally, writing `manifest.json.tmp`, fsyncing it,
+//! renaming it over `manifest.json` and fsyncing the directory), so a reader sees either the
 //! old or the new manifest, never a mix. Readers trust only the byte and element counts the
 //! manifest records.
 
@@ -13,7 +14,7 @@ use guideloom_formats::Dtype;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use crate::dir::{LocalDir, StorageDir, WriteDir};
+use crate::dir::{ExpectedFile, LocalDir, StorageDir, WriteDir};
 use crate::{Result, StorageError};
 
 /// The manifest format version this build reads and writes.
@@ -24,9 +25,6 @@ pub const MAX_MANIFEST_BYTES: u64 = 256 << 20;
 
 /// The manifest's file name inside a storage directory.
 pub const MANIFEST_FILE: &str = "manifest.json";
-
-/// The file a commit writes the new manifest to before renaming it over [`MANIFEST_FILE`].
-pub(crate) const MANIFEST_TMP_FILE: &str = "manifest.json.tmp";
 
 /// Extension of the elements file of the stream kinds.
 pub(crate) const STREAM: &str = "stream";
@@ -222,22 +220,40 @@ impl Manifest {
     /// # Errors
     /// As [`Manifest::load`].
     pub fn load_from(dir: &dyn StorageDir) -> Result<Self> {
-        let path = dir.path().join(MANIFEST_FILE);
-        // A manifest is a few hundred bytes per shard; never read an unbounded file (a
-        // damaged or hostile manifest, a link to a device) into memory.
-        let Some(text) = dir.read_file(MANIFEST_FILE, MAX_MANIFEST_BYTES)? else {
+        let Some(text) = Self::read_text(dir)? else {
             return Err(StorageError::NotAStorage { dir: dir.path().to_path_buf() });
         };
+        Self::from_text(&text, &dir.path().join(MANIFEST_FILE))
+    }
+
+    /// The bytes of `dir`'s `manifest.json`; `Ok(None)` when there is none.
+    ///
+    /// # Errors
+    /// [`StorageError::InvalidManifest`] when it is larger than [`MAX_MANIFEST_BYTES`]; the
+    /// directory's errors.
+    pub(crate) fn read_text(dir: &dyn StorageDir) -> Result<Option<Vec<u8>>> {
+        // A manifest is a few hundred bytes per shard; never read an unbounded file (a
+        // damaged or hostile manifest, a link to a device) into memory.
+        let Some(text) = dir.read_file(MANIFEST_FILE, MAX_MANIFEST_BYTES)? else { return Ok(None) };
         if text.len() as u64 > MAX_MANIFEST_BYTES {
             return Err(StorageError::InvalidManifest {
-                path,
+                path: dir.path().join(MANIFEST_FILE),
                 reason: format!("larger than the {MAX_MANIFEST_BYTES}-byte limit of a manifest"),
             });
         }
+        Ok(Some(text))
+    }
+
+    /// The manifest `text` (the bytes of the file `path`, named in errors), parsed and checked.
+    ///
+    /// # Errors
+    /// [`StorageError::InvalidManifest`], [`StorageError::UnsupportedVersion`].
+    pub(crate) fn from_text(text: &[u8], path: &Path) -> Result<Self> {
+        let path = path.to_path_buf();
         // Two passes over the text, no `Value` tree of the whole manifest (which took about
         // 1 KB per shard at its peak): the version alone (every other field skipped), then,
         // for this version, the typed fields.
-        let version: VersionOnly = serde_json::from_slice(&text)
+        let version: VersionOnly = serde_json::from_slice(text)
             .map_err(|e| StorageError::InvalidManifest { path: path.clone(), reason: e.to_string() })?;
         let version = version.format_version.as_ref().and_then(Value::as_u64);
         match version {
@@ -252,7 +268,7 @@ impl Manifest {
                 })
             }
         }
-        let file: ManifestFile = serde_json::from_slice(&text)
+        let file: ManifestFile = serde_json::from_slice(text)
             .map_err(|e| StorageError::InvalidManifest { path: path.clone(), reason: e.to_string() })?;
         let mut manifest = Manifest {
             format_version: file.format_version,
@@ -306,23 +322,45 @@ impl Manifest {
         Ok(())
     }
 
-    /// Writes the manifest atomically into `dir`: `manifest.json.tmp` (truncated, written,
-    /// synced), renamed over `manifest.json`, then the directory synced. Only writers call it,
-    /// holding the storage's writer lock.
+    /// Writes the manifest atomically into `dir` when the manifest there is still `expected`
+    /// (its bytes; `None`: there is none), through [`WriteDir::replace_if`]; returns the bytes
+    /// written. Only writers call it.
     ///
     /// # Errors
+    /// [`StorageError::ConcurrentCommit`] when the manifest in `dir` is not `expected`;
     /// [`StorageError::Io`] naming the file that failed.
-    pub(crate) fn commit(&self, dir: &dyn WriteDir) -> Result<()> {
-        let path = dir.path().join(MANIFEST_FILE);
-        let text = serde_json::to_vec_pretty(self)
-            .map_err(|e| StorageError::InvalidManifest { path: path.clone(), reason: e.to_string() })?;
-        let mut f = dir.open_write(MANIFEST_TMP_FILE, true)?;
-        f.set_len(0)?;
-        f.write_all_at(&text, 0)?;
-        f.sync()?;
-        drop(f);
-        dir.rename(MANIFEST_TMP_FILE, MANIFEST_FILE)?;
-        dir.sync_dir()
+    pub(crate) fn commit(&self, dir: &dyn WriteDir, expected: Option<&[u8]>) -> Result<Vec<u8>> {
+        let text = serde_json::to_vec_pretty(self).map_err(|e| StorageError::InvalidManifest {
+            path: dir.path().join(MANIFEST_FILE),
+            reason: e.to_string(),
+        })?;
+        dir.replace_if(MANIFEST_FILE, expected, &text)?;
+        Ok(text)
+    }
+
+    /// Every file the manifest commits, with its committed length and checksum, shard by
+    /// shard in the kind's file order (what a reader tells its directory:
+    /// [`StorageDir::expect_files`]).
+    pub(crate) fn expected_files(&self) -> Vec<ExpectedFile> {
+        let mut out = Vec::with_capacity(self.shards.len() * self.kind.files().len());
+        for s in &self.shards {
+            for (i, ext) in self.kind.files().iter().enumerate() {
+                let entry = if i == 0 {
+                    Some(FileEntry { bytes: s.bytes, checksum: s.checksum })
+                } else {
+                    s.files.get(*ext).copied()
+                };
+                if let Some(FileEntry { bytes, checksum }) = entry {
+                    out.push(ExpectedFile {
+                        name: shard_file_name(s.id, ext),
+                        shard: s.id,
+                        committed: bytes,
+                        checksum,
+                    });
+                }
+            }
+        }
+        out
     }
 
     /// Shard file path: `dir/shard-{id:05}.{ext}`.

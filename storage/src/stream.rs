@@ -8,9 +8,9 @@ use crate::core::{
 };
 use crate::dir::StorageDir;
 use crate::io::{MappedBytes, MmapBackend, ReadRequest, ShardFile};
-use crate::kind::Stream;
 use crate::layout::Segment;
 use crate::manifest::{Manifest, MANIFEST_FILE};
+use crate::markers::Stream;
 use crate::{Result, StorageError};
 
 /// Reads a stream storage: its length in elements and windows of the stream decoded by the

@@ -24,8 +24,8 @@ use crate::core::{
 };
 use crate::dir::StorageDir;
 use crate::io::{ReadRequest, ShardFile};
-use crate::kind::StreamWithMeta;
 use crate::manifest::{shard_file_name, Manifest, ShardEntry, MANIFEST_FILE, META, METAIDX};
+use crate::markers::StreamWithMeta;
 use crate::stream::StreamIndex;
 use crate::{Result, StorageError};
 

@@ -43,6 +43,7 @@ pub fn verify(dir: impl AsRef<Path>) -> Result<VerifyReport> {
 /// As [`verify`].
 pub fn verify_in(dir: &dyn StorageDir) -> Result<VerifyReport> {
     let m = Manifest::load_from(dir)?;
+    dir.expect_files(&m.expected_files());
     // The checks a reader's open makes, for any kind, without a format.
     match m.kind() {
         StorageKind::Stream => drop(StreamIndex::open(dir, &m)?),

@@ -42,17 +42,16 @@ fn a_remote_location_without_the_remote_feature_is_a_typed_error_naming_the_url(
 
 #[test]
 fn backoff_doubles_up_to_its_bound_and_the_budget_adds_every_attempt() {
-    let p = RetryPolicy {
-        max_retries: 4,
-        initial_backoff: Duration::from_millis(50),
-        max_backoff: Duration::from_millis(300),
-        timeout: Duration::from_secs(1),
-    };
+    let p = RetryPolicy::default()
+        .max_retries(4)
+        .initial_backoff(Duration::from_millis(50))
+        .max_backoff(Duration::from_millis(300))
+        .timeout(Duration::from_secs(1));
     let bounds: Vec<u128> = (0..5).map(|a| p.backoff_bound(a).as_millis()).collect();
     assert_eq!(bounds, [50, 100, 200, 300, 300]);
     // 5 attempts of 1 s, waits of 50 + 100 + 200 + 300 ms between them.
     assert_eq!(p.budget(), Duration::from_millis(5650));
-    assert_eq!(RetryPolicy { max_retries: 0, ..p }.budget(), Duration::from_secs(1));
+    assert_eq!(p.clone().max_retries(0).budget(), Duration::from_secs(1));
     // A huge attempt number saturates instead of overflowing.
     assert_eq!(p.backoff_bound(u32::MAX), Duration::from_millis(300));
 }

@@ -23,7 +23,8 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use guideloom_storage::{
-    verify_in, Manifest, ReadOptions, StorageDir, StorageError, WriteDir, WriteFile, MANIFEST_FILE,
+    check_file_name, verify_in, DirLock, Manifest, ReadOptions, StorageDir, StorageError, WriteDir,
+    WriteFile, MANIFEST_FILE,
 };
 use serde_json::json;
 
@@ -82,9 +83,11 @@ enum Crash {
 /// An in-memory storage directory that keeps written-but-unsynced bytes and directory entries
 /// apart from durable ones, and loses power on demand.
 #[derive(Clone)]
-struct PowerCutDir {
+pub(crate) struct PowerCutDir {
     path: PathBuf,
     state: Arc<Mutex<FsState>>,
+    /// Held through a whole [`WriteDir::replace_if`], so that two never interleave.
+    replacing: Arc<Mutex<()>>,
 }
 
 impl fmt::Debug for PowerCutDir {
@@ -95,9 +98,13 @@ impl fmt::Debug for PowerCutDir {
 
 impl PowerCutDir {
     /// An empty directory whose power goes before operation `cut_before` (never: `None`).
-    fn new(cut_before: Option<u64>) -> Self {
+    pub(crate) fn new(cut_before: Option<u64>) -> Self {
         let state = FsState { cut_before, ..FsState::default() };
-        PowerCutDir { path: PathBuf::from("power-cut"), state: Arc::new(Mutex::new(state)) }
+        PowerCutDir {
+            path: PathBuf::from("power-cut"),
+            state: Arc::new(Mutex::new(state)),
+            replacing: Arc::default(),
+        }
     }
 
     fn lock(&self) -> MutexGuard<'_, FsState> {
@@ -134,6 +141,11 @@ impl PowerCutDir {
     fn io_err(&self, name: &str, e: std::io::Error) -> StorageError {
         StorageError::Io { path: self.path.join(name), source: e }
     }
+
+    /// Refuses a name that is not plain, as every directory does.
+    fn check(&self, name: &str) -> guideloom_storage::Result<()> {
+        check_file_name(&self.path, name)
+    }
 }
 
 impl StorageDir for PowerCutDir {
@@ -142,11 +154,13 @@ impl StorageDir for PowerCutDir {
     }
 
     fn file_len(&self, name: &str) -> guideloom_storage::Result<Option<u64>> {
+        self.check(name)?;
         let s = self.lock();
         Ok(s.names.get(name).map(|&i| s.inodes[i].data.len() as u64))
     }
 
     fn read_at(&self, name: &str, offset: u64, out: &mut [u8]) -> guideloom_storage::Result<()> {
+        self.check(name)?;
         let s = self.lock();
         let Some(&i) = s.names.get(name) else {
             return Err(self.io_err(name, std::io::ErrorKind::NotFound.into()));
@@ -182,16 +196,17 @@ impl WriteDir for PowerCutDir {
         Ok(())
     }
 
-    fn lock(&self) -> guideloom_storage::Result<Box<dyn fmt::Debug + Send + Sync>> {
+    fn lock(&self) -> guideloom_storage::Result<DirLock> {
         let mut s = self.lock();
         if s.locked {
             return Err(StorageError::Locked { dir: self.path.clone() });
         }
         s.locked = true;
-        Ok(Box::new(LockGuard(Arc::clone(&self.state))))
+        Ok(DirLock::exclusive(LockGuard(Arc::clone(&self.state))))
     }
 
     fn open_write(&self, name: &str, create: bool) -> guideloom_storage::Result<Box<dyn WriteFile>> {
+        self.check(name)?;
         let mut s = self.lock();
         let inode = match s.names.get(name) {
             Some(&i) => i,
@@ -208,6 +223,8 @@ impl WriteDir for PowerCutDir {
     }
 
     fn rename(&self, from: &str, to: &str) -> guideloom_storage::Result<()> {
+        self.check(from)?;
+        self.check(to)?;
         let mut s = self.lock();
         let Some(&i) = s.names.get(from) else {
             return Err(self.io_err(from, std::io::ErrorKind::NotFound.into()));
@@ -226,6 +243,30 @@ impl WriteDir for PowerCutDir {
         s.op(|| "sync directory".to_string()).map_err(|e| self.io_err("", e))?;
         s.durable_names = s.names.clone();
         Ok(())
+    }
+
+    /// As a local directory does it, one operation of this file system at a time (each a
+    /// point the power can go before): `NAME.tmp` created (when missing), truncated, written
+    /// and synced, renamed over `NAME`, the directory synced; the comparison first, all of it
+    /// holding the directory's replace lock.
+    fn replace_if(&self, name: &str, expected: Option<&[u8]>, bytes: &[u8]) -> guideloom_storage::Result<()> {
+        self.check(name)?;
+        let _one_at_a_time = self.replacing.lock().unwrap_or_else(PoisonError::into_inner);
+        let now = {
+            let s = self.lock();
+            s.names.get(name).map(|&i| s.inodes[i].data.clone())
+        };
+        if now.as_deref() != expected {
+            return Err(StorageError::ConcurrentCommit { path: self.path.join(name) });
+        }
+        let tmp = format!("{name}.tmp");
+        let mut f = self.open_write(&tmp, true)?;
+        f.set_len(0)?;
+        f.write_all_at(bytes, 0)?;
+        f.sync()?;
+        drop(f);
+        self.rename(&tmp, name)?;
+        self.sync_dir()
     }
 }
 

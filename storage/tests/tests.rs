@@ -2,6 +2,7 @@
 
 mod backends;
 mod common;
+mod conformance;
 mod crash;
 mod document;
 mod errors;

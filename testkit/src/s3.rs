@@ -143,21 +143,48 @@ impl Drop for MotoServer {
 
 /// One HTTP/1.1 request with `Connection: close`; the status and the body.
 pub fn http_request(addr: SocketAddr, method: &str, path: &str, body: &[u8]) -> (u16, Vec<u8>) {
+    let answer = http_request_with(addr, method, path, &[], body);
+    (answer.status, answer.body)
+}
+
+/// The answer to [`http_request_with`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HttpAnswer {
+    /// The status code.
+    pub status: u16,
+    /// The header fields, names in lower case (the last of repeated ones).
+    pub headers: std::collections::BTreeMap<String, String>,
+    /// The body.
+    pub body: Vec<u8>,
+}
+
+/// One HTTP/1.1 request with the header fields `headers` and `Connection: close`.
+pub fn http_request_with(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &[u8],
+) -> HttpAnswer {
     let mut s = TcpStream::connect(addr).expect("connect");
+    let extra: String = headers.iter().map(|(k, v)| format!("{k}: {v}\r\n")).collect();
     let head = format!(
-        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Length: {}\r\n{extra}Connection: close\r\n\r\n",
         body.len()
     );
     s.write_all(head.as_bytes()).and_then(|()| s.write_all(body)).expect("send");
     let mut out = Vec::new();
     s.read_to_end(&mut out).expect("receive");
     let split = find(&out, b"\r\n\r\n").expect("a response head");
-    let status = std::str::from_utf8(&out[..split])
-        .ok()
-        .and_then(|h| h.split(' ').nth(1))
-        .and_then(|c| c.parse().ok())
-        .expect("a status line");
-    (status, out[split + 4..].to_vec())
+    let head = std::str::from_utf8(&out[..split]).expect("a text response head");
+    let mut lines = head.split("\r\n");
+    let status =
+        lines.next().and_then(|h| h.split(' ').nth(1)).and_then(|c| c.parse().ok()).expect("a status line");
+    let headers = lines
+        .filter_map(|l| l.split_once(':'))
+        .map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().to_string()))
+        .collect();
+    HttpAnswer { status, headers, body: out[split + 4..].to_vec() }
 }
 
 fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {

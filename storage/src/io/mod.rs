@@ -26,7 +26,6 @@
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 use std::fs::File;
-use std::os::unix::fs::FileExt;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, PoisonError};
 
@@ -296,7 +295,7 @@ impl FileSet {
         let path = &self.get(i)?.path;
         let open = || {
             if self.strict {
-                crate::dir::open_existing(path, crate::dir::Access::Read { direct })
+                crate::fsutil::open_existing(path, crate::fsutil::Access::Read { direct })
             } else {
                 open_file(path, direct).map_err(|e| StorageError::io(path, e))
             }
@@ -505,28 +504,6 @@ pub(crate) fn plan(
 pub(crate) fn buffer_length(requests: &[ReadRequest], out_len: usize) -> StorageError {
     let expected = requests.iter().fold(0u64, |a, r| a.saturating_add(r.len));
     StorageError::BufferLength { expected, found: out_len as u64 }
-}
-
-/// Fills `dst` from `offset`, retrying short reads and `EINTR`; end of file before `dst` is
-/// full is [`StorageError::ShortRead`].
-pub(crate) fn read_exact_at(file: &File, dst: &mut [u8], offset: u64, path: &std::path::Path) -> Result<()> {
-    let mut done = 0usize;
-    while done < dst.len() {
-        match file.read_at(&mut dst[done..], offset + done as u64) {
-            Ok(0) => {
-                return Err(StorageError::ShortRead {
-                    path: path.to_path_buf(),
-                    offset,
-                    expected: dst.len() as u64,
-                    got: done as u64,
-                })
-            }
-            Ok(n) => done += n,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(StorageError::io(path, e)),
-        }
-    }
-    Ok(())
 }
 
 /// How a reader reads: the backend and the descriptor budget.

@@ -3,22 +3,26 @@
 //!
 //! Layout: `DIR/<xxh3-64 of the storage URL, hex>/` holds `url.txt` (the URL, for people),
 //! `<file>.<block>.blk` (the block's bytes followed by their crc32c, little-endian u32) and
-//! `manifest.json.etag` (the manifest's entity tag, a newline, the manifest's bytes). Every
-//! file is written to a temporary name (`.tmp.<pid>.<n>`) and renamed into place, so a reader
-//! (of this or another process) sees a whole file or none; a block whose length or checksum
-//! does not match is removed and fetched again. A hit sets the file's modification time,
-//! which is the recency eviction sorts by.
+//! `<file>.etag` (a whole file read at once, as a manifest is: its entity tag, a newline, its
+//! bytes; the manifest's copy is `manifest.json.etag`). Every file is written to a temporary
+//! name (`.tmp.<pid>.<n>`) and renamed into place, so a reader (of this or another process)
+//! sees a whole file or none; a block whose length or checksum does not match is removed and
+//! fetched again. A hit sets the file's modification time, which is the recency eviction
+//! sorts by. The directory does not know which files are manifests: it keeps any whole file
+//! it was asked to read that takes at most a quarter of the bound, and asks the store again
+//! with its entity tag each time (`If-None-Match`), so an unchanged one costs no body bytes.
 //!
-//! The bound: before a block is written, the bytes of the directory's files (temporary files
-//! included) plus the new block must fit `max_bytes`; otherwise the least recently used block
-//! files are removed until they do. Another process's writes are seen at the next scan, so
+//! The bound: before a file is written, the bytes of the directory's files (temporary files
+//! included) plus the new one must fit `max_bytes`; otherwise the least recently used block
+//! and whole-file copies are removed until they do. Another process's writes are seen at the next scan, so
 //! with several writers the bound holds up to the blocks written between two scans. The first
 //! scan happens at the first write, not at open: a run served wholly from the cache never lists
 //! the directory.
 //!
-//! A shard whose every block is cached is checked against the manifest's checksum before any
-//! of its bytes is served ([`DiskCache::trailer`]: the per-block checksums are combined, no
-//! block is read), so a block altered together with its own checksum is still caught.
+//! A file whose every block is cached is checked against the checksum its reader expects
+//! ([`crate::StorageDir::expect_files`]) before any of its bytes is served
+//! ([`DiskCache::trailer`]: the per-block checksums are combined, no block is read), so a
+//! block altered together with its own checksum is still caught.
 
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
@@ -39,8 +43,6 @@ pub(super) struct DiskCache {
     used: Mutex<Option<u64>>,
     seq: AtomicU64,
 }
-
-const MANIFEST_COPY: &str = "manifest.json.etag";
 
 impl DiskCache {
     /// The cache of the storage at `url` under `options.dir` (created when missing).
@@ -67,7 +69,12 @@ impl DiskCache {
         self.dir.join(format!("{name}.{block}.blk"))
     }
 
-    /// The bytes of the directory's files, and its block files as (mtime, bytes, path).
+    fn whole_path(&self, name: &str) -> PathBuf {
+        self.dir.join(format!("{name}.etag"))
+    }
+
+    /// The bytes of the directory's files, and its block and whole-file copies as (mtime,
+    /// bytes, path).
     fn scan(&self) -> (u64, Vec<(SystemTime, u64, PathBuf)>) {
         let mut total = 0u64;
         let mut blocks = Vec::new();
@@ -78,7 +85,7 @@ impl DiskCache {
                 continue;
             }
             total = total.saturating_add(m.len());
-            if e.file_name().to_str().is_some_and(|n| n.ends_with(".blk")) {
+            if e.file_name().to_str().is_some_and(|n| n.ends_with(".blk") || n.ends_with(".etag")) {
                 blocks.push((m.modified().unwrap_or(SystemTime::UNIX_EPOCH), m.len(), e.path()));
             }
         }
@@ -102,9 +109,7 @@ impl DiskCache {
             return None;
         }
         bytes.truncate(bytes.len() - 4);
-        if let Ok(f) = std::fs::File::options().write(true).open(&path) {
-            let _ = f.set_modified(SystemTime::now());
-        }
+        touch(&path);
         Some((bytes, stored))
     }
 
@@ -158,7 +163,7 @@ impl DiskCache {
         }
     }
 
-    /// Removes least recently used blocks until `need` more bytes fit the bound; `false` when
+    /// Removes least recently used copies until `need` more bytes fit the bound; `false` when
     /// they cannot. `used` is the caller's locked count (scanned when still unknown),
     /// refreshed by the scan.
     fn make_room(&self, used: &mut Option<u64>, need: u64) -> bool {
@@ -180,17 +185,21 @@ impl DiskCache {
         total.saturating_add(need) <= self.max_bytes
     }
 
-    /// The cached manifest and its entity tag.
-    pub(super) fn manifest(&self) -> Option<(String, Vec<u8>)> {
-        let bytes = read_regular(&self.dir.join(MANIFEST_COPY))?;
+    /// The whole copy of file `name` and its entity tag, when cached (the copy is marked
+    /// used).
+    pub(super) fn whole(&self, name: &str) -> Option<(String, Vec<u8>)> {
+        let path = self.whole_path(name);
+        let bytes = read_regular(&path)?;
         let nl = bytes.iter().position(|&b| b == b'\n')?;
         let etag = String::from_utf8(bytes[..nl].to_vec()).ok()?;
+        touch(&path);
         Some((etag, bytes[nl + 1..].to_vec()))
     }
 
-    /// Keeps the manifest `bytes` with entity tag `etag`.
-    pub(super) fn put_manifest(&self, etag: &str, bytes: &[u8]) {
-        if etag.contains('\n') {
+    /// Keeps `bytes` as the whole copy of file `name`, whose entity tag is `etag`; nothing when
+    /// it takes more than a quarter of the bound or cannot be written.
+    pub(super) fn put_whole(&self, name: &str, etag: &str, bytes: &[u8]) {
+        if etag.contains('\n') || bytes.len() as u64 > self.max_bytes / 4 {
             return;
         }
         let mut out = Vec::with_capacity(etag.len() + 1 + bytes.len());
@@ -200,7 +209,7 @@ impl DiskCache {
         // Counted whole although it replaces an older copy: the bound errs on the safe side.
         let mut used = self.lock_used();
         if self.make_room(&mut used, out.len() as u64)
-            && self.write_atomic(&self.dir.join(MANIFEST_COPY), &out).is_ok()
+            && self.write_atomic(&self.whole_path(name), &out).is_ok()
         {
             if let Some(used) = used.as_mut() {
                 *used = used.saturating_add(out.len() as u64);
@@ -231,13 +240,20 @@ impl DiskCache {
 /// removed (the name, not what a link points to), so the next `put` writes a real copy: a
 /// cache is never a way to block a read or to serve bytes from elsewhere.
 fn open_regular(path: &Path) -> Option<std::fs::File> {
-    match crate::dir::open_regular(path, crate::dir::Access::Read { direct: false }) {
+    match crate::fsutil::open_regular(path, crate::fsutil::Access::Read { direct: false }) {
         Ok(f) => f,
         Err(StorageError::UnsafeFile { .. }) => {
             let _ = std::fs::remove_file(path).or_else(|_| std::fs::remove_dir(path));
             None
         }
         Err(_) => None,
+    }
+}
+
+/// Marks the cached file at `path` used now (its modification time).
+fn touch(path: &Path) {
+    if let Ok(f) = std::fs::File::options().write(true).open(path) {
+        let _ = f.set_modified(SystemTime::now());
     }
 }
 

@@ -1,0 +1,215 @@
+//! The one safe way storage files are named and opened on the local file system: plain
+//! relative names only ([`resolve`]), never through a symbolic link or into a FIFO
+//! ([`open_regular`]), lengths of regular files only ([`regular_len`]), and exact positional
+//! reads ([`read_exact_at`]).
+//!
+//! A leaf module: it depends on nothing of the crate but [`crate::StorageError`], so the
+//! directory seam ([`crate::dir`]), the I/O backends ([`crate::io`]), the writer lock and the
+//! remote cache all open files through it without depending on each other.
+
+use std::fs::File;
+use std::path::{Component, Path, PathBuf};
+
+use crate::{Result, StorageError};
+
+/// The last component of `path` as text.
+pub(crate) fn file_name(path: &Path) -> Result<&str> {
+    path.file_name().and_then(|n| n.to_str()).ok_or_else(|| {
+        StorageError::io(
+            path,
+            std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                "the path does not end in a UTF-8 file name",
+            ),
+        )
+    })
+}
+
+/// `dir/name` when `name` names a file inside `dir`: a non-empty relative path of plain
+/// components (no `..`, no root, no NUL or backslash). Every file a [`crate::LocalDir`] reads or
+/// writes is named through here, so no name (from a manifest, an index, a caller) leaves the
+/// storage.
+///
+/// # Errors
+/// [`StorageError::UnsafeFile`] naming the file otherwise.
+pub(crate) fn resolve(dir: &Path, name: &str) -> Result<PathBuf> {
+    if !plain_name(name) {
+        return Err(StorageError::UnsafeFile {
+            path: dir.join(name),
+            reason: "the name leaves the storage directory (only plain relative names are used)".into(),
+        });
+    }
+    Ok(dir.join(name))
+}
+
+/// Whether `name` is a non-empty relative path of plain components (no `..`, no root, no NUL
+/// or backslash): the names [`resolve`] accepts.
+pub(crate) fn plain_name(name: &str) -> bool {
+    !name.is_empty()
+        && !name.contains(['\0', '\\'])
+        && Path::new(name).components().all(|c| matches!(c, Component::Normal(_) | Component::CurDir))
+}
+
+/// What a file of type `kind` is, in words (`"a FIFO"`).
+pub(crate) fn kind_name(kind: std::fs::FileType) -> &'static str {
+    use std::os::unix::fs::FileTypeExt;
+    if kind.is_symlink() {
+        "a symbolic link (links are never followed)"
+    } else if kind.is_dir() {
+        "a directory"
+    } else if kind.is_fifo() {
+        "a FIFO"
+    } else if kind.is_socket() {
+        "a socket"
+    } else if kind.is_block_device() || kind.is_char_device() {
+        "a device"
+    } else {
+        "not a regular file"
+    }
+}
+
+/// The error for `path`, found to be of type `kind` instead of a regular file.
+pub(crate) fn not_regular(path: &Path, kind: std::fs::FileType) -> StorageError {
+    StorageError::UnsafeFile {
+        path: path.to_path_buf(),
+        reason: format!("it is {}, not a regular file", kind_name(kind)),
+    }
+}
+
+/// The length of the regular file at `path` (not following a final symbolic link);
+/// `Ok(None)` when nothing is there.
+///
+/// # Errors
+/// [`StorageError::UnsafeFile`] when something other than a regular file is there (a link,
+/// a FIFO, a directory); [`StorageError::Io`] when it cannot be examined.
+pub(crate) fn regular_len(path: &Path) -> Result<Option<u64>> {
+    match std::fs::symlink_metadata(path) {
+        Ok(m) if m.file_type().is_file() => Ok(Some(m.len())),
+        Ok(m) => Err(not_regular(path, m.file_type())),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(StorageError::io(path, e)),
+    }
+}
+
+/// How [`open_regular`] opens a file.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Access {
+    /// Read only; `direct` adds `O_DIRECT` (Linux).
+    Read {
+        /// Open with `O_DIRECT`.
+        direct: bool,
+    },
+    /// Read and write, never truncating; `create` creates a missing file.
+    Write {
+        /// Create the file when it is missing.
+        create: bool,
+    },
+}
+
+/// Opens the file at `path` the one way every storage file is opened: without following a
+/// final symbolic link (`O_NOFOLLOW`), without blocking on a FIFO (`O_NONBLOCK` until the
+/// type is checked), and only when the opened file is a regular file (and, for writing, has
+/// no other hard link, so a write cannot reach a file outside the storage). `Ok(None)` when
+/// the file does not exist (and is not to be created).
+///
+/// # Errors
+/// [`StorageError::UnsafeFile`] naming the file when it is a link, FIFO, directory, device or
+/// socket, or a hard-linked file opened for writing; [`StorageError::Io`] when it cannot be
+/// opened.
+pub(crate) fn open_regular(path: &Path, access: Access) -> Result<Option<File>> {
+    use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+    use std::os::unix::io::AsRawFd;
+    let mut o = std::fs::OpenOptions::new();
+    let mut flags = libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC;
+    match access {
+        Access::Read { direct } => {
+            o.read(true);
+            if direct {
+                #[cfg(target_os = "linux")]
+                {
+                    flags |= libc::O_DIRECT;
+                }
+                #[cfg(not(target_os = "linux"))]
+                return Err(StorageError::io(
+                    path,
+                    std::io::Error::new(std::io::ErrorKind::Unsupported, "O_DIRECT is Linux-only here"),
+                ));
+            }
+        }
+        Access::Write { create } => {
+            o.read(true).write(true).create(create).truncate(false);
+        }
+    }
+    o.custom_flags(flags);
+    let file = match o.open(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) if e.raw_os_error() == Some(libc::ELOOP) => {
+            return Err(StorageError::UnsafeFile {
+                path: path.to_path_buf(),
+                reason: "it is a symbolic link (links are never followed)".into(),
+            })
+        }
+        // A FIFO without a reader (write) or a socket.
+        Err(e) if e.raw_os_error() == Some(libc::ENXIO) => {
+            return Err(StorageError::UnsafeFile {
+                path: path.to_path_buf(),
+                reason: "it is a FIFO, socket or device, not a regular file".into(),
+            })
+        }
+        Err(e) => return Err(StorageError::io(path, e)),
+    };
+    let meta = file.metadata().map_err(|e| StorageError::io(path, e))?;
+    if !meta.file_type().is_file() {
+        return Err(not_regular(path, meta.file_type()));
+    }
+    if matches!(access, Access::Write { .. }) && meta.nlink() > 1 {
+        return Err(StorageError::UnsafeFile {
+            path: path.to_path_buf(),
+            reason: format!("it has {} hard links; writing would change the other names too", meta.nlink()),
+        });
+    }
+    // Regular files never block; clear O_NONBLOCK anyway, since io_uring would otherwise
+    // answer a read that needs the disk with EAGAIN instead of waiting for it.
+    let fd = file.as_raw_fd();
+    // SAFETY: `fd` is a descriptor `file` owns and keeps open for both calls; F_GETFL and
+    // F_SETFL take and return plain integers and touch no memory.
+    let cleared = unsafe {
+        let fl = libc::fcntl(fd, libc::F_GETFL);
+        fl >= 0 && libc::fcntl(fd, libc::F_SETFL, fl & !libc::O_NONBLOCK) == 0
+    };
+    if !cleared {
+        return Err(StorageError::io(path, std::io::Error::last_os_error()));
+    }
+    Ok(Some(file))
+}
+
+/// [`open_regular`], with a missing file an [`StorageError::Io`] error of kind
+/// [`std::io::ErrorKind::NotFound`].
+pub(crate) fn open_existing(path: &Path, access: Access) -> Result<File> {
+    open_regular(path, access)?
+        .ok_or_else(|| StorageError::io(path, std::io::Error::from(std::io::ErrorKind::NotFound)))
+}
+
+/// Fills `dst` from `offset`, retrying short reads and `EINTR`; end of file before `dst` is
+/// full is [`StorageError::ShortRead`].
+pub(crate) fn read_exact_at(file: &File, dst: &mut [u8], offset: u64, path: &Path) -> Result<()> {
+    use std::os::unix::fs::FileExt;
+    let mut done = 0usize;
+    while done < dst.len() {
+        match file.read_at(&mut dst[done..], offset + done as u64) {
+            Ok(0) => {
+                return Err(StorageError::ShortRead {
+                    path: path.to_path_buf(),
+                    offset,
+                    expected: dst.len() as u64,
+                    got: done as u64,
+                })
+            }
+            Ok(n) => done += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(StorageError::io(path, e)),
+        }
+    }
+    Ok(())
+}
