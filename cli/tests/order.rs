@@ -333,22 +333,7 @@ fn llmc_shuffled_order_prints_llmcs_batches() {
 fn llmc_order_resumes_from_saved_state_and_from_llmc_checkpoints() {
     let (shards, _) = llmc_order("case 2 3 0 1 1");
     for shuffle in [true, false] {
-        let mut args = vec![
-            "batches",
-            "--order",
-            "llmc",
-            &shards,
-            "--batch-size",
-            "1",
-            "--seq-len",
-            "4",
-            "--world-size",
-            "2",
-            "--rank",
-            "1",
-            "--epochs",
-            "2",
-        ];
+        let mut args = llmc_batches(&shards, &["--world-size", "2", "--rank", "1", "--epochs", "2"]);
         if shuffle {
             args.push("--llmc-shuffle");
         }
@@ -367,24 +352,10 @@ fn llmc_order_resumes_from_saved_state_and_from_llmc_checkpoints() {
     ] {
         let (_, want) = llmc_order(case);
         let state = dir.join(file);
-        let mut args = vec![
-            "batches",
-            "--order",
-            "llmc",
+        let mut args = llmc_batches(
             &shards,
-            "--batch-size",
-            "1",
-            "--seq-len",
-            "4",
-            "--world-size",
-            "2",
-            "--rank",
-            "1",
-            "--epochs",
-            "2",
-            "--llmc-state",
-            state.to_str().unwrap(),
-        ];
+            &["--world-size", "2", "--rank", "1", "--epochs", "2", "--llmc-state", state.to_str().unwrap()],
+        );
         args.extend(extra.iter());
         let out = lines(&args);
         assert_eq!(tokens_of(&out), want[after..36], "{file}");
@@ -392,24 +363,10 @@ fn llmc_order_resumes_from_saved_state_and_from_llmc_checkpoints() {
     }
     // The position flags: sequential shard 2, batch 1 of process 1 of 2 = after 5 + 3 + 1.
     let (_, want) = llmc_order("case 1 4 1 2 0");
-    let out = lines(&[
-        "batches",
-        "--order",
-        "llmc",
+    let out = lines(&llmc_batches(
         &shards,
-        "--batch-size",
-        "1",
-        "--seq-len",
-        "4",
-        "--world-size",
-        "2",
-        "--rank",
-        "1",
-        "--llmc-shard-idx",
-        "2",
-        "--llmc-sample-idx",
-        "1",
-    ]);
+        &["--world-size", "2", "--rank", "1", "--llmc-shard-idx", "2", "--llmc-sample-idx", "1"],
+    ));
     assert_eq!(tokens_of(&out), want[9..18]);
     // A shuffled position in an epoch the run does not list, or more epochs than can be
     // listed, is refused.
@@ -420,25 +377,7 @@ fn llmc_order_resumes_from_saved_state_and_from_llmc_checkpoints() {
         ),
         (&["--epochs", "1000000000000"][..], "ask for fewer --epochs"),
     ] {
-        let mut args = vec![
-            "batches",
-            "--order",
-            "llmc",
-            &shards,
-            "--batch-size",
-            "1",
-            "--seq-len",
-            "4",
-            "--llmc-shuffle",
-        ];
-        args.extend(extra);
-        let out = crate::cli::bin().args(&args).output().unwrap();
-        assert!(!out.status.success(), "{extra:?}");
-        assert!(
-            String::from_utf8_lossy(&out.stderr).contains(why),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        fails_with(&[llmc_batches(&shards, &["--llmc-shuffle"]), extra.to_vec()].concat(), why);
     }
     // A checkpoint of another rank, or a shuffled one read as sequential, is refused.
     let state = dir.join("state_shuffled_p2_r0.bin");
@@ -446,27 +385,21 @@ fn llmc_order_resumes_from_saved_state_and_from_llmc_checkpoints() {
         (&["--rank", "1", "--llmc-shuffle"][..], "written by rank 0 of 2 processes"),
         (&["--rank", "0", "--epochs", "2"][..], "the run shuffled; add --llmc-shuffle"),
     ] {
-        let mut args = vec![
-            "batches",
-            "--order",
-            "llmc",
-            &shards,
-            "--batch-size",
-            "1",
-            "--seq-len",
-            "4",
-            "--world-size",
-            "2",
-            "--llmc-state",
-            state.to_str().unwrap(),
-        ];
-        args.extend(extra);
-        let out = crate::cli::bin().args(&args).output().unwrap();
-        assert!(!out.status.success(), "{extra:?}");
-        assert!(
-            String::from_utf8_lossy(&out.stderr).contains(why),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        let args = llmc_batches(&shards, &["--world-size", "2", "--llmc-state", state.to_str().unwrap()]);
+        fails_with(&[args, extra.to_vec()].concat(), why);
     }
+}
+
+/// `batches --order llmc SHARDS --batch-size 1 --seq-len 4` and `extra`.
+fn llmc_batches<'a>(shards: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
+    let mut args = vec!["batches", "--order", "llmc", shards, "--batch-size", "1", "--seq-len", "4"];
+    args.extend_from_slice(extra);
+    args
+}
+
+/// Runs `guideloom args` and checks that it fails saying `why`.
+fn fails_with(args: &[&str], why: &str) {
+    let out = crate::cli::bin().args(args).output().unwrap();
+    assert!(!out.status.success(), "{args:?}");
+    assert!(String::from_utf8_lossy(&out.stderr).contains(why), "{}", String::from_utf8_lossy(&out.stderr));
 }

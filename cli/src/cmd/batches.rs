@@ -8,8 +8,8 @@ use std::sync::Arc;
 
 use guideloom::formats::{DocumentTokensFormat, TokenElement, TokenFormat};
 use guideloom::loader::{
-    Batch, DataSource, Dropped, MetaWindows, PackedRow, ResumeOptions, SequentialBatch, StreamBatch,
-    StreamState, StreamWindows,
+    Batch, DataSource, Dropped, Loader, MetaWindows, PackedRow, ResumeOptions, SequentialBatch, State,
+    StreamBatch, StreamState, StreamWindows,
 };
 use guideloom::storage::foreign::ForeignDataset;
 use guideloom::storage::{ReadOptions, StreamReader, StreamWithMetaReader};
@@ -19,7 +19,7 @@ use crate::error::CliResult;
 use crate::open::foreign::resume_state;
 use crate::open::mixpack::{self, Record};
 use crate::open::order;
-use crate::open::print::{print_batches, write_list};
+use crate::open::print::{print_batches, write_list, write_rows};
 use crate::open::sequential::{FilesIter, Sequential};
 use crate::open::state_file::read_state;
 use crate::open::windows::{open_token_storage, ForeignIds, LoaderArgs, TokenStorageFn, WindowRecord};
@@ -229,14 +229,7 @@ fn sequential_line(line: &mut String, batch: &SequentialBatch<Vec<Vec<u32>>>, to
     }
     line.push(']');
     if tokens {
-        line.push_str(r#","tokens":["#);
-        for (i, w) in batch.data.iter().enumerate() {
-            if i > 0 {
-                line.push(',');
-            }
-            write_list(line, w.iter());
-        }
-        line.push(']');
+        write_rows(line, "tokens", &batch.data);
     }
     line.push('}');
 }
@@ -249,14 +242,7 @@ fn mix_pack(a: &BatchesArgs, args: LoaderArgs<'_>) -> CliResult {
     let (records, mixed) = mixpack::records(&a.read.window, mp)?;
     let Some((config, streaming)) = mixpack::pack_config(&a.read.window, mp) else {
         return print_records(a, args, records, |line, rows: &Vec<Record>| {
-            line.push_str(",\"tokens\":[");
-            for (i, r) in rows.iter().enumerate() {
-                if i > 0 {
-                    line.push(',');
-                }
-                write_list(line, &r.tokens);
-            }
-            line.push(']');
+            write_rows(line, "tokens", rows.iter().map(|r| &r.tokens));
             if mixed {
                 line.push_str(",\"sources\":");
                 write_list(line, rows.iter().map(|r| r.source.unwrap_or(0)));
@@ -301,14 +287,7 @@ fn mix_pack(a: &BatchesArgs, args: LoaderArgs<'_>) -> CliResult {
 /// Appends the `[B, L]` fields of packed `rows` to a JSON line (`sources` when mixed).
 fn packed_fields(line: &mut String, rows: &[PackedRow<u32>], sources_of: &[Option<u32>]) {
     let grid = |line: &mut String, name: &str, f: &dyn Fn(&PackedRow<u32>) -> Vec<i64>| {
-        let _ = write!(line, ",\"{name}\":[");
-        for (i, r) in rows.iter().enumerate() {
-            if i > 0 {
-                line.push(',');
-            }
-            write_list(line, f(r));
-        }
-        line.push(']');
+        write_rows(line, name, rows.iter().map(f));
     };
     grid(line, "tokens", &|r| r.tokens.iter().map(|&t| i64::from(t)).collect());
     grid(line, "segment_ids", &|r| r.segment_ids.iter().map(|&t| i64::from(t)).collect());
@@ -336,24 +315,30 @@ fn print_records<T: Send + 'static>(
     fields: impl Fn(&mut String, &Vec<T>),
 ) -> CliResult {
     let loader = args.builder(source).build()?;
-    let mut it = match &a.resume {
-        Some(p) => loader.iter_from(&read_state(p)?)?,
+    let state = a.resume.as_deref().map(read_state).transpose()?;
+    print_loader(a, &loader, state.as_ref(), |line, batch| {
+        let _ = write!(line, "{{\"batch\":{},\"epoch\":{},\"records\":", batch.number, batch.epoch);
+        write_list(line, batch.indices.iter());
+        if !a.no_tokens {
+            fields(line, &batch.data);
+        }
+        line.push('}');
+    })
+}
+
+/// Prints the batches of `loader` from `state` (or its start) with [`print_batches`]
+/// (`--max-batches`, `--save-state`), each line made by `write_line`.
+fn print_loader<S: DataSource + 'static>(
+    a: &BatchesArgs,
+    loader: &Loader<S>,
+    state: Option<&State>,
+    write_line: impl FnMut(&mut String, &Batch<Vec<S::Item>>),
+) -> CliResult {
+    let mut it = match state {
+        Some(s) => loader.iter_from(s)?,
         None => loader.iter(),
     };
-    print_batches(
-        &mut it,
-        a.max_batches,
-        a.save_state.as_deref(),
-        |line, batch: &Batch<Vec<T>>| {
-            let _ = write!(line, "{{\"batch\":{},\"epoch\":{},\"records\":", batch.number, batch.epoch);
-            write_list(line, batch.indices.iter());
-            if !a.no_tokens {
-                fields(line, &batch.data);
-            }
-            line.push('}');
-        },
-        |_| {},
-    )
+    print_batches(&mut it, a.max_batches, a.save_state.as_deref(), write_line, |_| {})
 }
 
 // --- Order ---------------------------------------------------------------------------------
@@ -362,52 +347,31 @@ fn print_records<T: Send + 'static>(
 /// on, numbered as Megatron numbers them.
 fn megatron(a: &BatchesArgs) -> CliResult {
     let run = order::megatron(a)?;
-    let mut it = run.loader.iter_from(&run.state)?;
-    print_batches(
-        &mut it,
-        a.max_batches,
-        a.save_state.as_deref(),
-        |line, batch| {
-            let _ = write!(line, "{{\"batch\":{},\"epoch\":{},\"samples\":", batch.number, batch.epoch);
-            write_list(line, batch.indices.iter().map(|i| i + run.offset));
-            if !a.no_tokens {
-                line.push_str(",\"tokens\":[");
-                for (j, s) in batch.data.iter().enumerate() {
-                    if j > 0 {
-                        line.push(',');
-                    }
-                    write_list(line, s.tokens.iter());
-                }
-                line.push(']');
-            }
-            if run.blend {
-                line.push_str(",\"sources\":");
-                write_list(line, batch.data.iter().map(|s| s.dataset));
-            }
-            line.push('}');
-        },
-        |_| {},
-    )
+    print_loader(a, &run.loader, Some(&run.state), |line, batch| {
+        let _ = write!(line, "{{\"batch\":{},\"epoch\":{},\"samples\":", batch.number, batch.epoch);
+        write_list(line, batch.indices.iter().map(|i| i + run.offset));
+        if !a.no_tokens {
+            write_rows(line, "tokens", batch.data.iter().map(|s| &s.tokens));
+        }
+        if run.blend {
+            line.push_str(",\"sources\":");
+            write_list(line, batch.data.iter().map(|s| s.dataset));
+        }
+        line.push('}');
+    })
 }
 
 /// `batches --order llmc`: llm.c's batches, with llm.c's epochs.
 fn llmc(a: &BatchesArgs) -> CliResult {
     let run = order::llmc(a)?;
-    let mut it = run.loader.iter_from(&run.state)?;
-    print_batches(
-        &mut it,
-        a.max_batches,
-        a.save_state.as_deref(),
-        |line, batch| {
-            let epoch = if run.shuffle { batch.number / run.per_epoch } else { batch.epoch };
-            let _ = write!(line, "{{\"batch\":{},\"epoch\":{epoch},\"windows\":", batch.number);
-            write_list(line, batch.indices.iter());
-            if !a.no_tokens {
-                line.push_str(",\"tokens\":");
-                write_list(line, batch.data.iter().flatten());
-            }
-            line.push('}');
-        },
-        |_| {},
-    )
+    print_loader(a, &run.loader, Some(&run.state), |line, batch| {
+        let epoch = if run.shuffle { batch.number / run.per_epoch } else { batch.epoch };
+        let _ = write!(line, "{{\"batch\":{},\"epoch\":{epoch},\"windows\":", batch.number);
+        write_list(line, batch.indices.iter());
+        if !a.no_tokens {
+            line.push_str(",\"tokens\":");
+            write_list(line, batch.data.iter().flatten());
+        }
+        line.push('}');
+    })
 }

@@ -56,8 +56,9 @@ pub(crate) fn run(a: DemoArgs) -> CliResult {
 /// The bundled corpus: the six `*.txt` novels of `data/austen` (of the source tree, or of the
 /// current directory), in name order.
 fn default_corpus() -> CliResult<Vec<PathBuf>> {
-    let candidates =
-        [Path::new(env!("CARGO_MANIFEST_DIR")).join("../data/austen"), PathBuf::from("data/austen")];
+    // The source tree's root is the parent of this package's folder (cli/).
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap_or(Path::new(".."));
+    let candidates = [root.join("data/austen"), PathBuf::from("data/austen")];
     let dir = candidates
         .into_iter()
         .find(|p| p.is_dir())

@@ -21,6 +21,23 @@ pub(crate) fn write_list<T: std::fmt::Display>(out: &mut String, items: impl Int
     out.push(']');
 }
 
+/// Appends `,"name":[...]` to a JSON line: one list of `Display` forms per row (`rows` of
+/// token ids, for example).
+pub(crate) fn write_rows<R, T>(out: &mut String, name: &str, rows: impl IntoIterator<Item = R>)
+where
+    R: IntoIterator<Item = T>,
+    T: std::fmt::Display,
+{
+    let _ = write!(out, ",\"{name}\":[");
+    for (i, row) in rows.into_iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        write_list(out, row);
+    }
+    out.push(']');
+}
+
 /// What the loop needs of an iterator beside its batches: its state now, as JSON.
 pub(crate) trait StateJson {
     /// The state after the batches yielded so far.
