@@ -21,7 +21,7 @@ fi
 if ! "$venv/bin/python" -c 'import streaming, moto, flask' 2>/dev/null; then
   "$venv/bin/pip" install -q --disable-pip-version-check 'mosaicml-streaming==0.13.*' 'moto[server]>=5,<6'
 fi
-cargo build --release --bin guideloom --example fault_proxy -p guideloom -p guideloom-testkit
+cargo build --release --bin guideloom --example fault_proxy -p guideloom-cli -p guideloom-testkit
 target="${CARGO_TARGET_DIR:-target}"
 exec "$venv/bin/python" benches/remote.py "$target/release/guideloom" \
   "$target/release/examples/fault_proxy" "$venv/bin/moto_server" "$@"

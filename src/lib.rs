@@ -1,6 +1,6 @@
 //! guideloom: a data-loader runtime for ML training.
 //!
-//! This facade re-exports the workspace crates:
+//! This facade re-exports the workspace crates and holds no code of its own:
 //! - [`formats`]: element dtypes and record formats (`guideloom-formats`);
 //! - [`storage`]: sharded on-disk storages and I/O backends (`guideloom-storage`);
 //! - [`loader`]: data sources, samplers, the worker pool and checkpoint state
@@ -10,25 +10,26 @@
 //!   (`guideloom-interop`);
 //! - [`oamap`]: the object-array mapping, nested records as named numpy arrays
 //!   (`guideloom-oamap`);
+//! - `ingest` (feature `ingest`): text and JSON Lines files tokenized into storages, and the
+//!   JSON Lines and text sequential sources (`ingest::JsonlShards`, `ingest::TextShards`) read
+//!   in order by the loader's `SequentialLoader` with on-the-fly tokenization
+//!   (`guideloom-ingest`).
 //!
-//! and holds `ingest`, the library behind `guideloom ingest` (and the JSON Lines and text
-//! sequential sources, `ingest::JsonlShards` and `ingest::TextShards`, read in order by the
-//! loader's `SequentialLoader` with on-the-fly tokenization).
+//! The `guideloom` command-line tool is the package `guideloom-cli` (folder `cli/`).
 //!
 //! # Features
 //!
-//! - `cli` (default): the `guideloom` binary (clap); enables `ingest`.
-//! - `ingest` (enabled by `cli`): the `ingest` module (tokenization with `tiktoken-rs` and
-//!   `rayon`, progress with `indicatif`, file fingerprints of the sequential sources with
-//!   `xxhash-rust`).
-//!
-//! A training program that only reads storages depends on guideloom with
-//! `default-features = false` and compiles none of these.
+//! None is on by default: `guideloom = "0.1"` compiles the library without clap, indicatif,
+//! tiktoken-rs or tokio.
+//! - `ingest`: the `ingest` module (tokenization with `tiktoken-rs` and `rayon`, progress with
+//!   `indicatif`, file fingerprints of the sequential sources with `xxhash-rust`).
+//! - `remote`: storages addressed by URL (`s3://`, `gs://`, `az://`, `http(s)://`) through
+//!   `object_store` and a tokio runtime (guideloom-storage's `remote` feature).
 
 #![forbid(unsafe_code)]
 
 #[cfg(feature = "ingest")]
-pub mod ingest;
+pub use guideloom_ingest as ingest;
 
 pub use guideloom_formats as formats;
 pub use guideloom_interop as interop;

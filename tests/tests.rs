@@ -1,16 +1,5 @@
-//! guideloom's cross-crate integration tests: one binary, one module per area.
+//! guideloom's library integration tests through the facade: one binary, one module per area
+//! (the `guideloom` binary's tests are in cli/tests/).
 
-#[cfg(feature = "cli")]
-mod cli;
-#[cfg(feature = "cli")]
-mod foreign;
-#[cfg(feature = "cli")]
-mod order;
-#[cfg(feature = "cli")]
-mod regression;
-#[cfg(feature = "cli")]
-mod remote;
-#[cfg(feature = "cli")]
-mod remote_urls;
-#[cfg(feature = "ingest")]
+mod fingerprint;
 mod sequential;

@@ -3,7 +3,7 @@
 # into a virtual environment of the project, target/s3-venv, and prints the path of the
 # `moto_server` executable on success. Idempotent: an existing, working venv is reused.
 #
-# The remote-storage tests (tests/remote.rs) look for target/s3-venv/bin/moto_server (or the
+# The remote-storage tests (cli/tests/remote.rs) look for target/s3-venv/bin/moto_server (or the
 # path in GUIDELOOM_MOTO_SERVER) and are skipped, with a message on stderr, when it is not
 # there; .ci/run runs this script first so that CI runs them.
 #

@@ -1,0 +1,274 @@
+//! The `MixPack` plan of `batches` and `bench` (`--mix DIR=WEIGHT ...`, `--pack ...`): the
+//! records of a weighted mixture of token storages (or of one storage), and the packing of
+//! their documents into rows, planned or streaming.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use guideloom::formats::{
+    DocumentTokensFormat, DocumentTokensWindow, Dtype, Primitive, TokenElement, TokenFormat,
+};
+use guideloom::loader::{
+    DataSource, LoaderError, MetaDocuments, MetaWindows, Mix, MixConfig, MixSchedule, Overflow, PackConfig,
+    PackStrategy, Packed, Sourced, StreamPacked, StreamPackedIter, StreamWindows,
+};
+use guideloom::storage::{
+    Manifest, ReadOptions, StorageDir, StorageKind, StreamReader, StreamWithMetaReader,
+};
+
+use crate::cli::{MixPackArgs, MixScheduleArg, OverflowArg, PackArg, WindowArgs};
+use crate::error::CliResult;
+use crate::open::backend::read_options;
+use crate::open::print::StateJson;
+use crate::open::windows::{holds_a_window, storage_dir, LoaderArgs};
+
+/// Token sequences of one storage, widened to u32 (windows, or documents when packing).
+type Tokens = Arc<dyn DataSource<Item = Vec<u32>>>;
+
+/// A source whose records are converted by a function (token sequences widened to u32).
+struct Convert<S, F, O>(S, F, std::marker::PhantomData<fn() -> O>);
+
+/// `s` with its records converted by `f`.
+fn convert<S, F, O>(s: S, f: F) -> Convert<S, F, O> {
+    Convert(s, f, std::marker::PhantomData)
+}
+
+impl<S, F, O> DataSource for Convert<S, F, O>
+where
+    S: DataSource,
+    F: Fn(S::Item) -> O + Send + Sync,
+    O: Send,
+{
+    type Item = O;
+    fn len(&self) -> u64 {
+        self.0.len()
+    }
+    fn get(&self, index: u64) -> Result<O, LoaderError> {
+        self.0.get(index).map(&self.1)
+    }
+    fn get_many(&self, indices: &[u64]) -> Result<Vec<O>, LoaderError> {
+        Ok(self.0.get_many(indices)?.into_iter().map(&self.1).collect())
+    }
+    fn fingerprint(&self) -> u64 {
+        self.0.fingerprint()
+    }
+}
+
+fn widen<E: TokenElement>(v: Vec<E>) -> Vec<u32> {
+    v.into_iter().map(|t| Into::<u64>::into(t) as u32).collect()
+}
+
+/// Opens `path` (a local path or a storage URL): its documents (`documents`, stream-with-meta
+/// storages only) or its windows, with its token count.
+fn open(path: &Path, w: &WindowArgs, documents: bool) -> CliResult<(Tokens, u64)> {
+    let opts = read_options(w.backend)?;
+    let dir = storage_dir(path)?;
+    let m = Manifest::load_from(dir.as_ref())?;
+    let shape = (w.seq_len, w.stride.unwrap_or(w.seq_len));
+    match (m.kind(), m.dtype(), documents) {
+        (StorageKind::StreamWithMeta, Some(Dtype::Primitive(Primitive::U16)), d) => {
+            open_meta::<u16>(path, dir, opts, d, shape)
+        }
+        (StorageKind::StreamWithMeta, Some(Dtype::Primitive(Primitive::U32)), d) => {
+            open_meta::<u32>(path, dir, opts, d, shape)
+        }
+        (StorageKind::Stream, Some(Dtype::Primitive(Primitive::U16)), false) => {
+            open_stream::<u16>(path, dir, opts, shape)
+        }
+        (StorageKind::Stream, Some(Dtype::Primitive(Primitive::U32)), false) => {
+            open_stream::<u32>(path, dir, opts, shape)
+        }
+        (StorageKind::Stream, _, true) => Err(format!(
+            "--pack needs document boundaries: {} is a plain token stream; ingest it with --doc-meta",
+            path.display()
+        )
+        .into()),
+        (kind, dtype, _) => Err(format!(
+            "{} holds a {kind} storage of dtype {}; batches reads u16 or u32 token storages",
+            path.display(),
+            dtype.map_or_else(|| "none".to_string(), Dtype::to_string)
+        )
+        .into()),
+    }
+}
+
+/// [`open`] of a stream-with-meta storage of `E` ids: its documents (`docs`) or its windows
+/// of `(seq_len, stride)`.
+fn open_meta<E: TokenElement>(
+    path: &Path,
+    dir: Arc<dyn StorageDir>,
+    opts: ReadOptions,
+    docs: bool,
+    (seq_len, stride): (u64, u64),
+) -> CliResult<(Tokens, u64)> {
+    let r = StreamWithMetaReader::open_in(dir, DocumentTokensFormat::<E>::new(), opts)?;
+    let tokens = r.len();
+    if docs {
+        return Ok((Arc::new(convert(MetaDocuments::new(r)?, widen::<E>)), tokens));
+    }
+    holds_a_window(path, tokens, seq_len)?;
+    let windows = MetaWindows::with_stride(r, seq_len, stride)?;
+    Ok((Arc::new(convert(windows, |w: DocumentTokensWindow<E>| widen(w.tokens))), tokens))
+}
+
+/// [`open`] of a token stream of `E` ids: its windows of `(seq_len, stride)`.
+fn open_stream<E: TokenElement>(
+    path: &Path,
+    dir: Arc<dyn StorageDir>,
+    opts: ReadOptions,
+    (seq_len, stride): (u64, u64),
+) -> CliResult<(Tokens, u64)> {
+    let r = StreamReader::open_in(dir, TokenFormat::<E>::new(), opts)?;
+    let tokens = r.len();
+    holds_a_window(path, tokens, seq_len)?;
+    Ok((Arc::new(convert(StreamWindows::with_stride(r, seq_len, stride)?, widen::<E>)), tokens))
+}
+
+/// A record of the mixture or the single storage: its source (when mixed) and tokens.
+pub(crate) struct Record {
+    /// The index of its storage in `--mix` (`None`: one storage, not mixed).
+    pub(crate) source: Option<u32>,
+    /// Its token ids.
+    pub(crate) tokens: Vec<u32>,
+}
+
+/// The records of `--mix` or of the single storage.
+pub(crate) type Records = Arc<dyn DataSource<Item = Record>>;
+
+/// The records of `--mix` (or of the single storage), and whether they are mixed.
+pub(crate) fn records(w: &WindowArgs, mp: &MixPackArgs) -> CliResult<(Records, bool)> {
+    let documents = mp.pack.is_some();
+    let mixed = !mp.mix.is_empty();
+    if mixed && w.dir != Path::new("-") {
+        return Err("with --mix, name every storage as --mix DIR=WEIGHT (no positional DIR)".into());
+    }
+    let dirs: Vec<(PathBuf, f64)> = if mixed { mp.mix.clone() } else { vec![(w.dir.clone(), 1.0)] };
+    let (sources, tokens): (Vec<_>, Vec<u64>) =
+        dirs.iter().map(|(d, _)| open(d, w, documents)).collect::<CliResult<Vec<_>>>()?.into_iter().unzip();
+    // A row longer than every token of the storages packs nothing useful and would allocate
+    // `--seq-len` tokens per row (README: a --seq-len longer than the data is an error).
+    let total = tokens.iter().fold(0u64, |a, &t| a.saturating_add(t));
+    if documents && total > 0 && total < w.seq_len {
+        let named = if mixed { "the --mix storages hold" } else { "the storage holds" };
+        return Err(format!(
+            "no batch: {named} {total} tokens, fewer than one row of --seq-len {}",
+            w.seq_len
+        )
+        .into());
+    }
+    if !mixed {
+        let one = sources.into_iter().next().ok_or("no storage")?;
+        return Ok((Arc::new(Widen2(one)), false));
+    }
+    let weights: Vec<f64> = dirs.iter().map(|d| d.1).collect();
+    let schedule = match mp.mix_schedule {
+        MixScheduleArg::Greedy => MixSchedule::Greedy,
+        MixScheduleArg::Proportional => MixSchedule::Proportional,
+    };
+    let mut cfg = MixConfig::new(&weights)?.schedule(schedule).stop(mp.mix_stop);
+    if w.shuffle {
+        cfg = cfg.shuffle_sources(w.seed);
+    }
+    let mix = Mix::new(sources, cfg)?;
+    Ok((
+        Arc::new(convert(mix, |s: Sourced<Vec<u32>>| Record { source: Some(s.source), tokens: s.item })),
+        true,
+    ))
+}
+
+/// The packing of `--pack` (rows of `--seq-len` tokens), and whether it streams.
+pub(crate) fn pack_config(w: &WindowArgs, mp: &MixPackArgs) -> Option<(PackConfig, bool)> {
+    let (strategy, streaming) = match mp.pack? {
+        PackArg::ConcatSplit => (PackStrategy::ConcatSplit, false),
+        PackArg::FirstFit => (PackStrategy::FirstFit { bins: mp.bins }, false),
+        PackArg::BestFit => (PackStrategy::BestFit { bins: mp.bins }, false),
+        PackArg::PlannedBfd => (PackStrategy::BestFitDecreasing, false),
+        PackArg::StreamConcatSplit => (PackStrategy::ConcatSplit, true),
+        PackArg::StreamFirstFit => (PackStrategy::FirstFit { bins: mp.bins }, true),
+        PackArg::StreamBestFit => (PackStrategy::BestFit { bins: mp.bins }, true),
+    };
+    let overflow = match mp.overflow {
+        OverflowArg::Error => Overflow::Error,
+        OverflowArg::Truncate => Overflow::Truncate,
+        OverflowArg::Split => Overflow::Split,
+    };
+    Some((PackConfig::new(w.seq_len, strategy).overflow(overflow), streaming))
+}
+
+/// Documents as optional token sequences: the records of a stream stage.
+pub(crate) type StreamDocs = Arc<dyn DataSource<Item = Option<Vec<u32>>>>;
+
+/// The streaming packer of `--pack stream-*`.
+pub(crate) type Stage = StreamPacked<StreamDocs, Vec<u32>, u32>;
+
+/// The streaming packer of `--pack stream-*` over `records`, rows per batch as the loader's
+/// batch size (records per rank per batch).
+pub(crate) fn stream_stage(
+    args: &LoaderArgs<'_>,
+    records: Records,
+    config: PackConfig,
+    pad: u32,
+) -> CliResult<Stage> {
+    let docs: StreamDocs = Arc::new(convert(AsTokens(records), Some));
+    let loader = args.builder(docs).build()?;
+    let rows = loader.sampler().config().batch_size;
+    Ok(StreamPacked::new(loader, config, rows, pad, u32::MAX)?.drop_remainder(args.drop_remainder))
+}
+
+/// The planned packing of `--pack` (not streaming) over `records`: scanned and planned
+/// before the first batch.
+pub(crate) fn planned(records: Records, config: PackConfig, pad: u32) -> CliResult<Packed<AsTokens, u32>> {
+    Ok(Packed::scan(AsTokens(records), config, pad, u32::MAX)?)
+}
+
+/// The source of every record of a mixture (read once, for the `sources` of packed rows).
+pub(crate) fn sources_of(records: &Records, mixed: bool) -> CliResult<Vec<Option<u32>>> {
+    if !mixed {
+        return Ok(Vec::new());
+    }
+    Ok((0..records.len()).map(|i| records.get(i).map(|r| r.source)).collect::<Result<_, _>>()?)
+}
+
+impl StateJson for StreamPackedIter<StreamDocs, Vec<u32>, u32> {
+    fn state_json(&self) -> String {
+        self.state().to_json()
+    }
+}
+
+/// The single storage's records as [`Record`]s.
+struct Widen2(Tokens);
+
+impl DataSource for Widen2 {
+    type Item = Record;
+    fn len(&self) -> u64 {
+        self.0.len()
+    }
+    fn get(&self, index: u64) -> Result<Record, LoaderError> {
+        Ok(Record { source: None, tokens: self.0.get(index)? })
+    }
+    fn get_many(&self, indices: &[u64]) -> Result<Vec<Record>, LoaderError> {
+        Ok(self.0.get_many(indices)?.into_iter().map(|tokens| Record { source: None, tokens }).collect())
+    }
+    fn fingerprint(&self) -> u64 {
+        self.0.fingerprint()
+    }
+}
+
+/// [`Record`]s as token sequences for [`Packed`].
+pub(crate) struct AsTokens(Records);
+
+impl DataSource for AsTokens {
+    type Item = Vec<u32>;
+    fn len(&self) -> u64 {
+        self.0.len()
+    }
+    fn get(&self, index: u64) -> Result<Vec<u32>, LoaderError> {
+        Ok(self.0.get(index)?.tokens)
+    }
+    fn get_many(&self, indices: &[u64]) -> Result<Vec<Vec<u32>>, LoaderError> {
+        Ok(self.0.get_many(indices)?.into_iter().map(|r| r.tokens).collect())
+    }
+    fn fingerprint(&self) -> u64 {
+        self.0.fingerprint()
+    }
+}
