@@ -59,11 +59,15 @@ pub enum ForeignDetails {
 /// What a layout reader found: everything [`crate::ForeignDataset`] holds but the options.
 #[derive(Debug)]
 pub(crate) struct Parts {
+    /// The dataset's directory: every file is named relative to it.
     pub(crate) root: PathBuf,
     /// The directory `root` names, every file read through it.
     pub(crate) dir: Arc<dyn StorageDir>,
+    /// The element dtype.
     pub(crate) dtype: Primitive,
+    /// Whether the files store the elements big-endian.
     pub(crate) big_endian: bool,
+    /// The files, in stream order.
     pub(crate) files: Vec<ForeignFile>,
     /// The element runs, in stream order.
     pub(crate) segments: Vec<Segment>,

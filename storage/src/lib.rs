@@ -17,6 +17,11 @@
 //! - [`StreamWithMetaWriter`] / [`StreamWithMetaReader`]: a stream whose elements point to
 //!   per-run metadata payloads.
 //!
+//! A stream held by files of another layout (a header, then elements; several runs per
+//! file) is read in place too: a [`StreamLayout`] names the files and the element runs
+//! ([`Segment`]s), and [`StreamReader::from_layout`] reads it like a stream storage
+//! (`guideloom-interop` maps other projects' datasets onto it).
+//!
 //! # One reader, one writer
 //!
 //! The six names are [`Reader`] and [`Writer`] of a kind of [`kind`]: opening, the manifest,

@@ -7,6 +7,7 @@ mod crash;
 mod document;
 mod errors;
 mod hostile;
+mod layout;
 mod location;
 mod meta;
 mod plan;

@@ -4,7 +4,7 @@
 //!
 //! A test binary installs the allocator itself (a library cannot choose a binary's):
 //!
-//! ```ignore
+//! ```text
 //! #[global_allocator]
 //! static ALLOC: guideloom_testkit::hostile::CountingAlloc = guideloom_testkit::hostile::CountingAlloc;
 //! ```

@@ -41,7 +41,184 @@ fn stem(name: &str) -> &str {
     }
 }
 
-/// Opens the Megatron dataset named by `path` (a prefix, or its `.bin`/`.idx`).
+/// What the `.idx` header says, checked against the file's size.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Header {
+    /// The dtype code and its element type.
+    code: u8,
+    dtype: Primitive,
+    /// Sequences (`N`) and document-index entries (`D`).
+    sequences: u64,
+    doc_entries: u64,
+    /// Bytes per multimodal mode (1, or 4 for the 2023 writer's i32 modes); 0 without modes.
+    mode_bytes: u64,
+}
+
+/// Checks the `.idx` header `head` (its first `min(idx_len, 34)` bytes) of an index of
+/// `idx_len` bytes: the magic (the legacy one refused first), version 1, a token dtype code
+/// (and the dtype `options` names, if any), and the exact size the counts imply (with the
+/// modes when `options.multimodal`), computed without overflow.
+///
+/// # Errors
+/// [`ForeignError::UnsupportedLegacyFormat`], [`ForeignError::BadMagic`],
+/// [`ForeignError::TruncatedIndex`], [`ForeignError::UnsupportedVersion`],
+/// [`ForeignError::UnsupportedTokenDType`], [`ForeignError::UnknownDTypeCode`],
+/// [`ForeignError::MixedDTypes`], [`ForeignError::TrailingBytes`].
+fn header(head: &[u8], idx_len: u64, options: &ForeignOptions) -> std::result::Result<Header, ForeignError> {
+    // The legacy magic first: its file may be of any size.
+    if head.starts_with(LEGACY_MAGIC) {
+        return Err(ForeignError::UnsupportedLegacyFormat { magic: "TNTIDX".into() });
+    }
+    if idx_len < HEADER {
+        if !MAGIC.starts_with(&head[..head.len().min(MAGIC.len())]) {
+            return Err(ForeignError::BadMagic { found: escaped(&head[..head.len().min(MAGIC.len())]) });
+        }
+        return Err(ForeignError::TruncatedIndex { need: HEADER, have: idx_len });
+    }
+    if &head[..MAGIC.len()] != MAGIC {
+        return Err(ForeignError::BadMagic { found: escaped(&head[..MAGIC.len()]) });
+    }
+    let version = u64_at(head, 9);
+    if version != 1 {
+        return Err(ForeignError::UnsupportedVersion { field: "version", found: version as i64 });
+    }
+    let code = head[17];
+    let dtype = match code {
+        1 => Primitive::U8,
+        2 => Primitive::I8,
+        3 => Primitive::I16,
+        4 => Primitive::I32,
+        5 => Primitive::I64,
+        8 => Primitive::U16,
+        6 | 7 => {
+            return Err(ForeignError::UnsupportedTokenDType {
+                dtype: format!("float (code {code}: float64 or float32 depending on the writer's version)"),
+            })
+        }
+        c => return Err(ForeignError::UnknownDTypeCode { code: u64::from(c) }),
+    };
+    if let Some(want) = options.dtype.filter(|&d| d != dtype) {
+        return Err(ForeignError::MixedDTypes { expected: dtype.descr().into(), found: want.descr().into() });
+    }
+    // The exact size, computed without overflow.
+    let n = u64_at(head, 18);
+    let d = u64_at(head, 26);
+    let base = n
+        .checked_mul(12)
+        .and_then(|a| d.checked_mul(8).and_then(|b| a.checked_add(b)))
+        .and_then(|a| a.checked_add(HEADER));
+    let Some(base) = base else {
+        return Err(ForeignError::TruncatedIndex { need: u64::MAX, have: idx_len });
+    };
+    let mut mode_bytes = 0u64;
+    if options.multimodal {
+        let with_modes = base.saturating_add(n);
+        let int32_modes = n.checked_mul(4).and_then(|m| base.checked_add(m));
+        if options.legacy_int32_modes && int32_modes == Some(idx_len) && idx_len != with_modes {
+            mode_bytes = 4;
+        } else if idx_len < with_modes {
+            return Err(ForeignError::TruncatedIndex { need: with_modes, have: idx_len });
+        } else if idx_len > with_modes {
+            return Err(ForeignError::TrailingBytes { count: idx_len - with_modes });
+        } else {
+            mode_bytes = 1;
+        }
+    } else if idx_len < base {
+        return Err(ForeignError::TruncatedIndex { need: base, have: idx_len });
+    } else if idx_len > base {
+        return Err(ForeignError::TrailingBytes { count: idx_len - base });
+    }
+    Ok(Header { code, dtype, sequences: n, doc_entries: d, mode_bytes })
+}
+
+/// The index in `idx` (the whole `.idx`, whose size [`header`] checked against `h`): the
+/// document indices (from 0, non-decreasing, ending at the sequence count), the sequence
+/// lengths and pointers (each pointer the end of the sequences before it, or rebuilt from the
+/// lengths with `options.repair_pointers`), the modes; and the bytes the `.bin` must hold.
+///
+/// # Errors
+/// [`ForeignError::DocumentIndexEnd`], [`ForeignError::DocumentIndexStart`],
+/// [`ForeignError::DocumentIndexNotMonotonic`], [`ForeignError::NegativeLength`],
+/// [`ForeignError::NegativePointer`], [`ForeignError::PointerMismatch`];
+/// [`ForeignError::DataFileSize`] when the data's byte size overflows `u64`.
+fn decode(
+    idx: &[u8],
+    h: &Header,
+    options: &ForeignOptions,
+) -> std::result::Result<(MegatronIndex, u64), ForeignError> {
+    let (n, itemsize) = (h.sequences, h.dtype.size());
+    // The size matches the file, so every count below fits memory as the file does.
+    let (nn, dd) = (h.sequences as usize, h.doc_entries as usize);
+    let lengths_at = HEADER as usize;
+    let pointers_at = lengths_at + 4 * nn;
+    let docs_at = pointers_at + 8 * nn;
+    let modes_at = docs_at + 8 * dd;
+
+    // Document indices.
+    if dd == 0 {
+        return Err(ForeignError::DocumentIndexEnd { last: -1, sequences: n });
+    }
+    let first = i64_at(idx, docs_at);
+    if first != 0 {
+        return Err(ForeignError::DocumentIndexStart { found: first });
+    }
+    let mut document_indices = Vec::with_capacity(dd);
+    let mut prev = 0i64;
+    for j in 0..dd {
+        let v = i64_at(idx, docs_at + 8 * j);
+        if v < prev {
+            return Err(ForeignError::DocumentIndexNotMonotonic { entry: j as u64 });
+        }
+        prev = v;
+        document_indices.push(v as u64);
+    }
+    if prev as u64 != n {
+        return Err(ForeignError::DocumentIndexEnd { last: prev, sequences: n });
+    }
+    // Lengths and pointers, in 64 bits.
+    let mut lengths = Vec::with_capacity(nn);
+    let mut pointers = Vec::with_capacity(nn);
+    let mut starts = Vec::with_capacity(nn + 1);
+    let mut repaired = 0u64;
+    let mut end = 0u64; // bytes
+    let mut tokens = 0u64;
+    starts.push(0);
+    for i in 0..nn {
+        let len = i32_at(idx, lengths_at + 4 * i);
+        if len < 0 {
+            return Err(ForeignError::NegativeLength { sequence: i as u64 });
+        }
+        let ptr = i64_at(idx, pointers_at + 8 * i);
+        if ptr != end as i64 || ptr < 0 {
+            if !options.repair_pointers {
+                if ptr < 0 {
+                    return Err(ForeignError::NegativePointer { sequence: i as u64 });
+                }
+                return Err(ForeignError::PointerMismatch { sequence: i as u64, found: ptr, expected: end });
+            }
+            repaired += 1;
+        }
+        lengths.push(len as u32);
+        pointers.push(end);
+        // At most 2^63 sequences of at most 2^31 tokens of 8 bytes: checked anyway.
+        let bytes = (len as u64).checked_mul(itemsize).and_then(|b| end.checked_add(b));
+        end = bytes.ok_or(ForeignError::DataFileSize { have: 0, want: u64::MAX })?;
+        tokens += len as u64;
+        starts.push(tokens);
+    }
+    let modes = match h.mode_bytes {
+        1 => Some(idx[modes_at..modes_at + nn].iter().map(|&b| b as i8).collect()),
+        4 => Some((0..nn).map(|i| i32_at(idx, modes_at + 4 * i) as i8).collect()),
+        _ => None,
+    };
+    let index =
+        MegatronIndex { dtype_code: h.code, lengths, pointers, starts, document_indices, modes, repaired };
+    Ok((index, end))
+}
+
+/// Opens the Megatron dataset named by `place` (a prefix, or its `.bin`/`.idx`): the header
+/// first, the whole `.idx` only once its size is the one the header implies ([`header`],
+/// [`decode`]), then the `.bin`'s size.
 pub(crate) fn open(place: &Place, options: &ForeignOptions) -> Result<Parts> {
     let path = place.label();
     let (root, name) = place.split();
@@ -54,152 +231,17 @@ pub(crate) fn open(place: &Place, options: &ForeignOptions) -> Result<Parts> {
     let fs = Fs::new(ForeignFormat::Megatron, root.dir()?);
     let idx_len = fs.len(&idx_name)?;
     let err = |e: ForeignError| fs.err(&idx_name, e);
-
-    // 1. Magic (the legacy one first: its file may be of any size).
     let head = fs.read(&idx_name, 0, idx_len.min(HEADER))?;
-    if head.starts_with(LEGACY_MAGIC) {
-        return Err(err(ForeignError::UnsupportedLegacyFormat { magic: "TNTIDX".into() }));
-    }
-    if idx_len < HEADER {
-        if !MAGIC.starts_with(&head[..head.len().min(MAGIC.len())]) {
-            return Err(err(ForeignError::BadMagic { found: escaped(&head[..head.len().min(MAGIC.len())]) }));
-        }
-        return Err(err(ForeignError::TruncatedIndex { need: HEADER, have: idx_len }));
-    }
-    if &head[..MAGIC.len()] != MAGIC {
-        return Err(err(ForeignError::BadMagic { found: escaped(&head[..MAGIC.len()]) }));
-    }
-    // 2. Version and dtype.
-    let version = u64_at(&head, 9);
-    if version != 1 {
-        return Err(err(ForeignError::UnsupportedVersion { field: "version", found: version as i64 }));
-    }
-    let code = head[17];
-    let dtype = match code {
-        1 => Primitive::U8,
-        2 => Primitive::I8,
-        3 => Primitive::I16,
-        4 => Primitive::I32,
-        5 => Primitive::I64,
-        8 => Primitive::U16,
-        6 | 7 => {
-            return Err(err(ForeignError::UnsupportedTokenDType {
-                dtype: format!("float (code {code}: float64 or float32 depending on the writer's version)"),
-            }))
-        }
-        c => return Err(err(ForeignError::UnknownDTypeCode { code: u64::from(c) })),
-    };
-    if let Some(want) = options.dtype.filter(|&d| d != dtype) {
-        return Err(err(ForeignError::MixedDTypes {
-            expected: dtype.descr().into(),
-            found: want.descr().into(),
-        }));
-    }
-    let itemsize = dtype.size();
-    // 3. Exact size, computed without overflow.
-    let n = u64_at(&head, 18);
-    let d = u64_at(&head, 26);
-    let base = n
-        .checked_mul(12)
-        .and_then(|a| d.checked_mul(8).and_then(|b| a.checked_add(b)))
-        .and_then(|a| a.checked_add(HEADER));
-    let Some(base) = base else {
-        return Err(err(ForeignError::TruncatedIndex { need: u64::MAX, have: idx_len }));
-    };
-    let mut mode_bytes = 0u64;
-    if options.multimodal {
-        let with_modes = base.saturating_add(n);
-        let int32_modes = n.checked_mul(4).and_then(|m| base.checked_add(m));
-        if options.legacy_int32_modes && int32_modes == Some(idx_len) && idx_len != with_modes {
-            mode_bytes = 4;
-        } else if idx_len < with_modes {
-            return Err(err(ForeignError::TruncatedIndex { need: with_modes, have: idx_len }));
-        } else if idx_len > with_modes {
-            return Err(err(ForeignError::TrailingBytes { count: idx_len - with_modes }));
-        } else {
-            mode_bytes = 1;
-        }
-    } else if idx_len < base {
-        return Err(err(ForeignError::TruncatedIndex { need: base, have: idx_len }));
-    } else if idx_len > base {
-        return Err(err(ForeignError::TrailingBytes { count: idx_len - base }));
-    }
-    // Sizes now match the file, so every count below fits memory as the file does.
+    let h = header(&head, idx_len, options).map_err(err)?;
     let idx = fs.read(&idx_name, 0, idx_len)?;
-    let (nn, dd) = (n as usize, d as usize);
-    let lengths_at = HEADER as usize;
-    let pointers_at = lengths_at + 4 * nn;
-    let docs_at = pointers_at + 8 * nn;
-    let modes_at = docs_at + 8 * dd;
-
-    // 4. Document indices.
-    if dd == 0 {
-        return Err(err(ForeignError::DocumentIndexEnd { last: -1, sequences: n }));
-    }
-    let first = i64_at(&idx, docs_at);
-    if first != 0 {
-        return Err(err(ForeignError::DocumentIndexStart { found: first }));
-    }
-    let mut document_indices = Vec::with_capacity(dd);
-    let mut prev = 0i64;
-    for j in 0..dd {
-        let v = i64_at(&idx, docs_at + 8 * j);
-        if v < prev {
-            return Err(err(ForeignError::DocumentIndexNotMonotonic { entry: j as u64 }));
-        }
-        prev = v;
-        document_indices.push(v as u64);
-    }
-    if prev as u64 != n {
-        return Err(err(ForeignError::DocumentIndexEnd { last: prev, sequences: n }));
-    }
-    // 5.-6. Lengths and pointers, in 64 bits.
-    let mut lengths = Vec::with_capacity(nn);
-    let mut pointers = Vec::with_capacity(nn);
-    let mut starts = Vec::with_capacity(nn + 1);
-    let mut repaired = 0u64;
-    let mut end = 0u64; // bytes
-    let mut tokens = 0u64;
-    starts.push(0);
-    for i in 0..nn {
-        let len = i32_at(&idx, lengths_at + 4 * i);
-        if len < 0 {
-            return Err(err(ForeignError::NegativeLength { sequence: i as u64 }));
-        }
-        let ptr = i64_at(&idx, pointers_at + 8 * i);
-        if ptr != end as i64 || ptr < 0 {
-            if !options.repair_pointers {
-                if ptr < 0 {
-                    return Err(err(ForeignError::NegativePointer { sequence: i as u64 }));
-                }
-                return Err(err(ForeignError::PointerMismatch {
-                    sequence: i as u64,
-                    found: ptr,
-                    expected: end,
-                }));
-            }
-            repaired += 1;
-        }
-        lengths.push(len as u32);
-        pointers.push(end);
-        // At most 2^63 sequences of at most 2^31 tokens of 8 bytes: checked anyway.
-        let bytes = (len as u64).checked_mul(itemsize).and_then(|b| end.checked_add(b));
-        end = bytes.ok_or_else(|| err(ForeignError::DataFileSize { have: 0, want: u64::MAX }))?;
-        tokens += len as u64;
-        starts.push(tokens);
-    }
-    let modes = match mode_bytes {
-        1 => Some(idx[modes_at..modes_at + nn].iter().map(|&b| b as i8).collect()),
-        4 => Some((0..nn).map(|i| i32_at(&idx, modes_at + 4 * i) as i8).collect()),
-        _ => None,
-    };
-    // 7. The data file.
+    let (index, end) = decode(&idx, &h, options).map_err(err)?;
     let bin_len = fs.len(&bin_name)?;
     if bin_len != end {
         return Err(fs.err(&bin_name, ForeignError::DataFileSize { have: bin_len, want: end }));
     }
-    let documents = document_indices.iter().map(|&s| starts[s as usize]).collect();
-    let mut parts = Parts::new(&fs, dtype);
+    let tokens = index.starts[index.starts.len() - 1];
+    let documents = index.document_indices.iter().map(|&s| index.starts[s as usize]).collect();
+    let mut parts = Parts::new(&fs, h.dtype);
     parts.files = vec![
         ForeignFile { path: bin_name.into(), bytes: bin_len, elements: tokens },
         ForeignFile { path: idx_name.into(), bytes: idx_len, elements: 0 },
@@ -207,14 +249,6 @@ pub(crate) fn open(place: &Place, options: &ForeignOptions) -> Result<Parts> {
     parts.segments = vec![Segment { file: 0, offset: 0, elements: tokens }];
     parts.documents = Some(documents);
     parts.index_hash = xxhash_rust::xxh3::xxh3_64(&idx);
-    parts.details = ForeignDetails::Megatron(MegatronIndex {
-        dtype_code: code,
-        lengths,
-        pointers,
-        starts,
-        document_indices,
-        modes,
-        repaired,
-    });
+    parts.details = ForeignDetails::Megatron(index);
     Ok(parts)
 }

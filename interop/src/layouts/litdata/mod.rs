@@ -21,9 +21,10 @@ use guideloom_formats::Primitive;
 use guideloom_storage::Segment;
 
 use crate::error::{ForeignError, Result};
-use crate::files::{u32_at, Fs, Place, MAX_INDEX_BYTES};
+use crate::files::{u32_at, Fs, Place};
 use crate::format::ForeignFormat;
 use crate::layouts::chunk::check_offsets;
+use crate::layouts::json::read_index;
 use crate::options::ForeignOptions;
 use crate::parts::{ForeignDetails, ForeignFile, Parts};
 
@@ -32,10 +33,7 @@ use self::leaf::{numpy_dtype, torch_dtype, Leaf};
 /// Opens the litdata dataset whose `index.json` is in the directory `place`.
 pub(crate) fn open(place: &Place, options: &ForeignOptions) -> Result<Parts> {
     let fs = Fs::new(ForeignFormat::Litdata, place.dir()?);
-    let text = fs.read_whole("index.json", MAX_INDEX_BYTES)?;
-    let checked = index::decode(&text)
-        .and_then(|index| index::validate(index, options))
-        .map_err(|e| fs.err("index.json", e))?;
+    let (text, checked) = read_index(&fs, |text| index::validate(index::decode(text)?, options))?;
     // Every name stays inside the directory, before any chunk is opened.
     for c in &checked.chunks {
         fs.safe_name(&c.name)?;

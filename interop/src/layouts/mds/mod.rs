@@ -24,8 +24,9 @@ use guideloom_formats::Primitive;
 use guideloom_storage::Segment;
 
 use crate::error::{ForeignError, Result};
-use crate::files::{Fs, Place, MAX_INDEX_BYTES};
+use crate::files::{Fs, Place};
 use crate::format::ForeignFormat;
+use crate::layouts::json::read_index;
 use crate::options::ForeignOptions;
 use crate::parts::{ForeignDetails, ForeignFile, Parts};
 
@@ -36,10 +37,7 @@ use self::shard::{ShardBytes, TokenColumn};
 /// Opens the MDS dataset whose `index.json` is in the directory `place`.
 pub(crate) fn open(place: &Place, options: &ForeignOptions) -> Result<Parts> {
     let fs = Fs::new(ForeignFormat::Mds, place.dir()?);
-    let text = fs.read_whole("index.json", MAX_INDEX_BYTES)?;
-    let checked = index::decode(&text)
-        .and_then(|index| index::validate(index, options))
-        .map_err(|e| fs.err("index.json", e))?;
+    let (text, checked) = read_index(&fs, |text| index::validate(index::decode(text)?, options))?;
     // Every name stays inside the directory, before any shard file is opened.
     for e in &checked.entries {
         fs.safe_name(&e.raw.name)?;
