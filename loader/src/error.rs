@@ -113,7 +113,7 @@ pub enum LoaderError {
         len: u64,
     },
     /// A document is longer than a packed row and the overflow policy is
-    /// [`Overflow::Error`](crate::Overflow::Error).
+    /// [`Overflow::Error`](crate::pack::Overflow::Error).
     #[error("document {index} has {len} tokens, more than a row of {seq_len}")]
     DocumentTooLong {
         /// The document (its position in the packed source).

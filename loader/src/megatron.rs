@@ -26,7 +26,8 @@ use guideloom_storage::foreign::{ForeignDataset, ForeignFormat, ForeignOptions};
 use guideloom_storage::{ReadOptions, StorageError, StreamReader, Window};
 
 use crate::storage_sources::open_error;
-use crate::{fingerprint_words, DataSource, LoaderError, Slice, State, WindowReader};
+use crate::transforms::Slice;
+use crate::{fingerprint_words, DataSource, LoaderError, State, WindowReader};
 
 /// The MT19937 Mersenne Twister (32-bit), seeded as `init_genrand` (Matsumoto & Nishimura,
 /// 1998) — the generator of `numpy.random.RandomState(seed)` for an integer seed.

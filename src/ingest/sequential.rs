@@ -1,5 +1,5 @@
 //! Sequential sources over the files `ingest` reads: JSON Lines and plain text, read in
-//! order by a [`SequentialLoader`](guideloom_loader::SequentialLoader) without building a
+//! order by a [`SequentialLoader`](guideloom_loader::sequential::SequentialLoader) without building a
 //! storage first, and tokenized on the fly.
 //!
 //! They live here, not in `guideloom-loader`, because they parse with the code `ingest`
@@ -18,7 +18,8 @@ use std::io::{BufReader, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use guideloom_loader::{LoaderError, SequentialSource, ShardInfo, ShardPos, ShardReader};
+use guideloom_loader::sequential::{SequentialSource, ShardInfo, ShardPos, ShardReader};
+use guideloom_loader::LoaderError;
 use rayon::prelude::*;
 use serde_json::Value;
 
@@ -104,7 +105,7 @@ impl Ahead {
 ///
 /// ```
 /// use guideloom::ingest::{JsonlField, JsonlShards};
-/// use guideloom::loader::{SequentialLoader, SequentialSource};
+/// use guideloom::loader::sequential::{SequentialLoader, SequentialSource};
 /// let dir = tempfile::tempdir()?;
 /// let (a, b) = (dir.path().join("a.jsonl"), dir.path().join("b.jsonl"));
 /// std::fs::write(&a, "{\"ids\": [1, 2, 3]}\n\n{\"ids\": [4]}\n")?;
@@ -146,7 +147,7 @@ impl JsonlShards {
 
     /// Counts each file's records (non-empty lines; one pass, no parsing) and gives them as
     /// length hints: shards are then dealt by length and every rank can take the same number
-    /// of steps ([`SequentialEnd::Drop`](guideloom_loader::SequentialEnd)).
+    /// of steps ([`SequentialEnd::Drop`](guideloom_loader::sequential::SequentialEnd)).
     ///
     /// # Errors
     /// [`IngestError::Read`] when a file cannot be read.

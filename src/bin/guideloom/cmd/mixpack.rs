@@ -8,11 +8,10 @@ use std::sync::Arc;
 use guideloom::formats::{DocumentTokensFormat, Dtype, Primitive, TokenElement, TokenFormat};
 use std::time::{Duration, Instant};
 
-use guideloom::loader::{
-    Batch, DataSource, LoaderError, MetaDocuments, MetaWindows, Mix, MixConfig, MixSchedule, Overflow,
-    PackConfig, PackStrategy, Packed, PackedRow, StreamBatch, StreamPacked, StreamPackedIter, StreamState,
-    StreamWindows,
-};
+use guideloom::loader::mix::{Mix, MixConfig, MixSchedule};
+use guideloom::loader::pack::{Overflow, PackConfig, PackStrategy, Packed, PackedRow};
+use guideloom::loader::stage::{StageBatch, StagePacked, StagePackedIter, StageState};
+use guideloom::loader::{Batch, DataSource, LoaderError, MetaDocuments, MetaWindows, StreamWindows};
 use guideloom::storage::{Manifest, StorageKind, StreamReader, StreamWithMetaReader};
 use serde_json::{json, Value};
 
@@ -181,7 +180,7 @@ fn records(w: &WindowArgs, mp: &MixPackArgs) -> CliResult<(Arc<dyn DataSource<It
     }
     let mix = Mix::new(sources, cfg)?;
     Ok((
-        Arc::new(convert(mix, |s: guideloom::loader::Sourced<Vec<u32>>| Record {
+        Arc::new(convert(mix, |s: guideloom::loader::mix::Sourced<Vec<u32>>| Record {
             source: Some(s.source),
             tokens: s.item,
         })),
@@ -208,7 +207,7 @@ fn pack_config(w: &WindowArgs, mp: &MixPackArgs) -> Option<(PackConfig, bool)> {
     Some((PackConfig::new(w.seq_len, strategy).overflow(overflow), streaming))
 }
 
-/// Documents as optional token sequences: the records of a stream stage.
+/// Documents as optional token sequences: the records of a stage.
 type StreamDocs = Arc<dyn DataSource<Item = Option<Vec<u32>>>>;
 
 /// The streaming packer of `--pack stream-*` over `records`, rows per batch as the loader's
@@ -218,11 +217,11 @@ fn stream_stage(
     records: Arc<dyn DataSource<Item = Record>>,
     config: PackConfig,
     pad: u32,
-) -> CliResult<StreamPacked<StreamDocs, Vec<u32>, u32>> {
+) -> CliResult<StagePacked<StreamDocs, Vec<u32>, u32>> {
     let docs: StreamDocs = Arc::new(convert(AsTokens(records), Some));
     let loader = args.builder(docs).build()?;
     let rows = loader.sampler().config().batch_size;
-    Ok(StreamPacked::new(loader, config, rows, pad, u32::MAX)?.drop_remainder(args.drop_remainder))
+    Ok(StagePacked::new(loader, config, rows, pad, u32::MAX)?.drop_remainder(args.drop_remainder))
 }
 
 /// The source of every record of a mixture (read once, for the `sources` of packed rows).
@@ -233,7 +232,7 @@ fn sources_of(records: &Arc<dyn DataSource<Item = Record>>, mixed: bool) -> CliR
     Ok((0..records.len()).map(|i| records.get(i).map(|r| r.source)).collect::<Result<_, _>>()?)
 }
 
-impl StateJson for StreamPackedIter<StreamDocs, Vec<u32>, u32> {
+impl StateJson for StagePackedIter<StreamDocs, Vec<u32>, u32> {
     fn state_json(&self) -> String {
         self.state().to_json()
     }
@@ -301,7 +300,7 @@ pub(crate) fn batches(a: BatchesArgs) -> CliResult {
         let mut it = match &a.resume {
             Some(p) => {
                 let text = super::state_file::read(p)?;
-                let state = StreamState::from_json(&text)
+                let state = StageState::from_json(&text)
                     .map_err(|e| super::context(format!("state file {}", p.display()), e))?;
                 stage.iter_from(&state)?
             }
@@ -311,7 +310,7 @@ pub(crate) fn batches(a: BatchesArgs) -> CliResult {
             &mut it,
             a.max_batches,
             a.save_state.as_deref(),
-            |line, batch: &StreamBatch<PackedRow<u32>>| {
+            |line, batch: &StageBatch<PackedRow<u32>>| {
                 let _ = write!(line, "{{\"batch\":{},\"epoch\":{},\"records\":", batch.number, batch.epoch);
                 write_list(line, batch.indices.iter());
                 if !a.no_tokens {

@@ -6,10 +6,11 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 use guideloom::ingest::{collect_files, JsonlField, JsonlReader, JsonlShards, TextReader, TextShards};
-use guideloom::loader::{
-    Dropped, LoaderError, SequentialBatch, SequentialIter, SequentialLoader, SequentialSource,
-    SequentialState, ShardInfo, ShardPos, ShardReader, VecCollate,
+use guideloom::loader::sequential::{
+    Dropped, SequentialBatch, SequentialIter, SequentialLoader, SequentialSource, SequentialState, ShardInfo,
+    ShardPos, ShardReader,
 };
+use guideloom::loader::{LoaderError, VecCollate};
 
 use crate::cli::{BatchesArgs, ElasticArgs, SequentialArgs, WindowArgs};
 use crate::cmd::windows::write_list;
