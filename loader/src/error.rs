@@ -310,3 +310,17 @@ impl LoaderError {
         }
     }
 }
+
+/// `Ok` when a saved state's `theirs` is this loader's `ours`, else
+/// [`LoaderError::StateMismatch`] naming `field` with both.
+pub(crate) fn check_same<T: PartialEq + std::fmt::Display>(
+    field: &'static str,
+    ours: T,
+    theirs: T,
+) -> Result<(), LoaderError> {
+    if ours == theirs {
+        Ok(())
+    } else {
+        Err(LoaderError::StateMismatch { field, expected: ours.to_string(), found: theirs.to_string() })
+    }
+}

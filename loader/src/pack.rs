@@ -204,18 +204,7 @@ impl PackPlan {
                     let mut open: Vec<Bin> = Vec::new();
                     for p in items {
                         let fits = |b: &Bin| b.used + p.len <= l && b.segments < max_seg;
-                        let mut chosen = None;
-                        for (i, b) in open.iter().enumerate() {
-                            if fits(b)
-                                && (chosen.is_none() || (best && b.used > open[chosen.unwrap_or(0)].used))
-                            {
-                                chosen = Some(i);
-                                if !best {
-                                    break;
-                                }
-                            }
-                        }
-                        let i = match chosen {
+                        let i = match choose_row(open.iter().map(|b| fits(b).then_some(b.used)), best) {
                             Some(i) => i,
                             None if (open.len() as u64) < bins => {
                                 open.push(Bin { used: 0, segments: 0, pieces: Vec::new() });
@@ -443,6 +432,24 @@ where
         }
         Ok(lay_out(&self.plan.config, self.pad, self.ignore, pieces, &refs))
     }
+}
+
+/// The open row a piece goes to, given each row's tokens used when the piece fits it (`None`
+/// when it does not): the first that fits (first-fit), or the fullest that fits, ties to the
+/// lowest (best-fit); `None` when no row fits. Shared by [`PackPlan`] and the stage's
+/// streaming packer, so both choose alike.
+pub(crate) fn choose_row(rows: impl IntoIterator<Item = Option<u64>>, best: bool) -> Option<usize> {
+    let mut chosen: Option<(usize, u64)> = None;
+    for (i, used) in rows.into_iter().enumerate() {
+        let Some(used) = used else { continue };
+        if chosen.is_none_or(|(_, c)| best && used > c) {
+            chosen = Some((i, used));
+            if !best {
+                break;
+            }
+        }
+    }
+    chosen.map(|(i, _)| i)
 }
 
 /// The [`PackedRow`] of `pieces`, `docs[i]` holding the tokens of `pieces[i].doc` (whole).

@@ -54,13 +54,7 @@ impl<S: DataSource, U, C> std::fmt::Debug for Loader<S, U, C> {
     }
 }
 
-impl<S, U, C> Loader<S, U, C>
-where
-    S: DataSource + 'static,
-    U: 'static,
-    C: Collate<U> + 'static,
-    C::Output: 'static,
-{
+impl<S: DataSource, U, C> Loader<S, U, C> {
     /// Records per global step over all ranks: `batch_size * world_size`.
     pub fn global_batch(&self) -> u64 {
         let c = self.shared.sampler.config();
@@ -115,16 +109,6 @@ where
         Topology { rank: c.rank, world_size: c.world_size, batch_size: c.batch_size }
     }
 
-    /// Produces batch `number` alone, on the calling thread (for debugging "what did batch N
-    /// see?"), or `None` past the last batch. Equal to what an iterator yields at `number`.
-    ///
-    /// # Errors
-    /// As the iterator: [`LoaderError::InBatch`] wrapping the failure.
-    pub fn batch(&self, number: u64) -> Option<Result<Batch<C::Output>, LoaderError>> {
-        self.shared.sampler.batch(number)?;
-        Some(self.shared.produce(number, &Cancellation::new()))
-    }
-
     /// Worker threads of this loader's iterators (0: batches are produced on the consumer's
     /// thread).
     pub fn workers(&self) -> usize {
@@ -135,6 +119,18 @@ where
     /// ignored with 0 workers).
     pub fn prefetch(&self) -> usize {
         self.prefetch
+    }
+}
+
+impl<S: DataSource, U, C: Collate<U>> Loader<S, U, C> {
+    /// Produces batch `number` alone, on the calling thread (for debugging "what did batch N
+    /// see?"), or `None` past the last batch. Equal to what an iterator yields at `number`.
+    ///
+    /// # Errors
+    /// As the iterator: [`LoaderError::InBatch`] wrapping the failure.
+    pub fn batch(&self, number: u64) -> Option<Result<Batch<C::Output>, LoaderError>> {
+        self.shared.sampler.batch(number)?;
+        Some(self.shared.produce(number, &Cancellation::new()))
     }
 }
 

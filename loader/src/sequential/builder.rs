@@ -7,7 +7,7 @@ use crate::builder::{Builder, BuilderKind};
 use crate::sequential::interleave::InterleaveConfig;
 use crate::sequential::loader::SequentialLoader;
 use crate::sequential::packer::VecOps;
-use crate::sequential::shared::{Config, PackSpec, Shared, MAX_WORLD_SIZE};
+use crate::sequential::shared::{PackSpec, Shared, MAX_WORLD_SIZE};
 use crate::sequential::{SequentialEnd, SequentialSource};
 use crate::{fingerprint_words, Collate, LoaderError, VecCollate};
 
@@ -100,16 +100,7 @@ impl<S: SequentialSource, U, C> Builder<Sequential<S>, U, C> {
         C: Collate<U>,
     {
         let bad = |field, detail: String| Err(LoaderError::InvalidConfig { field, detail });
-        let (o, k) = (self.options, self.kind);
-        let c = Config {
-            seed: o.seed,
-            shuffle: o.shuffle,
-            epochs: o.epochs,
-            batch_size: o.batch_size,
-            rank: o.rank,
-            world_size: o.world_size,
-            end: k.end,
-        };
+        let (c, k) = (self.options, self.kind);
         if c.batch_size == 0 {
             return bad("batch_size", "must be at least 1".into());
         }
@@ -128,26 +119,26 @@ impl<S: SequentialSource, U, C> Builder<Sequential<S>, U, C> {
         if k.window == 0 || k.window > MAX_WINDOW {
             return bad("window", format!("must be 1 to {MAX_WINDOW}, got {}", k.window));
         }
-        let (workers, prefetch) = o.pool()?;
+        let (workers, prefetch) = c.pool()?;
         if k.pack.as_ref().is_some_and(|p| p.0 == 0) {
             return bad("seq_len", "must be at least 1".into());
         }
         let infos = k.source.shards();
         let hints: Option<Vec<u64>> = infos.iter().map(|i| i.len_hint).collect();
-        if matches!(c.end, SequentialEnd::Drop | SequentialEnd::Pad) {
+        if matches!(k.end, SequentialEnd::Drop | SequentialEnd::Pad) {
             if let Some(missing) = infos.iter().position(|i| i.len_hint.is_none()) {
                 return bad(
                     "end",
                     format!(
                         "{:?} needs the length of every shard; shard {missing} has no length hint",
-                        c.end
+                        k.end
                     ),
                 );
             }
             if k.pack.is_some() {
                 return bad(
                     "end",
-                    format!("{:?} needs records of known count; packed windows are not", c.end),
+                    format!("{:?} needs records of known count; packed windows are not", k.end),
                 );
             }
         }
@@ -163,9 +154,9 @@ impl<S: SequentialSource, U, C> Builder<Sequential<S>, U, C> {
             c.batch_size,
             k.cycle,
             k.window,
-            c.end.tag(),
+            k.end.tag(),
             k.pack.as_ref().map_or(0, |p| p.0),
-            o.transforms,
+            c.transforms,
         ]);
         let interleave = InterleaveConfig {
             seed: c.seed,
@@ -178,7 +169,8 @@ impl<S: SequentialSource, U, C> Builder<Sequential<S>, U, C> {
                 source: k.source,
                 map: self.map,
                 collate: self.collate,
-                cfg: c,
+                options: c,
+                end: k.end,
                 interleave,
                 shards,
                 pack: k.pack,

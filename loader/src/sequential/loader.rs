@@ -73,7 +73,8 @@ pub struct SequentialLoader<S: SequentialSource, U = <S as SequentialSource>::It
 impl<S: SequentialSource, U, C> std::fmt::Debug for SequentialLoader<S, U, C> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("SequentialLoader")
-            .field("config", &self.shared.cfg)
+            .field("options", &self.shared.options)
+            .field("end", &self.shared.end)
             .field("shards", &self.shared.shards)
             .field("workers", &self.workers)
             .field("prefetch", &self.prefetch)
@@ -139,13 +140,13 @@ where
             expected: ours.to_string(),
             found: theirs.to_string(),
         };
-        if state.world_size != shared.cfg.world_size {
-            return Err(mismatch("world_size", shared.cfg.world_size, state.world_size));
+        if state.world_size != shared.options.world_size {
+            return Err(mismatch("world_size", shared.options.world_size, state.world_size));
         }
-        if state.rank != shared.cfg.rank {
-            return Err(mismatch("rank", shared.cfg.rank, state.rank));
+        if state.rank != shared.options.rank {
+            return Err(mismatch("rank", shared.options.rank, state.rank));
         }
-        if shared.cfg.epochs.is_some_and(|e| state.epoch >= e) {
+        if shared.options.epochs.is_some_and(|e| state.epoch >= e) {
             return Ok(self.iter_with(Producer::at_epoch(shared, state.epoch, state.batch)));
         }
         let list = match &state.deal {
@@ -161,7 +162,7 @@ where
                         found: show(state.steps),
                     });
                 }
-                Arc::new(lists.into_iter().nth(shared.cfg.rank as usize).unwrap_or_default())
+                Arc::new(lists.into_iter().nth(shared.options.rank as usize).unwrap_or_default())
             }
         };
         let cursor = InterleaveCursor { next: state.next, turn: state.turn, open: state.open.clone() };
@@ -219,15 +220,15 @@ where
                 found: s.epoch.to_string(),
             });
         }
-        if old_world == shared.cfg.world_size {
-            let Some(mine) = states.iter().find(|s| s.rank == shared.cfg.rank) else {
+        if old_world == shared.options.world_size {
+            let Some(mine) = states.iter().find(|s| s.rank == shared.options.rank) else {
                 panic!("the ranks were checked to be 0..world_size")
             };
             return self.iter_from(mine);
         }
         let batch = states.iter().map(|s| s.batch).max().unwrap_or(0);
         let step = states.iter().map(|s| s.step).max().unwrap_or(0);
-        if shared.cfg.epochs.is_some_and(|e| epoch >= e) {
+        if shared.options.epochs.is_some_and(|e| epoch >= e) {
             return Ok(self.iter_with(Producer::at_epoch(shared, epoch, batch)));
         }
         // The old ranks' lists, and what of them is left.
@@ -251,7 +252,7 @@ where
             left.extend(s.open.iter().copied());
             left.extend(list[s.next as usize..].iter().copied());
         }
-        let order = shard_order(shared.shards, shared.cfg.seed, shared.cfg.shuffle, epoch);
+        let order = shard_order(shared.shards, shared.options.seed, shared.options.shuffle, epoch);
         let mut place = vec![u64::MAX; order.len()];
         for (p, &s) in order.iter().enumerate() {
             place[s as usize] = p as u64;
@@ -267,9 +268,9 @@ where
             }
         }
         left.sort_by_key(|c| place[c.shard as usize]);
-        let lists = shared.deal_entries(&left, shared.cfg.world_size);
+        let lists = shared.deal_entries(&left, shared.options.world_size);
         let steps = shared.steps(&lists, step);
-        let list = Arc::new(lists.into_iter().nth(shared.cfg.rank as usize).unwrap_or_default());
+        let list = Arc::new(lists.into_iter().nth(shared.options.rank as usize).unwrap_or_default());
         Ok(self.iter_with(Producer::with_list(shared, epoch, batch, step, steps, list, true, None)))
     }
 

@@ -40,7 +40,7 @@ impl<S: SequentialSource> Producer<S> {
     pub(crate) fn at_epoch<U, C>(shared: &Shared<S, U, C>, epoch: u64, batch: u64) -> Self {
         let lists = shared.standard(epoch);
         let steps = shared.steps(&lists, 0);
-        let list = Arc::new(lists.into_iter().nth(shared.cfg.rank as usize).unwrap_or_default());
+        let list = Arc::new(lists.into_iter().nth(shared.options.rank as usize).unwrap_or_default());
         Producer::with_list(shared, epoch, batch, 0, steps, list, false, None)
     }
 
@@ -66,7 +66,7 @@ impl<S: SequentialSource> Producer<S> {
             padding: false,
             pad_fresh: false,
             packer: shared.pack.as_ref().map(|(l, ops)| Packer::new(*l as usize, Arc::clone(ops))),
-            done: shared.cfg.epochs.is_some_and(|e| epoch >= e),
+            done: shared.options.epochs.is_some_and(|e| epoch >= e),
             dropped: Vec::new(),
         }
     }
@@ -87,8 +87,8 @@ impl<S: SequentialSource> Producer<S> {
             batch: self.batch,
             step: self.step,
             steps: self.steps,
-            rank: shared.cfg.rank,
-            world_size: shared.cfg.world_size,
+            rank: shared.options.rank,
+            world_size: shared.options.world_size,
             next: c.next,
             turn: c.turn,
             open: c.open,
@@ -121,7 +121,7 @@ impl<S: SequentialSource> Producer<S> {
                 None => {
                     let empty = self.step == 0;
                     self.finish_epoch(shared);
-                    if empty && shared.cfg.epochs.is_none() {
+                    if empty && shared.options.epochs.is_none() {
                         self.done = true;
                     }
                 }
@@ -132,7 +132,7 @@ impl<S: SequentialSource> Producer<S> {
     /// Reports what this epoch leaves undelivered (with [`SequentialEnd::Drop`]) and moves to
     /// the start of the next epoch.
     fn finish_epoch<U, C>(&mut self, shared: &Shared<S, U, C>) {
-        if matches!(shared.cfg.end, SequentialEnd::Drop) && !self.padding {
+        if matches!(shared.end, SequentialEnd::Drop) && !self.padding {
             let cursor = self.cursor();
             for at in self.interleave.remainder(&cursor) {
                 for (start, end) in shared.interleave.undelivered(&at, self.epoch).unwrap_or_default() {
@@ -150,8 +150,8 @@ impl<S: SequentialSource> Producer<S> {
         if self.steps.is_some_and(|s| self.step >= s) {
             return Ok(None);
         }
-        let b = shared.cfg.batch_size as usize;
-        let before = matches!(shared.cfg.end, SequentialEnd::Stop(_)).then(|| self.cursor());
+        let b = shared.options.batch_size as usize;
+        let before = matches!(shared.end, SequentialEnd::Stop(_)).then(|| self.cursor());
         let mut raw = Raw {
             items: Vec::with_capacity(b),
             ids: Vec::with_capacity(b),
@@ -170,7 +170,7 @@ impl<S: SequentialSource> Producer<S> {
                 None => break,
             }
         }
-        if let (SequentialEnd::Stop(hook), Some(before)) = (&shared.cfg.end, before) {
+        if let (SequentialEnd::Stop(hook), Some(before)) = (&shared.end, before) {
             let query = StopQuery {
                 epoch: self.epoch,
                 step: self.step,
@@ -210,7 +210,7 @@ impl<S: SequentialSource> Producer<S> {
                 self.pad_fresh = false;
                 return Ok(Some((p.item, p.id, self.padding)));
             }
-            if !matches!(shared.cfg.end, SequentialEnd::Pad) {
+            if !matches!(shared.end, SequentialEnd::Pad) {
                 return Ok(None);
             }
             if self.pad_fresh {
@@ -218,7 +218,7 @@ impl<S: SequentialSource> Producer<S> {
                     field: "end",
                     detail: format!(
                         "rank {} holds no record in epoch {} to pad its batches with",
-                        shared.cfg.rank, self.epoch
+                        shared.options.rank, self.epoch
                     ),
                 });
             }

@@ -5,8 +5,9 @@
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
 
-use crate::builder::MapFn;
+use crate::builder::{LoaderOptions, MapFn};
 use crate::context::record_seed;
+use crate::error::check_same;
 use crate::pool::panic_message;
 use crate::sequential::batch::Raw;
 use crate::sequential::deal::{deal, shard_order};
@@ -23,24 +24,14 @@ pub(crate) const MAX_WORLD_SIZE: u64 = 1 << 20;
 /// Packing: the window length and how to cut the record type.
 pub(crate) type PackSpec<T> = (u64, Arc<dyn PackOps<T>>);
 
-/// The options that shape the order.
-#[derive(Debug, Clone)]
-pub(crate) struct Config {
-    pub(crate) seed: u64,
-    pub(crate) shuffle: bool,
-    pub(crate) epochs: Option<u64>,
-    pub(crate) batch_size: u64,
-    pub(crate) rank: u64,
-    pub(crate) world_size: u64,
-    pub(crate) end: SequentialEnd,
-}
-
 /// What the loader, its iterators and workers share.
 pub(crate) struct Shared<S: SequentialSource, U, C> {
     pub(crate) source: S,
     pub(crate) map: MapFn<S::Item, U>,
     pub(crate) collate: C,
-    pub(crate) cfg: Config,
+    /// The order's options (seed, shuffle, epochs, batch size, rank, world size) and the pool's.
+    pub(crate) options: LoaderOptions,
+    pub(crate) end: SequentialEnd,
     pub(crate) interleave: InterleaveConfig,
     pub(crate) shards: u64,
     pub(crate) pack: Option<PackSpec<S::Item>>,
@@ -51,14 +42,14 @@ pub(crate) struct Shared<S: SequentialSource, U, C> {
 impl<S: SequentialSource, U, C> Shared<S, U, C> {
     /// The lists of every rank of a world of `world` ranks in `epoch`.
     pub(crate) fn standard_for(&self, epoch: u64, world: u64) -> Vec<Vec<ShardCursor>> {
-        let order = shard_order(self.shards, self.cfg.seed, self.cfg.shuffle, epoch);
+        let order = shard_order(self.shards, self.options.seed, self.options.shuffle, epoch);
         let entries: Vec<ShardCursor> = order.iter().map(|&s| ShardCursor::start(s)).collect();
         self.deal_entries(&entries, world.min(MAX_WORLD_SIZE))
     }
 
     /// The lists of every rank in `epoch` (entries in the epoch's shard order).
     pub(crate) fn standard(&self, epoch: u64) -> Vec<Vec<ShardCursor>> {
-        self.standard_for(epoch, self.cfg.world_size)
+        self.standard_for(epoch, self.options.world_size)
     }
 
     /// Deals `entries` (in the epoch's order) to `world` ranks.
@@ -74,9 +65,9 @@ impl<S: SequentialSource, U, C> Shared<S, U, C> {
     pub(crate) fn steps(&self, lists: &[Vec<ShardCursor>], done: u64) -> Option<u64> {
         let records =
             |l: &Vec<ShardCursor>| l.iter().map(|e| self.interleave.left(e).unwrap_or(0)).sum::<u64>();
-        let b = self.cfg.batch_size;
+        let b = self.options.batch_size;
         let per_rank = lists.iter().map(records);
-        match self.cfg.end {
+        match self.end {
             SequentialEnd::Drop => Some(done.saturating_add(per_rank.map(|r| r / b).min().unwrap_or(0))),
             SequentialEnd::Pad => {
                 Some(done.saturating_add(per_rank.map(|r| r.div_ceil(b)).max().unwrap_or(0)))
@@ -92,19 +83,8 @@ impl<S: SequentialSource, U, C> Shared<S, U, C> {
                 found: state.version,
             });
         }
-        let cmp = |field, ours: u64, theirs: u64| {
-            if ours == theirs {
-                Ok(())
-            } else {
-                Err(LoaderError::StateMismatch {
-                    field,
-                    expected: ours.to_string(),
-                    found: theirs.to_string(),
-                })
-            }
-        };
-        cmp("source", self.source_fp, state.source)?;
-        cmp("config", self.config_fp, state.config)
+        check_same("source", self.source_fp, state.source)?;
+        check_same("config", self.config_fp, state.config)
     }
 }
 
@@ -115,7 +95,7 @@ impl<S: SequentialSource, U, C: Collate<U>> Shared<S, U, C> {
         let mut mapped = Vec::with_capacity(raw.items.len());
         for ((item, id), &padding) in raw.items.into_iter().zip(&raw.ids).zip(&raw.padding) {
             let mut ctx = MapContext {
-                seed: record_seed(self.cfg.seed, id),
+                seed: record_seed(self.options.seed, id),
                 epoch: raw.epoch,
                 position: id.record,
                 index: id.record,

@@ -128,6 +128,15 @@ pub(crate) struct Stage<S: DataSource, X> {
     pub(crate) drop_remainder: bool,
 }
 
+impl<S: DataSource, X> std::fmt::Debug for Stage<S, X> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Stage")
+            .field("batch_size", &self.batch_size)
+            .field("drop_remainder", &self.drop_remainder)
+            .finish_non_exhaustive()
+    }
+}
+
 impl<S, X> Stage<S, X>
 where
     S: DataSource + 'static,
@@ -219,15 +228,12 @@ pub(crate) struct StageCursor<S: DataSource, X: Send> {
     done: bool,
 }
 
-impl<S: DataSource, X: Send> StageCursor<S, X> {
-    /// The number of the next output batch.
-    pub(crate) fn next_batch(&self) -> u64 {
-        self.next_batch
-    }
-
-    /// Whether the iterator has ended (at the end of the data or after an error).
-    pub(crate) fn done(&self) -> bool {
-        self.done
+impl<S: DataSource, X: Send> std::fmt::Debug for StageCursor<S, X> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StageCursor")
+            .field("next_batch", &self.next_batch)
+            .field("done", &self.done)
+            .finish_non_exhaustive()
     }
 }
 

@@ -3,7 +3,9 @@
 use std::collections::VecDeque;
 use std::sync::Arc;
 
-use crate::pack::{lay_out, Overflow, PackConfig, PackStrategy, PackedRow, Piece, MAX_ROW_TOKENS};
+use crate::pack::{
+    choose_row, lay_out, Overflow, PackConfig, PackStrategy, PackedRow, Piece, MAX_ROW_TOKENS,
+};
 use crate::stage::cursor::{Cursor, Rec, Stage, StageCursor, Units};
 use crate::stage::state::{StageBatch, StageState};
 use crate::{DataSource, Loader, LoaderError};
@@ -72,9 +74,8 @@ pub struct StagePacked<S: DataSource, X, T> {
 impl<S: DataSource, X, T> std::fmt::Debug for StagePacked<S, X, T> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("StagePacked")
+            .field("stage", &self.stage)
             .field("config", &self.config)
-            .field("batch_size", &self.stage.batch_size)
-            .field("drop_remainder", &self.stage.drop_remainder)
             .finish_non_exhaustive()
     }
 }
@@ -278,11 +279,11 @@ struct Packing<X, T> {
 
 impl<S: DataSource, X: Send, T> std::fmt::Debug for StagePackedIter<S, X, T> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let dropped = self.packing.dropped;
         f.debug_struct("StagePackedIter")
-            .field("next_batch", &self.cursor.next_batch())
-            .field("dropped_tokens", &self.packing.dropped)
-            .field("done", &self.cursor.done())
-            .finish_non_exhaustive()
+            .field("cursor", &self.cursor)
+            .field("dropped_tokens", &dropped)
+            .finish()
     }
 }
 
@@ -435,16 +436,7 @@ where
             while h.token < end {
                 let plen = (end - h.token).min(l);
                 let fits = |r: &OpenRow| r.used + plen <= l && (r.pieces.len() as u64) < max_seg;
-                let mut chosen: Option<usize> = None;
-                for (i, r) in open.iter().enumerate() {
-                    if fits(r) && chosen.is_none_or(|c| best && r.used > open[c].used) {
-                        chosen = Some(i);
-                        if !best {
-                            break;
-                        }
-                    }
-                }
-                let i = match chosen {
+                let i = match choose_row(open.iter().map(|r| fits(r).then_some(r.used)), best) {
                     Some(i) => i,
                     None if (open.len() as u64) < bins => {
                         open.push(OpenRow { used: 0, pieces: Vec::new() });

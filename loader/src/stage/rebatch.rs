@@ -33,10 +33,7 @@ pub struct Rebatched<S: DataSource, X> {
 
 impl<S: DataSource, X> std::fmt::Debug for Rebatched<S, X> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Rebatched")
-            .field("batch_size", &self.stage.batch_size)
-            .field("drop_remainder", &self.stage.drop_remainder)
-            .finish_non_exhaustive()
+        f.debug_tuple("Rebatched").field(&self.stage).finish()
     }
 }
 
@@ -100,10 +97,7 @@ pub struct RebatchedIter<S: DataSource, X: Send> {
 
 impl<S: DataSource, X: Send> std::fmt::Debug for RebatchedIter<S, X> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("RebatchedIter")
-            .field("next_batch", &self.cursor.next_batch())
-            .field("done", &self.cursor.done())
-            .finish_non_exhaustive()
+        f.debug_tuple("RebatchedIter").field(&self.cursor).finish()
     }
 }
 
