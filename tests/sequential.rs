@@ -9,10 +9,10 @@ use guideloom::ingest::{
     ingest_jsonl, ingest_sequential, ingest_text, split_text, DtypeChoice, IngestOptions, JsonlField,
     JsonlShards, Split, Target, TextShards, Tokenizer, WriteOptions,
 };
-use guideloom::loader::{
-    Dropped, Loader, SequentialEnd, SequentialLoader, SequentialSource, SequentialState, ShardPos,
-    ShardReader, TokenWindows,
+use guideloom::loader::sequential::{
+    Dropped, SequentialEnd, SequentialLoader, SequentialSource, SequentialState, ShardPos, ShardReader,
 };
+use guideloom::loader::{Loader, TokenWindows};
 use guideloom::storage::{StreamReader, Window};
 
 fn austen(name: &str) -> PathBuf {

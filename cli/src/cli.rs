@@ -227,7 +227,7 @@ pub(crate) struct MixPackArgs {
     /// When the mixture ends: first-exhausted, all-exhausted (every record once),
     /// budget:N (N records, sources wrap into re-shuffled epochs) or repeat:N.
     #[arg(long, default_value = "first-exhausted", value_parser = parse_mix_stop, requires = "mix")]
-    pub(crate) mix_stop: guideloom::loader::MixStop,
+    pub(crate) mix_stop: guideloom::loader::mix::MixStop,
     /// Pack documents (of stream-with-meta storages: ingest with --doc-meta) into rows of
     /// --seq-len tokens; lines then carry segment_ids, positions and targets (-100 = ignore).
     #[arg(long, value_enum)]
@@ -273,7 +273,7 @@ pub(crate) enum PackArg {
     /// Streaming concat-split over each epoch's (shuffled, sharded) order.
     StreamConcatSplit,
     /// Streaming first-fit (--bins open rows) over each epoch's order; --save-state and
-    /// --resume take the stream stage's state.
+    /// --resume take the stage's state.
     StreamFirstFit,
     /// Streaming best-fit (--bins open rows) over each epoch's order.
     StreamBestFit,
@@ -299,8 +299,8 @@ fn parse_mix(s: &str) -> Result<(PathBuf, f64), String> {
     Ok((PathBuf::from(dir), w))
 }
 
-fn parse_mix_stop(s: &str) -> Result<guideloom::loader::MixStop, String> {
-    use guideloom::loader::MixStop;
+fn parse_mix_stop(s: &str) -> Result<guideloom::loader::mix::MixStop, String> {
+    use guideloom::loader::mix::MixStop;
     let count = |n: &str| n.parse::<u64>().map_err(|_| format!("--mix-stop {s:?}: {n:?} is not a count"));
     match s.split_once(':') {
         None if s == "first-exhausted" => Ok(MixStop::FirstExhausted),

@@ -668,7 +668,7 @@ fn batches_mix_and_pack_resume_equals_the_uninterrupted_run() {
     assert!(full[0]["sources"].is_array());
 }
 
-/// `batches --pack stream-*` (issue 16, stream stage): Grain's first-fit rows over the
+/// `batches --pack stream-*` (issue 16, the stage): Grain's first-fit rows over the
 /// storage's order, and exact resume of a shuffled, mixed, two-epoch streaming packer.
 #[test]
 fn batches_stream_packers_rows_and_resume() {

@@ -1,5 +1,5 @@
 //! Sequential sources over the files `ingest` reads: JSON Lines and plain text, read in
-//! order by a [`SequentialLoader`](guideloom_loader::SequentialLoader) without building a
+//! order by a [`SequentialLoader`](guideloom_loader::sequential::SequentialLoader) without building a
 //! storage first, and tokenized on the fly.
 //!
 //! They live here, not in `guideloom-loader`, because they parse with the code `ingest`
@@ -22,7 +22,8 @@ use std::io::{BufReader, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use guideloom_loader::{LoaderError, SequentialSource, ShardInfo, ShardPos, ShardReader};
+use guideloom_loader::sequential::{SequentialSource, ShardInfo, ShardPos, ShardReader};
+use guideloom_loader::LoaderError;
 use rayon::prelude::*;
 use serde_json::Value;
 
@@ -208,7 +209,7 @@ impl<C: Cutter> FileShards<C> {
     /// Counts each file's records (documents; one pass, without tokenizing, and for JSON Lines
     /// without parsing: its non-empty lines) and gives them as length hints: shards are then
     /// dealt by length and every rank can take the same number of steps
-    /// ([`SequentialEnd::Drop`](guideloom_loader::SequentialEnd)).
+    /// ([`SequentialEnd::Drop`](guideloom_loader::sequential::SequentialEnd)).
     ///
     /// # Errors
     /// [`IngestError::Read`] when a file cannot be read; for text, [`IngestError::NotUtf8`].

@@ -16,7 +16,8 @@
 use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
-use guideloom_loader::{DataSource, Mix, MixConfig, MixSchedule, MixStop, Permutation, RangeSource};
+use guideloom_loader::mix::{Mix, MixConfig, MixSchedule, MixStop};
+use guideloom_loader::{DataSource, Permutation, RangeSource};
 
 const N: u64 = 1_000_000;
 const BATCH: u64 = 256;

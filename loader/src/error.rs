@@ -113,7 +113,7 @@ pub enum LoaderError {
         len: u64,
     },
     /// A document is longer than a packed row and the overflow policy is
-    /// [`Overflow::Error`](crate::Overflow::Error).
+    /// [`Overflow::Error`](crate::pack::Overflow::Error).
     #[error("document {index} has {len} tokens, more than a row of {seq_len}")]
     DocumentTooLong {
         /// The document (its position in the packed source).
@@ -274,5 +274,19 @@ impl LoaderError {
             LoaderError::InBatch { source, .. } => source.is_panic(),
             _ => false,
         }
+    }
+}
+
+/// `Ok` when a saved state's `theirs` is this loader's `ours`, else
+/// [`LoaderError::StateMismatch`] naming `field` with both.
+pub(crate) fn check_same<T: PartialEq + std::fmt::Display>(
+    field: &'static str,
+    ours: T,
+    theirs: T,
+) -> Result<(), LoaderError> {
+    if ours == theirs {
+        Ok(())
+    } else {
+        Err(LoaderError::StateMismatch { field, expected: ours.to_string(), found: theirs.to_string() })
     }
 }

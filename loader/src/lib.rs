@@ -17,27 +17,41 @@
 //!   projects' layouts are `guideloom-interop`'s, built on these sources.
 //! - [`Sampler`]: a pure function from batch number to record indices: one keyed
 //!   [`Permutation`] per epoch, shuffled globally, then sharded over ranks.
-//! - [`Loader`]: the builder and the iterator ([`LoaderIter`]); output is identical for every
-//!   worker count and prefetch depth.
+//! - [`Loader`]: configured by a [`LoaderBuilder`] (the one [`Builder`], whose setters every
+//!   loader shares), iterated by a [`LoaderIter`]; output is identical for every worker count
+//!   and prefetch depth.
 //! - [`State`]: an O(1), serde-serializable checkpoint, the same on every rank; resume needs
 //!   no replay, and restores onto another world size with the same global batch (elastic
-//!   resume, [`LoaderBuilder::global_batch`], [`ResumeOptions`]).
-//! - [`SequentialLoader`]: data that can only be read in order ([`SequentialSource`]: shards
-//!   read by [`ShardReader`]s that restart from a [`ShardPos`]): shards dealt to ranks per
-//!   epoch, an interleave of `cycle` open shards, window shuffle, token packing, `map` on the
-//!   workers, a [`SequentialState`] of small integers and elastic resume by re-dealing the
-//!   unfinished shards.
+//!   resume, [`Builder::global_batch`], [`ResumeOptions`]).
+//!
+//! Families of their own, in public modules:
+//!
+//! - [`sequential`]: data that can only be read in order
+//!   ([`SequentialSource`](sequential::SequentialSource): shards read by
+//!   [`ShardReader`](sequential::ShardReader)s that restart from a
+//!   [`ShardPos`](sequential::ShardPos)), read by a
+//!   [`SequentialLoader`](sequential::SequentialLoader): shards dealt to ranks per epoch, an
+//!   interleave of `cycle` open shards, window shuffle, token packing, `map` on the workers, a
+//!   [`SequentialState`](sequential::SequentialState) of small integers and elastic resume by
+//!   re-dealing the unfinished shards.
 //! - Index-stage transformations, each a [`DataSource`] over sources and a pure function of
-//!   the position (so they keep the O(1) state and the worker invariance): [`Mix`] (weighted
-//!   mixtures with exact weights, Megatron's greedy or a closed-form proportional schedule,
-//!   stop policies, stratified groups; records carry their source id), [`Filter`] (a mask),
-//!   [`Slice`], [`Repeat`], [`Concat`], [`WindowShuffle`]; and packing: [`PackPlan`] puts
-//!   documents into rows (concat-split, first-fit, best-fit, best-fit-decreasing), [`Packed`]
-//!   reads the rows as records ([`PackedRow`]: per-document targets, segment ids,
-//!   positions, loss mask, `cu_seqlens`), [`PackCollate`] stacks them.
-//! - The stream stage, after sampling and sharding, over a loader's records in order with an
-//!   O(1) [`StreamState`]: [`Rebatched`] (holes and padding dropped, batches refilled) and
-//!   [`StreamPacked`] (concat-split, first-fit and best-fit over each epoch's shuffled order).
+//!   the position (so they keep the O(1) state and the worker invariance): [`mix`]
+//!   ([`Mix`](mix::Mix): weighted mixtures with exact weights, Megatron's greedy or a
+//!   closed-form proportional schedule, stop policies, stratified groups; records carry their
+//!   source id) and [`transforms`] ([`Filter`](transforms::Filter), a mask;
+//!   [`Slice`](transforms::Slice), [`Repeat`](transforms::Repeat),
+//!   [`Concat`](transforms::Concat), [`WindowShuffle`](transforms::WindowShuffle)).
+//! - [`pack`]: [`PackPlan`](pack::PackPlan) puts documents into rows (concat-split,
+//!   first-fit, best-fit, best-fit-decreasing), [`Packed`](pack::Packed) reads the rows as
+//!   records ([`PackedRow`](pack::PackedRow): per-document targets, segment ids, positions,
+//!   loss mask, `cu_seqlens`), [`PackCollate`](pack::PackCollate) stacks them.
+//! - [`stage`]: after sampling and sharding, over a loader's records in order with an O(1)
+//!   [`StageState`](stage::StageState): [`Rebatched`](stage::Rebatched) (holes and padding
+//!   dropped, batches refilled) and [`StagePacked`](stage::StagePacked) (concat-split,
+//!   first-fit and best-fit over each epoch's shuffled order).
+//!
+//! And:
+//!
 //! - [`TokenLoader`], [`WindowLoader`], [`DocumentLoader`]: names for the common loader
 //!   types, to return a loader from a function.
 //! - [`rand`]: the `rand` crate this loader is built with (0.9), re-exported so that
@@ -69,25 +83,27 @@
 
 mod aliases;
 mod batch;
+mod builder;
+mod context;
 mod error;
-mod loader;
+mod indexed;
 mod meta_documents;
-mod mix;
+pub mod mix;
 #[cfg(feature = "oamap")]
 mod oamap;
-mod pack;
+pub mod pack;
 mod permutation;
 mod pool;
 mod rng;
 mod sampler;
-mod sequential;
+pub mod sequential;
 mod source;
 mod spans;
+pub mod stage;
 mod state;
 mod storage_sources;
-mod stream;
 mod token_windows;
-mod transforms;
+pub mod transforms;
 
 /// The `rand` crate (version 0.9) the per-record RNG ([`RecordRng`]) implements `RngCore`
 /// of. Import `Rng` from here (`use guideloom_loader::rand::Rng;`, or
@@ -97,36 +113,22 @@ pub use rand;
 
 pub use aliases::{DocumentLoader, TokenLoader, WindowLoader};
 pub use batch::{Batch, BufferPool, Collate, StackTokens, TokenBatch, VecCollate};
+pub use builder::{Builder, BuilderKind};
+pub use context::{MapContext, RecordId};
 pub use error::{BoxError, LoaderError};
-pub use loader::{
-    Loader, LoaderBuilder, LoaderIter, ResumeOptions, DEFAULT_WORKERS, MAX_BATCH_NUMBER, MAX_WORKERS,
-    SHUTDOWN_GRACE,
-};
+pub use indexed::{Indexed, Loader, LoaderBuilder, LoaderIter, ResumeOptions, MAX_BATCH_NUMBER};
 pub use meta_documents::MetaDocuments;
-pub use mix::{Mix, MixConfig, MixPlan, MixSchedule, MixSlot, MixStop, Sourced};
 #[cfg(feature = "oamap")]
 pub use oamap::{GatherColumns, OamapRecord, OamapRecords};
-pub use pack::{
-    Overflow, PackCollate, PackConfig, PackPlan, PackStrategy, Packed, PackedBatch, PackedRow, Piece,
-    MAX_ROW_TOKENS,
-};
 pub use permutation::Permutation;
-pub use rng::{MapContext, RecordRng};
+pub use pool::{DEFAULT_WORKERS, MAX_WORKERS, SHUTDOWN_GRACE};
+pub use rng::RecordRng;
 pub use sampler::{BatchPlan, Sampler, SamplerConfig, Step, MAX_PADDING};
-pub use sequential::{
-    shard_order, Dropped, RecordId, SequentialBatch, SequentialBuilder, SequentialEnd, SequentialIter,
-    SequentialLoader, SequentialSource, SequentialState, ShardCursor, ShardInfo, ShardPos, ShardReader,
-    StopHook, StopQuery, VecShardReader, VecShards, SEQUENTIAL_STATE_VERSION,
-};
 pub use source::{Cancellation, DataSource, RangeSource, VecSource};
 pub use spans::Spans;
 pub use state::{SourceId, State, StateConfig, Topology, WindowParams, STATE_VERSION};
 pub use storage_sources::{Documents, MetaWindows, StreamWindows, WindowReader, Windows};
-pub use stream::{
-    Rebatched, RebatchedIter, StreamBatch, StreamPacked, StreamPackedIter, StreamState, STREAM_STATE_VERSION,
-};
 pub use token_windows::{MappedWindowCollate, TokenWindowCollate, TokenWindows, WindowSpan};
-pub use transforms::{Concat, Filter, Repeat, Slice, WindowShuffle};
 
 /// A stable 64-bit fingerprint of `words` (SplitMix64-style mixing; identical on every
 /// platform and run): what this crate's sources and transforms mix their parameters with

@@ -15,7 +15,7 @@ const SCAN_CHUNK: u64 = 1 << 20;
 /// as `ingest` assigns them);
 /// [`MetaDocuments::new`] reads them once (one pass over the stream, 2^20 tokens per
 /// call) and keeps two integers per document. The lengths feed a
-/// [`Packed`](crate::Packed) source without reading the documents again
+/// [`Packed`](crate::pack::Packed) source without reading the documents again
 /// ([`MetaDocuments::lengths`]).
 ///
 /// ```

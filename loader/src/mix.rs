@@ -65,7 +65,7 @@ pub enum MixStop {
 /// takes integers.
 ///
 /// ```
-/// use guideloom_loader::{MixConfig, MixSchedule};
+/// use guideloom_loader::mix::{MixConfig, MixSchedule};
 /// let plan = MixConfig::new(&[0.5, 0.3, 0.2])?.schedule(MixSchedule::Greedy).plan(&[100, 100, 100])?;
 /// let sources: Vec<u32> = (0..10).map(|p| plan.locate(p).unwrap().source).collect();
 /// assert_eq!(sources, [0, 1, 2, 0, 1, 0, 2, 0, 1, 0]);
@@ -637,7 +637,8 @@ pub struct Sourced<T> {
 /// [`MixPlan::locate`] names, tagged with its source ([`Sourced`]).
 ///
 /// ```
-/// use guideloom_loader::{DataSource, Mix, MixConfig, VecSource};
+/// use guideloom_loader::{DataSource, VecSource};
+/// use guideloom_loader::mix::{Mix, MixConfig};
 /// let a = VecSource::new(vec!["a0", "a1", "a2", "a3", "a4"]);
 /// let b = VecSource::new(vec!["b0", "b1", "b2"]);
 /// let mix = Mix::new(vec![a, b], MixConfig::new(&[1.0, 1.0])?)?;

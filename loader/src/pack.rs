@@ -53,7 +53,7 @@ pub enum Overflow {
 
 /// The longest row a packing accepts, in tokens (2^32): a [`PackedRow`] holds five arrays
 /// of `seq_len` entries, so a longer row could not be allocated (or would overflow `usize`
-/// on the way); [`PackPlan::new`] and [`StreamPacked::new`](crate::StreamPacked::new)
+/// on the way); [`PackPlan::new`] and [`StagePacked::new`](crate::stage::StagePacked::new)
 /// refuse it with [`LoaderError::InvalidConfig`].
 pub const MAX_ROW_TOKENS: u64 = 1 << 32;
 
@@ -104,7 +104,7 @@ pub struct Piece {
 /// configuration, so row `i` is computed (and read) independently of every other row.
 ///
 /// ```
-/// use guideloom_loader::{PackConfig, PackPlan, PackStrategy};
+/// use guideloom_loader::pack::{PackConfig, PackPlan, PackStrategy};
 /// let plan = PackPlan::new(&[2, 2, 2, 2], PackConfig::new(5, PackStrategy::BestFitDecreasing))?;
 /// assert_eq!(plan.rows(), 2);
 /// # Ok::<(), guideloom_loader::LoaderError>(())
@@ -130,8 +130,9 @@ impl PackPlan {
     ///
     /// # Errors
     /// [`LoaderError::InvalidConfig`] for `seq_len == 0`, `seq_len` above [`MAX_ROW_TOKENS`],
-    /// `bins == 0` or `max_segments == 0` (`pack`); [`LoaderError::DocumentTooLong`] for a document longer than `seq_len` under
-    /// [`Overflow::Error`] (not for [`PackStrategy::ConcatSplit`], which splits by design).
+    /// `bins == 0` or `max_segments == 0` (`pack`); [`LoaderError::DocumentTooLong`] for a document
+    /// longer than `seq_len` under [`Overflow::Error`] (not for [`PackStrategy::ConcatSplit`],
+    /// which splits by design).
     pub fn new(lengths: &[u64], config: PackConfig) -> Result<Self, LoaderError> {
         let l = config.seq_len;
         let bad = |detail: &str| LoaderError::InvalidConfig { field: "pack", detail: detail.into() };
@@ -203,18 +204,7 @@ impl PackPlan {
                     let mut open: Vec<Bin> = Vec::new();
                     for p in items {
                         let fits = |b: &Bin| b.used + p.len <= l && b.segments < max_seg;
-                        let mut chosen = None;
-                        for (i, b) in open.iter().enumerate() {
-                            if fits(b)
-                                && (chosen.is_none() || (best && b.used > open[chosen.unwrap_or(0)].used))
-                            {
-                                chosen = Some(i);
-                                if !best {
-                                    break;
-                                }
-                            }
-                        }
-                        let i = match chosen {
+                        let i = match choose_row(open.iter().map(|b| fits(b).then_some(b.used)), best) {
                             Some(i) => i,
                             None if (open.len() as u64) < bins => {
                                 open.push(Bin { used: 0, segments: 0, pieces: Vec::new() });
@@ -353,11 +343,12 @@ pub struct PackedRow<T> {
 ///
 /// Documents are the inner source's records (`AsRef<[T]>`: a `Vec` of token ids, for
 /// example from a [`Documents`](crate::Documents) storage), packed in the inner source's
-/// position order; put an index-stage transform (a [`Mix`](crate::Mix), a
-/// [`WindowShuffle`](crate::WindowShuffle) ...) under it to pack another order.
+/// position order; put an index-stage transform (a [`Mix`](crate::mix::Mix), a
+/// [`WindowShuffle`](crate::transforms::WindowShuffle) ...) under it to pack another order.
 ///
 /// ```
-/// use guideloom_loader::{DataSource, PackConfig, PackStrategy, Packed, VecSource};
+/// use guideloom_loader::{DataSource, VecSource};
+/// use guideloom_loader::pack::{PackConfig, PackStrategy, Packed};
 /// let docs = VecSource::new(vec![vec![5u32, 6, 0], vec![7, 8, 0], vec![9]]);
 /// let packed = Packed::scan(docs, PackConfig::new(7, PackStrategy::ConcatSplit), 0, u32::MAX)?;
 /// let row = packed.get(0)?;
@@ -441,6 +432,24 @@ where
         }
         Ok(lay_out(&self.plan.config, self.pad, self.ignore, pieces, &refs))
     }
+}
+
+/// The open row a piece goes to, given each row's tokens used when the piece fits it (`None`
+/// when it does not): the first that fits (first-fit), or the fullest that fits, ties to the
+/// lowest (best-fit); `None` when no row fits. Shared by [`PackPlan`] and the stage's
+/// streaming packer, so both choose alike.
+pub(crate) fn choose_row(rows: impl IntoIterator<Item = Option<u64>>, best: bool) -> Option<usize> {
+    let mut chosen: Option<(usize, u64)> = None;
+    for (i, used) in rows.into_iter().enumerate() {
+        let Some(used) = used else { continue };
+        if chosen.is_none_or(|(_, c)| best && used > c) {
+            chosen = Some((i, used));
+            if !best {
+                break;
+            }
+        }
+    }
+    chosen.map(|(i, _)| i)
 }
 
 /// The [`PackedRow`] of `pieces`, `docs[i]` holding the tokens of `pieces[i].doc` (whole).

@@ -6,11 +6,22 @@ use std::collections::BTreeMap;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
 use std::thread::JoinHandle;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, Sender};
 
-use crate::{Cancellation, LoaderError, SHUTDOWN_GRACE};
+use crate::{Cancellation, LoaderError};
+
+/// Most worker threads a loader starts (a larger request is a configuration error, not an
+/// abort when the system runs out of thread stacks).
+pub const MAX_WORKERS: usize = 1024;
+
+/// Default number of worker threads.
+pub const DEFAULT_WORKERS: usize = 2;
+
+/// How long dropping an iterator waits for its workers to leave before detaching the ones
+/// still inside a source call that ignores the [`Cancellation`].
+pub const SHUTDOWN_GRACE: Duration = Duration::from_millis(500);
 
 /// What a worker runs for job `(number, job)`.
 pub(crate) type Work<J, O> = Arc<dyn Fn(u64, J, &Cancellation) -> Result<O, LoaderError> + Send + Sync>;

@@ -2,6 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::error::check_same as cmp;
 use crate::{LoaderError, SamplerConfig};
 
 /// The state format version this crate writes. It also reads version 1 (see [`State`]).
@@ -326,21 +327,6 @@ impl State {
     pub(crate) fn check_against(&self, expected: &State, topology: Topology) -> Result<(), LoaderError> {
         if !(1..=STATE_VERSION).contains(&self.version) {
             return Err(LoaderError::StateVersion { expected: STATE_VERSION, found: self.version });
-        }
-        fn cmp<T: PartialEq + std::fmt::Display>(
-            field: &'static str,
-            ours: T,
-            theirs: T,
-        ) -> Result<(), LoaderError> {
-            if ours == theirs {
-                Ok(())
-            } else {
-                Err(LoaderError::StateMismatch {
-                    field,
-                    expected: ours.to_string(),
-                    found: theirs.to_string(),
-                })
-            }
         }
         let (a, b) = (&expected.config, &self.config);
         if let (Some(ours), Some(theirs)) = (expected.source.window, self.source.window) {

@@ -272,21 +272,7 @@ impl<R: WindowReader> DataSource for Windows<R> {
     /// are read one at a time to name the first failing one.
     fn get_many(&self, indices: &[u64]) -> Result<Vec<R::Output>, LoaderError> {
         let windows = self.windows(indices)?;
-        self.reader.read_windows(&windows).map_err(|batch_error| {
-            if remote_failure(&batch_error) {
-                // Every retry was spent already; reading window by window would spend them again.
-                return LoaderError::Storage {
-                    index: indices.first().copied().unwrap_or(0),
-                    source: batch_error,
-                };
-            }
-            for &i in indices {
-                if let Err(e) = self.get(i) {
-                    return e;
-                }
-            }
-            LoaderError::Storage { index: indices.first().copied().unwrap_or(0), source: batch_error }
-        })
+        self.reader.read_windows(&windows).map_err(|e| name_failing_record(e, indices, |i| self.get(i)))
     }
 
     fn fingerprint(&self) -> u64 {
@@ -366,20 +352,7 @@ impl<F: DocumentFormat> DataSource for Documents<F> {
     /// are read one at a time to name the first failing one.
     fn get_many(&self, indices: &[u64]) -> Result<Vec<F::Output>, LoaderError> {
         self.check(indices)?;
-        self.reader.get_many(indices).map_err(|batch_error| {
-            if remote_failure(&batch_error) {
-                return LoaderError::Storage {
-                    index: indices.first().copied().unwrap_or(0),
-                    source: batch_error,
-                };
-            }
-            for &i in indices {
-                if let Err(e) = self.get(i) {
-                    return e;
-                }
-            }
-            LoaderError::Storage { index: indices.first().copied().unwrap_or(0), source: batch_error }
-        })
+        self.reader.get_many(indices).map_err(|e| name_failing_record(e, indices, |i| self.get(i)))
     }
 
     fn fingerprint(&self) -> u64 {
@@ -387,9 +360,25 @@ impl<F: DocumentFormat> DataSource for Documents<F> {
     }
 }
 
-/// Whether `e` is a remote request that failed after its retries (not worth repeating per record).
-fn remote_failure(e: &StorageError) -> bool {
-    matches!(e, StorageError::Remote { .. })
+/// The error of a batched read that failed with `batch_error`: the first of `indices` whose
+/// own read (`get`) fails, or `batch_error` at the first index when each read alone succeeds.
+/// A remote request that failed after its retries is not repeated record by record (that
+/// would spend every retry again).
+fn name_failing_record<T>(
+    batch_error: StorageError,
+    indices: &[u64],
+    get: impl Fn(u64) -> Result<T, LoaderError>,
+) -> LoaderError {
+    let first = indices.first().copied().unwrap_or(0);
+    if matches!(batch_error, StorageError::Remote { .. }) {
+        return LoaderError::Storage { index: first, source: batch_error };
+    }
+    for &i in indices {
+        if let Err(e) = get(i) {
+            return e;
+        }
+    }
+    LoaderError::Storage { index: first, source: batch_error }
 }
 
 /// Turns a storage's open failure into [`LoaderError::Open`] naming `dir`.

@@ -17,7 +17,8 @@ const TAG_WINDOW: u64 = u64::from_le_bytes(*b"glwindow");
 /// holes in the collate function or after batching when a dense batch is wanted.
 ///
 /// ```
-/// use guideloom_loader::{DataSource, Filter, RangeSource};
+/// use guideloom_loader::{DataSource, RangeSource};
+/// use guideloom_loader::transforms::Filter;
 /// let even = Filter::new(RangeSource::new(0, 5, 1)?, |x: &i64| x % 2 == 0, 1);
 /// assert_eq!(even.get_many(&[0, 1, 2])?, [Some(0), None, Some(2)]);
 /// # Ok::<(), guideloom_loader::LoaderError>(())
@@ -63,7 +64,8 @@ impl<S: DataSource, F: Fn(&S::Item) -> bool + Send + Sync> DataSource for Filter
 /// A loader that shuffles or repeats a slice shuffles within the slice.
 ///
 /// ```
-/// use guideloom_loader::{DataSource, RangeSource, Slice};
+/// use guideloom_loader::{DataSource, RangeSource};
+/// use guideloom_loader::transforms::Slice;
 /// let r = RangeSource::new(0, 10, 1)?;
 /// assert_eq!(Slice::new(r, 2, 5)?.get_many(&[0, 1, 2])?, [2, 3, 4]);
 /// assert_eq!(Slice::take(r, 3).len(), 3);
@@ -134,7 +136,8 @@ impl<S: DataSource> DataSource for Slice<S> {
 /// shuffles shuffles over all copies).
 ///
 /// ```
-/// use guideloom_loader::{DataSource, RangeSource, Repeat};
+/// use guideloom_loader::{DataSource, RangeSource};
+/// use guideloom_loader::transforms::Repeat;
 /// let r = Repeat::new(RangeSource::new(0, 3, 1)?, 2)?;
 /// assert_eq!(r.get_many(&[0, 2, 3, 5])?, [0, 2, 0, 2]);
 /// # Ok::<(), guideloom_loader::LoaderError>(())
@@ -187,7 +190,8 @@ impl<S: DataSource> DataSource for Repeat<S> {
 /// Sources of one item type back to back.
 ///
 /// ```
-/// use guideloom_loader::{Concat, DataSource, RangeSource};
+/// use guideloom_loader::{DataSource, RangeSource};
+/// use guideloom_loader::transforms::Concat;
 /// let c = Concat::new(vec![RangeSource::new(0, 2, 1)?, RangeSource::new(10, 13, 1)?])?;
 /// assert_eq!(c.get_many(&[0, 1, 2, 4])?, [0, 1, 10, 12]);
 /// # Ok::<(), guideloom_loader::LoaderError>(())
@@ -251,7 +255,8 @@ impl<S: DataSource> DataSource for Concat<S> {
 /// a permutation).
 ///
 /// ```
-/// use guideloom_loader::{DataSource, RangeSource, WindowShuffle};
+/// use guideloom_loader::{DataSource, RangeSource};
+/// use guideloom_loader::transforms::WindowShuffle;
 /// let s = WindowShuffle::new(RangeSource::new(0, 10, 1)?, 4, 7, 1)?;
 /// let mut last: Vec<i64> = s.get_many(&[8, 9])?;
 /// last.sort();

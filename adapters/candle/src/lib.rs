@@ -54,14 +54,15 @@ use std::path::Path;
 
 use candle_core::{Device, Tensor, WithDType};
 use guideloom_formats::Element;
+use guideloom_loader::pack::PackedBatch;
 use guideloom_loader::{
-    Collate, DataSource, Loader, LoaderError, LoaderIter, PackedBatch, State, TokenBatch, TokenWindowCollate,
+    Collate, DataSource, Loader, LoaderError, LoaderIter, State, TokenBatch, TokenWindowCollate,
     TokenWindows, WindowSpan,
 };
 use guideloom_storage::ReadOptions;
 
 #[cfg(doc)]
-use guideloom_loader::{PackCollate, Packed};
+use guideloom_loader::pack::{PackCollate, Packed};
 
 /// The errors of this crate.
 #[derive(Debug, thiserror::Error)]

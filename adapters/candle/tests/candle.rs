@@ -6,10 +6,8 @@ use std::path::Path;
 use candle_core::{DType, Device, Storage, Tensor, WithDType};
 use guideloom_candle::{lm_windows, CandleBatches, Error, IntoTensors, LmBatch, LmCollate, LmLoader};
 use guideloom_formats::TokenFormat;
-use guideloom_loader::{
-    Collate, DataSource, Loader, LoaderError, PackCollate, PackConfig, PackStrategy, Packed, State,
-    TokenWindows, VecSource,
-};
+use guideloom_loader::pack::{PackCollate, PackConfig, PackStrategy, Packed};
+use guideloom_loader::{Collate, DataSource, Loader, LoaderError, State, TokenWindows, VecSource};
 use guideloom_storage::{ReadOptions, StreamWriter};
 
 /// Writes one shard of `tokens` into a fresh storage of `T` ids
@@ -192,7 +190,7 @@ fn c5_same_seed_same_first_100_batches_and_every_target_is_the_next_input() {
 
 /// Documents [1, 2, 3], [4, 5], [6, 7, 8, 9], [10] packed first-fit (one open row) into rows
 /// of 6; pad and ignore id 0, both rows in one batch.
-fn packed_batch() -> guideloom_loader::PackedBatch<u32> {
+fn packed_batch() -> guideloom_loader::pack::PackedBatch<u32> {
     let docs = VecSource::new(vec![vec![1u32, 2, 3], vec![4, 5], vec![6, 7, 8, 9], vec![10]]);
     let packed = Packed::scan(docs, PackConfig::new(6, PackStrategy::FirstFit { bins: 1 }), 0, 0).unwrap();
     assert_eq!(packed.len(), 2);

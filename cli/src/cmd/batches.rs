@@ -7,11 +7,11 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use guideloom::formats::{DocumentTokensFormat, TokenElement, TokenFormat};
-use guideloom::loader::{
-    Batch, DataSource, Dropped, Loader, MetaWindows, PackedRow, ResumeOptions, SequentialBatch, State,
-    StreamBatch, StreamState, StreamWindows,
-};
 use guideloom::interop::ForeignDataset;
+use guideloom::loader::pack::PackedRow;
+use guideloom::loader::sequential::{Dropped, SequentialBatch};
+use guideloom::loader::stage::{StageBatch, StageState};
+use guideloom::loader::{Batch, DataSource, Loader, MetaWindows, ResumeOptions, State, StreamWindows};
 use guideloom::storage::{ReadOptions, StreamReader, StreamWithMetaReader};
 
 use crate::cli::{BatchesArgs, OrderKind, Plan};
@@ -253,14 +253,14 @@ fn mix_pack(a: &BatchesArgs, args: LoaderArgs<'_>) -> CliResult {
     if streaming {
         let stage = mixpack::stream_stage(&args, records, config, mp.pad_id)?;
         let mut it = match &a.resume {
-            Some(p) => stage.iter_from(&read_state::<StreamState>(p)?)?,
+            Some(p) => stage.iter_from(&read_state::<StageState>(p)?)?,
             None => stage.iter(),
         };
         let result = print_batches(
             &mut it,
             a.max_batches,
             a.save_state.as_deref(),
-            |line, batch: &StreamBatch<PackedRow<u32>>| {
+            |line, batch: &StageBatch<PackedRow<u32>>| {
                 let _ = write!(line, "{{\"batch\":{},\"epoch\":{},\"records\":", batch.number, batch.epoch);
                 write_list(line, batch.indices.iter());
                 if !a.no_tokens {

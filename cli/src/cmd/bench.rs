@@ -6,9 +6,9 @@ use std::time::{Duration, Instant};
 
 use guideloom::formats::{DocumentTokensFormat, IntTokenFormat, TokenElement, TokenFormat};
 use guideloom::interop::ForeignDataset;
+use guideloom::loader::pack::PackedRow;
 use guideloom::loader::{
-    Collate, DataSource, Loader, LoaderError, LoaderIter, MetaWindows, PackedRow, ResumeOptions, State,
-    TokenWindows,
+    Collate, DataSource, Loader, LoaderError, LoaderIter, MetaWindows, ResumeOptions, State, TokenWindows,
 };
 use guideloom::storage::{ReadOptions, StreamReader, StreamWithMetaReader};
 use serde_json::{json, Value};

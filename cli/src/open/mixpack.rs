@@ -8,10 +8,10 @@ use std::sync::Arc;
 use guideloom::formats::{
     DocumentTokensFormat, DocumentTokensWindow, Dtype, Primitive, TokenElement, TokenFormat,
 };
-use guideloom::loader::{
-    DataSource, LoaderError, MetaDocuments, MetaWindows, Mix, MixConfig, MixSchedule, Overflow, PackConfig,
-    PackStrategy, Packed, Sourced, StreamPacked, StreamPackedIter, StreamWindows,
-};
+use guideloom::loader::mix::{Mix, MixConfig, MixSchedule, Sourced};
+use guideloom::loader::pack::{Overflow, PackConfig, PackStrategy, Packed};
+use guideloom::loader::stage::{StagePacked, StagePackedIter};
+use guideloom::loader::{DataSource, LoaderError, MetaDocuments, MetaWindows, StreamWindows};
 use guideloom::storage::{
     Manifest, ReadOptions, StorageDir, StorageKind, StreamReader, StreamWithMetaReader,
 };
@@ -199,7 +199,7 @@ pub(crate) fn pack_config(w: &WindowArgs, mp: &MixPackArgs) -> Option<(PackConfi
 pub(crate) type StreamDocs = Arc<dyn DataSource<Item = Option<Vec<u32>>>>;
 
 /// The streaming packer of `--pack stream-*`.
-pub(crate) type Stage = StreamPacked<StreamDocs, Vec<u32>, u32>;
+pub(crate) type Stage = StagePacked<StreamDocs, Vec<u32>, u32>;
 
 /// The streaming packer of `--pack stream-*` over `records`, rows per batch as the loader's
 /// batch size (records per rank per batch).
@@ -212,7 +212,7 @@ pub(crate) fn stream_stage(
     let docs: StreamDocs = Arc::new(convert(AsTokens(records), Some));
     let loader = args.builder(docs).build()?;
     let rows = loader.sampler().config().batch_size;
-    Ok(StreamPacked::new(loader, config, rows, pad, u32::MAX)?.drop_remainder(args.drop_remainder))
+    Ok(StagePacked::new(loader, config, rows, pad, u32::MAX)?.drop_remainder(args.drop_remainder))
 }
 
 /// The planned packing of `--pack` (not streaming) over `records`: scanned and planned
@@ -229,7 +229,7 @@ pub(crate) fn sources_of(records: &Records, mixed: bool) -> CliResult<Vec<Option
     Ok((0..records.len()).map(|i| records.get(i).map(|r| r.source)).collect::<Result<_, _>>()?)
 }
 
-impl StateJson for StreamPackedIter<StreamDocs, Vec<u32>, u32> {
+impl StateJson for StagePackedIter<StreamDocs, Vec<u32>, u32> {
     fn state_json(&self) -> String {
         self.state().to_json()
     }

@@ -11,7 +11,8 @@ use guideloom::interop::{
     megatron_resume_source, ForeignDataset, ForeignFormat, ForeignOptions, GptConfig, LlmcCheckpoint,
     MegatronSamples, MegatronSplit,
 };
-use guideloom::loader::{DataSource, Loader, Slice, Spans, State};
+use guideloom::loader::transforms::Slice;
+use guideloom::loader::{DataSource, Loader, Spans, State};
 use guideloom::storage::{ReadOptions, StreamReader};
 
 use crate::cli::BatchesArgs;

@@ -5,10 +5,10 @@
 use std::path::{Path, PathBuf};
 
 use guideloom::ingest::{collect_files, JsonlField, JsonlReader, JsonlShards, TextReader, TextShards};
-use guideloom::loader::{
-    LoaderError, SequentialIter, SequentialLoader, SequentialSource, SequentialState, ShardInfo, ShardPos,
-    ShardReader, VecCollate,
+use guideloom::loader::sequential::{
+    SequentialIter, SequentialLoader, SequentialSource, SequentialState, ShardInfo, ShardPos, ShardReader,
 };
+use guideloom::loader::{LoaderError, VecCollate};
 
 use crate::cli::SequentialArgs;
 use crate::error::CliResult;

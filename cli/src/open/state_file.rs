@@ -63,8 +63,8 @@ impl StateFile {
 
 /// The state in the file at `path` (written by `--save-state`): a loader's
 /// [`State`](guideloom::loader::State), a sequential loader's
-/// [`SequentialState`](guideloom::loader::SequentialState) or a stream stage's
-/// [`StreamState`](guideloom::loader::StreamState), parsed as their `from_json` does.
+/// [`SequentialState`](guideloom::loader::sequential::SequentialState) or a stream stage's
+/// [`StageState`](guideloom::loader::stage::StageState), parsed as their `from_json` does.
 ///
 /// # Errors
 /// When the file cannot be read ([`read`]) or does not hold a state of type `S` (the

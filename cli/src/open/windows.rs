@@ -9,8 +9,8 @@ use guideloom::formats::{
     DocumentTokensFormat, DocumentTokensWindow, Dtype, FormatError, IntTokenFormat, Primitive, RawWindow,
     StreamFormat, TokenElement, TokenFormat,
 };
-use guideloom::loader::{DataSource, Loader, LoaderBuilder, SequentialBuilder, SequentialSource};
 use guideloom::interop::ForeignDataset;
+use guideloom::loader::{Builder, BuilderKind, DataSource, Loader, LoaderBuilder};
 use guideloom::storage::{
     LocalDir, Manifest, ReadOptions, StorageDir, StorageKind, StreamReader, StreamWithMetaReader,
 };
@@ -32,56 +32,6 @@ pub(crate) struct LoaderArgs<'a> {
     pub(crate) drop_remainder: bool,
 }
 
-/// The setters [`LoaderArgs::apply`] calls, on both loader builders ([`LoaderBuilder`] and
-/// [`SequentialBuilder`]): each forwards to the builder's own setter of that name.
-pub(crate) trait CommonSetters: Sized {
-    /// The seed of the shuffle and of per-record randomness.
-    fn seed(self, seed: u64) -> Self;
-    /// Shuffle each epoch, keyed by `seed`.
-    fn shuffle(self, seed: u64) -> Self;
-    /// A fixed number of epochs.
-    fn epochs(self, epochs: u64) -> Self;
-    /// Epochs without end.
-    fn unbounded(self) -> Self;
-    /// This rank of `world_size`.
-    fn shard(self, rank: u64, world_size: u64) -> Self;
-    /// Worker threads.
-    fn workers(self, workers: usize) -> Self;
-    /// Batches ahead of the consumer.
-    fn prefetch(self, prefetch: usize) -> Self;
-}
-
-/// [`CommonSetters`] for builders of type `$builder<S, U, C>` whose `S` is a `$source`.
-macro_rules! common_setters {
-    ($($builder:ident over $source:ident),*) => {$(
-        impl<S: $source + 'static, U: 'static, C> CommonSetters for $builder<S, U, C> {
-            fn seed(self, seed: u64) -> Self {
-                $builder::seed(self, seed)
-            }
-            fn shuffle(self, seed: u64) -> Self {
-                $builder::shuffle(self, seed)
-            }
-            fn epochs(self, epochs: u64) -> Self {
-                $builder::epochs(self, epochs)
-            }
-            fn unbounded(self) -> Self {
-                $builder::unbounded(self)
-            }
-            fn shard(self, rank: u64, world_size: u64) -> Self {
-                $builder::shard(self, rank, world_size)
-            }
-            fn workers(self, workers: usize) -> Self {
-                $builder::workers(self, workers)
-            }
-            fn prefetch(self, prefetch: usize) -> Self {
-                $builder::prefetch(self, prefetch)
-            }
-        }
-    )*};
-}
-
-common_setters!(LoaderBuilder over DataSource, SequentialBuilder over SequentialSource);
-
 impl LoaderArgs<'_> {
     /// The window flags.
     pub(crate) fn window(&self) -> &WindowArgs {
@@ -94,8 +44,9 @@ impl LoaderArgs<'_> {
     }
 
     /// The configuration every loader of the flags shares, set on `builder`: seed, shuffle,
-    /// epochs, rank and world size, workers, prefetch.
-    pub(crate) fn apply<B: CommonSetters>(&self, builder: B) -> B {
+    /// epochs, rank and world size, workers, prefetch (on either loader's builder: the setters
+    /// of the loader's one [`Builder`]).
+    pub(crate) fn apply<K: BuilderKind, U, C>(&self, builder: Builder<K, U, C>) -> Builder<K, U, C> {
         let w = self.window();
         let mut b = builder.seed(w.seed).shard(self.read.rank, self.read.world_size).workers(w.workers);
         b = match self.epochs {

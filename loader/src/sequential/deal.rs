@@ -15,7 +15,7 @@ const TAG_SHARD_ORDER: u64 = u64::from_le_bytes(*b"glshardo");
 /// shards (see [`Permutation`], "Small domains").
 ///
 /// ```
-/// use guideloom_loader::shard_order;
+/// use guideloom_loader::sequential::shard_order;
 /// assert_eq!(shard_order(4, 7, false, 3), [0, 1, 2, 3]);
 /// let (e0, e1) = (shard_order(4, 7, true, 0), shard_order(4, 7, true, 1));
 /// assert_ne!(e0, e1);

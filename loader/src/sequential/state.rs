@@ -1,4 +1,4 @@
-//! The checkpoint of a [`SequentialIter`](crate::SequentialIter).
+//! The checkpoint of a [`SequentialIter`](crate::sequential::SequentialIter).
 
 use serde::{Deserialize, Serialize};
 
@@ -8,7 +8,7 @@ use crate::LoaderError;
 /// The sequential state format version this crate writes and reads.
 pub const SEQUENTIAL_STATE_VERSION: u32 = 1;
 
-/// Where a shard of a rank's stream is: the shard, the position of its current shuffle window
+/// Where a shard of a rank's interleave is: the shard, the position of its current shuffle window
 /// (or of its next record), the records of that window already delivered, and, for packed
 /// token windows, the tokens of the next record already delivered.
 ///
@@ -46,22 +46,22 @@ impl ShardCursor {
     }
 }
 
-/// The serializable cursor of one rank of a [`SequentialLoader`](crate::SequentialLoader): a
+/// The serializable cursor of one rank of a [`SequentialLoader`](crate::sequential::SequentialLoader): a
 /// checkpoint. Small integers only: its JSON is about 200 bytes with two open shards (plus
 /// about 25 bytes per further open shard).
 ///
 /// It names the epoch, the batches this rank delivered (in all, and in the epoch), the
 /// epoch's step count when every rank has the same one ([`SequentialEnd::Drop`] and
-/// [`SequentialEnd::Pad`](crate::SequentialEnd)), the rank and world size, and the rank's
-/// stream: the next shard of its list to open (`next`), the open shard read next (`turn`),
+/// [`SequentialEnd::Pad`](crate::sequential::SequentialEnd)), the rank and world size, and the rank's
+/// interleave: the next shard of its list to open (`next`), the open shard read next (`turn`),
 /// and the open shards (`open`). The rank's list of shards is the epoch's deal (a function of
 /// seed, epoch and world size), except after an elastic restore in the middle of an epoch,
 /// when the list the re-deal gave this rank is recorded (`deal`) until the epoch ends.
 /// `config` and `source` are fingerprints of the options that shape the order and of the
 /// data (shard count, length hints, [`SequentialSource::fingerprint`]).
 ///
-/// [`SequentialEnd::Drop`]: crate::SequentialEnd::Drop
-/// [`SequentialSource::fingerprint`]: crate::SequentialSource::fingerprint
+/// [`SequentialEnd::Drop`]: crate::sequential::SequentialEnd::Drop
+/// [`SequentialSource::fingerprint`]: crate::sequential::SequentialSource::fingerprint
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct SequentialState {
     /// State format version ([`SEQUENTIAL_STATE_VERSION`]).

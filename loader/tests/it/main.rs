@@ -13,7 +13,7 @@ mod props;
 mod readahead;
 mod regression;
 mod sequential;
-mod stream;
+mod stage;
 mod token_windows;
 mod transforms;
 mod transforms_props;

@@ -1,10 +1,10 @@
 //! Acceptance tests of issue 16, packing (items 6-10, and 11 for packed pipelines). Golden
 //! values from Grain 0.2.18's packers run on the same inputs (`shuffle_bins=False`).
 
-use guideloom_loader::{
-    Batch, DataSource, Documents, Loader, LoaderError, Overflow, PackCollate, PackConfig, PackPlan,
-    PackStrategy, Packed, PackedBatch, PackedRow, VecSource,
+use guideloom_loader::pack::{
+    Overflow, PackCollate, PackConfig, PackPlan, PackStrategy, Packed, PackedBatch, PackedRow,
 };
+use guideloom_loader::{Batch, DataSource, Documents, Loader, LoaderError, VecSource};
 
 const I: u32 = u32::MAX;
 

@@ -207,15 +207,16 @@ fn issue19_state_of_another_kind_names_the_field_not_an_untagged_enum() {
     assert_eq!((old.version, old.global_batch, old.to_json()), (1, 8, v1.to_string()));
 }
 
-/// A packing with rows longer than [`guideloom_loader::MAX_ROW_TOKENS`] is refused when it is
+/// A packing with rows longer than [`guideloom_loader::pack::MAX_ROW_TOKENS`] is refused when it is
 /// built; it used to be accepted and then panic with "capacity overflow" (or try to allocate
 /// five arrays of `seq_len` entries) on the first row: `guideloom batches --pack first-fit
 /// --seq-len 18446744073709551615`.
 #[test]
 fn issue16_rows_too_long_to_allocate_are_refused_not_a_capacity_overflow_panic() {
-    use guideloom_loader::{
-        Filter, PackConfig, PackPlan, PackStrategy, Packed, StreamPacked, VecSource, MAX_ROW_TOKENS,
-    };
+    use guideloom_loader::pack::{PackConfig, PackPlan, PackStrategy, Packed, MAX_ROW_TOKENS};
+    use guideloom_loader::stage::StagePacked;
+    use guideloom_loader::transforms::Filter;
+    use guideloom_loader::VecSource;
     assert_eq!(MAX_ROW_TOKENS, 1 << 32);
     #[allow(clippy::ptr_arg)]
     fn all(_: &Vec<u32>) -> bool {
@@ -242,7 +243,7 @@ fn issue16_rows_too_long_to_allocate_are_refused_not_a_capacity_overflow_panic()
         .batch_size(1)
         .build()
         .unwrap();
-        let e = StreamPacked::new(
+        let e = StagePacked::new(
             loader,
             PackConfig::new(l, PackStrategy::FirstFit { bins: 1 }),
             1,

@@ -5,10 +5,11 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use guideloom_loader::rand::Rng;
-use guideloom_loader::{
-    shard_order, Dropped, LoaderError, RecordId, RecordRng, SequentialBatch, SequentialEnd, SequentialLoader,
-    SequentialState, StopQuery, VecShards,
+use guideloom_loader::sequential::{
+    shard_order, Dropped, SequentialBatch, SequentialEnd, SequentialLoader, SequentialState, StopQuery,
+    VecShards,
 };
+use guideloom_loader::{LoaderError, RecordId, RecordRng};
 use proptest::prelude::*;
 
 /// A record `s.k` (record k of shard s) as the tests see it.
@@ -378,13 +379,17 @@ fn per_record_rng_follows_the_record_across_world_sizes() {
 #[test]
 fn length_hints_are_checked() {
     struct Liar;
-    impl guideloom_loader::SequentialSource for Liar {
+    impl guideloom_loader::sequential::SequentialSource for Liar {
         type Item = SK;
-        type Reader = guideloom_loader::VecShardReader<SK>;
-        fn shards(&self) -> Vec<guideloom_loader::ShardInfo> {
-            vec![guideloom_loader::ShardInfo { len_hint: Some(5) }]
+        type Reader = guideloom_loader::sequential::VecShardReader<SK>;
+        fn shards(&self) -> Vec<guideloom_loader::sequential::ShardInfo> {
+            vec![guideloom_loader::sequential::ShardInfo { len_hint: Some(5) }]
         }
-        fn open(&self, shard: u64, at: guideloom_loader::ShardPos) -> Result<Self::Reader, LoaderError> {
+        fn open(
+            &self,
+            shard: u64,
+            at: guideloom_loader::sequential::ShardPos,
+        ) -> Result<Self::Reader, LoaderError> {
             shards(&[3]).open(shard, at)
         }
     }

@@ -5,10 +5,9 @@
 use std::collections::BTreeSet;
 use std::fmt::Debug;
 
-use guideloom_loader::{
-    Batch, Concat, DataSource, Filter, Loader, LoaderError, Mix, MixConfig, MixSchedule, MixStop,
-    RangeSource, Repeat, Slice, Sourced, VecSource, WindowShuffle,
-};
+use guideloom_loader::mix::{Mix, MixConfig, MixSchedule, MixStop, Sourced};
+use guideloom_loader::transforms::{Concat, Filter, Repeat, Slice, WindowShuffle};
+use guideloom_loader::{Batch, DataSource, Loader, LoaderError, RangeSource, VecSource};
 
 fn slots(config: MixConfig, sizes: &[u64]) -> Vec<(u32, u64)> {
     let plan = config.plan(sizes).expect("valid mix");

@@ -5,10 +5,10 @@
 
 use std::collections::BTreeSet;
 
-use guideloom_loader::{
-    DataSource, MixConfig, MixSchedule, MixStop, Overflow, PackConfig, PackPlan, PackStrategy, RangeSource,
-    WindowShuffle,
-};
+use guideloom_loader::mix::{MixConfig, MixSchedule, MixStop};
+use guideloom_loader::pack::{Overflow, PackConfig, PackPlan, PackStrategy};
+use guideloom_loader::transforms::WindowShuffle;
+use guideloom_loader::{DataSource, RangeSource};
 use proptest::prelude::*;
 
 fn schedule(greedy: bool) -> MixSchedule {

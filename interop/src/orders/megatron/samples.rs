@@ -10,7 +10,8 @@
 //! `megatron/legacy/data/data_samplers.py` (`MegatronPretrainingSampler`).
 
 use guideloom_formats::IntTokenFormat;
-use guideloom_loader::{fingerprint_words, DataSource, LoaderError, Slice, State, WindowReader};
+use guideloom_loader::transforms::Slice;
+use guideloom_loader::{fingerprint_words, DataSource, LoaderError, State, WindowReader};
 use guideloom_storage::{ReadOptions, StorageError, StreamReader, Window};
 
 use crate::dataset::ForeignDataset;

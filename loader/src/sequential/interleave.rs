@@ -1,18 +1,18 @@
-//! One rank's record stream: a deterministic interleave of `cycle` open shards of the rank's
-//! list, each read in windows (shuffled inside a window when asked), and the packing of token
-//! records into windows of `seq_len`.
+//! One rank's records: a deterministic interleave of `cycle` open shards of the rank's list
+//! (Grain's and tf.data's interleave), each read in windows, shuffled inside a window when
+//! asked.
 
 use std::sync::Arc;
 
-use crate::sequential::{RecordId, SequentialSource, ShardCursor, ShardPos, ShardReader};
-use crate::{fingerprint_words, LoaderError, Permutation};
+use crate::sequential::{SequentialSource, ShardCursor, ShardPos, ShardReader};
+use crate::{fingerprint_words, LoaderError, Permutation, RecordId};
 
 /// Domain tag of a shuffle window's permutation seed.
 const TAG_WINDOW: u64 = u64::from_le_bytes(*b"glwindow");
 
-/// What every rank stream of a loader shares.
+/// What every rank's interleave of a loader shares.
 #[derive(Debug, Clone)]
-pub(crate) struct StreamConfig {
+pub(crate) struct InterleaveConfig {
     /// Seed of the window permutations.
     pub(crate) seed: u64,
     /// Records per shuffle window (1: no window shuffle).
@@ -23,7 +23,7 @@ pub(crate) struct StreamConfig {
     pub(crate) hints: Option<Arc<Vec<u64>>>,
 }
 
-impl StreamConfig {
+impl InterleaveConfig {
     fn hint(&self, shard: u64) -> Option<u64> {
         self.hints.as_ref().and_then(|h| usize::try_from(shard).ok().and_then(|s| h.get(s).copied()))
     }
@@ -69,7 +69,7 @@ impl StreamConfig {
     }
 }
 
-/// A record pulled from a rank stream.
+/// A record pulled from a rank's interleave.
 #[derive(Debug)]
 pub(crate) struct Pulled<T> {
     pub(crate) item: T,
@@ -82,10 +82,10 @@ pub(crate) struct Pulled<T> {
     pre: ShardCursor,
 }
 
-/// The position of a rank stream: the next entry of its list to open, the slot read next,
+/// The position of a rank's interleave: the next entry of its list to open, the slot read next,
 /// and the open shards.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct StreamCursor {
+pub(crate) struct InterleaveCursor {
     pub(crate) next: u64,
     pub(crate) turn: u64,
     pub(crate) open: Vec<ShardCursor>,
@@ -113,7 +113,7 @@ impl<R: ShardReader> Slot<R> {
     }
 
     /// Reads the next window of `live` (at most `cfg.window` records, none past the hint).
-    fn load(live: &mut Live<R>, shard: u64, cfg: &StreamConfig, epoch: u64) -> Result<(), LoaderError> {
+    fn load(live: &mut Live<R>, shard: u64, cfg: &InterleaveConfig, epoch: u64) -> Result<(), LoaderError> {
         live.start = live.reader.pos();
         let hint = cfg.hint(shard);
         let n = hint.map_or(cfg.window, |h| cfg.window.min(h.saturating_sub(live.start.record)));
@@ -155,7 +155,7 @@ impl<R: ShardReader> Slot<R> {
     fn read<S>(
         &mut self,
         source: &S,
-        cfg: &StreamConfig,
+        cfg: &InterleaveConfig,
         epoch: u64,
     ) -> Result<Option<Pulled<R::Item>>, LoaderError>
     where
@@ -217,8 +217,8 @@ impl<R: ShardReader> Slot<R> {
     }
 }
 
-/// One rank's stream over its list of shards (each with the cursor it starts from).
-pub(crate) struct RankStream<S: SequentialSource> {
+/// One rank's interleave over its list of shards (each with the cursor it starts from).
+pub(crate) struct Interleave<S: SequentialSource> {
     list: Arc<Vec<ShardCursor>>,
     next: usize,
     turn: usize,
@@ -226,9 +226,9 @@ pub(crate) struct RankStream<S: SequentialSource> {
     epoch: u64,
 }
 
-impl<S: SequentialSource> std::fmt::Debug for RankStream<S> {
+impl<S: SequentialSource> std::fmt::Debug for Interleave<S> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("RankStream")
+        f.debug_struct("Interleave")
             .field("epoch", &self.epoch)
             .field("list", &self.list.len())
             .field("cursor", &self.cursor())
@@ -236,20 +236,20 @@ impl<S: SequentialSource> std::fmt::Debug for RankStream<S> {
     }
 }
 
-impl<S: SequentialSource> RankStream<S> {
-    /// The stream of `list` from its start.
+impl<S: SequentialSource> Interleave<S> {
+    /// The interleave of `list` from its start.
     pub(crate) fn new(list: Arc<Vec<ShardCursor>>, epoch: u64) -> Self {
-        RankStream { list, next: 0, turn: 0, slots: Vec::new(), epoch }
+        Interleave { list, next: 0, turn: 0, slots: Vec::new(), epoch }
     }
 
-    /// The stream of `list` at `cursor`.
+    /// The interleave of `list` at `cursor`.
     ///
     /// # Errors
     /// [`LoaderError::StateMismatch`] when the cursor does not fit the list and `cycle`.
     pub(crate) fn restore(
         list: Arc<Vec<ShardCursor>>,
         epoch: u64,
-        cursor: &StreamCursor,
+        cursor: &InterleaveCursor,
         cycle: usize,
     ) -> Result<Self, LoaderError> {
         let bad = |field, expected: String, found: u64| {
@@ -264,7 +264,7 @@ impl<S: SequentialSource> RankStream<S> {
         if cursor.turn >= (cursor.open.len() as u64).max(1) {
             return bad("turn", format!("below {}", cursor.open.len().max(1)), cursor.turn);
         }
-        Ok(RankStream {
+        Ok(Interleave {
             list,
             next: cursor.next as usize,
             turn: cursor.turn as usize,
@@ -280,7 +280,7 @@ impl<S: SequentialSource> RankStream<S> {
     pub(crate) fn next(
         &mut self,
         source: &S,
-        cfg: &StreamConfig,
+        cfg: &InterleaveConfig,
     ) -> Result<Option<Pulled<S::Item>>, LoaderError> {
         loop {
             while self.slots.len() < cfg.cycle && self.next < self.list.len() {
@@ -311,17 +311,17 @@ impl<S: SequentialSource> RankStream<S> {
         }
     }
 
-    /// The stream's position now.
-    pub(crate) fn cursor(&self) -> StreamCursor {
-        StreamCursor {
+    /// The interleave's position now.
+    pub(crate) fn cursor(&self) -> InterleaveCursor {
+        InterleaveCursor {
             next: self.next as u64,
             turn: self.turn as u64,
             open: self.slots.iter().map(Slot::checkpoint).collect(),
         }
     }
 
-    /// The stream's position just before `p`, the record last pulled.
-    fn cursor_before(&self, p: &Pulled<S::Item>) -> StreamCursor {
+    /// The interleave's position just before `p`, the record last pulled.
+    pub(crate) fn cursor_before(&self, p: &Pulled<S::Item>) -> InterleaveCursor {
         let mut c = self.cursor();
         c.open[p.slot] = p.pre;
         c.turn = p.slot as u64;
@@ -330,134 +330,8 @@ impl<S: SequentialSource> RankStream<S> {
 
     /// The shards (with their cursors) that still hold undelivered records from `cursor` on:
     /// the open ones, then the rest of the list.
-    pub(crate) fn remainder(&self, cursor: &StreamCursor) -> Vec<ShardCursor> {
+    pub(crate) fn remainder(&self, cursor: &InterleaveCursor) -> Vec<ShardCursor> {
         let from = (cursor.next as usize).min(self.list.len());
         cursor.open.iter().copied().chain(self.list[from..].iter().copied()).collect()
-    }
-}
-
-/// How packing reads and extends a record type (implemented for `Vec<E>`).
-pub(crate) trait PackOps<T>: Send + Sync {
-    /// Tokens in `t`.
-    fn len(&self, t: &T) -> usize;
-    /// An empty record with room for `n` tokens.
-    fn empty(&self, n: usize) -> T;
-    /// Appends tokens `from..from + n` of `t` to `out`.
-    fn extend(&self, out: &mut T, t: &T, from: usize, n: usize);
-}
-
-/// [`PackOps`] of `Vec<E>`.
-#[derive(Debug)]
-pub(crate) struct VecOps;
-
-impl<E: Copy + Send + Sync> PackOps<Vec<E>> for VecOps {
-    fn len(&self, t: &Vec<E>) -> usize {
-        t.len()
-    }
-    fn empty(&self, n: usize) -> Vec<E> {
-        Vec::with_capacity(n)
-    }
-    fn extend(&self, out: &mut Vec<E>, t: &Vec<E>, from: usize, n: usize) {
-        out.extend_from_slice(&t[from..from + n]);
-    }
-}
-
-/// What [`Packer::next_window`] gives.
-pub(crate) enum Packed<T> {
-    /// A window of `seq_len` tokens starting at the given record and token.
-    Window(T, RecordId),
-    /// The stream ended before the window was full: the records its tokens came from, each
-    /// with the first of its tokens it held (fewer than a window in all, not delivered).
-    End(Vec<RecordId>),
-}
-
-/// Packs a rank's token records into windows of `seq_len` tokens, across record and shard
-/// boundaries. Its position is the stream's position before the record holding the next
-/// window's first token, with that record's delivered tokens as the slot's `skip`.
-pub(crate) struct Packer<T> {
-    seq_len: usize,
-    ops: Arc<dyn PackOps<T>>,
-    /// The record being cut, its identity, the tokens of it used, and the stream's cursor
-    /// before it.
-    doc: Option<(T, RecordId, StreamCursor)>,
-    used: usize,
-    /// The records the window being filled took tokens from (with the first token taken).
-    taken: Vec<RecordId>,
-}
-
-impl<T> std::fmt::Debug for Packer<T> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Packer")
-            .field("seq_len", &self.seq_len)
-            .field("used", &self.used)
-            .finish_non_exhaustive()
-    }
-}
-
-impl<T> Packer<T> {
-    pub(crate) fn new(seq_len: usize, ops: Arc<dyn PackOps<T>>) -> Self {
-        Packer { seq_len, ops, doc: None, used: 0, taken: Vec::new() }
-    }
-
-    /// The position to resume from: the stream's, or the cursor before the record being cut
-    /// with its used tokens as the skip of its slot.
-    pub(crate) fn checkpoint<S: SequentialSource<Item = T>>(&self, stream: &RankStream<S>) -> StreamCursor {
-        match &self.doc {
-            Some((t, _, before)) if self.used < self.ops.len(t) => {
-                let mut c = before.clone();
-                if let Some(slot) = c.open.get_mut(c.turn as usize) {
-                    slot.skip = self.used as u64;
-                }
-                c
-            }
-            _ => stream.cursor(),
-        }
-    }
-
-    /// The next window of the rank's stream.
-    ///
-    /// # Errors
-    /// The source's failures.
-    pub(crate) fn next_window<S: SequentialSource<Item = T>>(
-        &mut self,
-        stream: &mut RankStream<S>,
-        source: &S,
-        cfg: &StreamConfig,
-    ) -> Result<Packed<T>, LoaderError> {
-        self.taken.clear();
-        let mut out = self.ops.empty(self.seq_len);
-        let mut first = None;
-        let mut filled = 0;
-        while filled < self.seq_len {
-            let exhausted = match &self.doc {
-                Some((t, _, _)) => self.used >= self.ops.len(t),
-                None => true,
-            };
-            if exhausted {
-                match stream.next(source, cfg)? {
-                    None => {
-                        self.doc = None;
-                        self.used = 0;
-                        return Ok(Packed::End(std::mem::take(&mut self.taken)));
-                    }
-                    Some(p) => {
-                        let before = stream.cursor_before(&p);
-                        self.used = usize::try_from(p.skip).unwrap_or(usize::MAX).min(self.ops.len(&p.item));
-                        self.doc = Some((p.item, p.id, before));
-                        continue;
-                    }
-                }
-            }
-            let Some((t, id, _)) = &self.doc else { panic!("a record is being cut") };
-            let from = RecordId { offset: self.used as u64, ..*id };
-            first.get_or_insert(from);
-            self.taken.push(from);
-            let n = (self.seq_len - filled).min(self.ops.len(t) - self.used);
-            self.ops.extend(&mut out, t, self.used, n);
-            self.used += n;
-            filled += n;
-        }
-        let Some(first) = first else { panic!("a window of at least one token has a first record") };
-        Ok(Packed::Window(out, first))
     }
 }

@@ -1,13 +1,13 @@
-//! The stream stage (issue 16, "stream stage"): hole compaction and rebatching
-//! ([`Rebatched`]) and the streaming packers ([`StreamPacked`]), with exact values, and their
+//! The stage (issue 16, "stream stage" there): hole compaction and rebatching
+//! ([`Rebatched`]) and the streaming packers ([`StagePacked`]), with exact values, and their
 //! laws: identical output for 0, 1, 3 and 8 workers, exact resume after every batch from a
 //! state under 1 KiB, and (streaming packers) the rows of the planned packer over the same
 //! epoch order.
 
-use guideloom_loader::{
-    DataSource, Filter, Loader, LoaderError, Overflow, PackConfig, PackPlan, PackStrategy, PackedRow, Piece,
-    RangeSource, Rebatched, StreamBatch, StreamPacked, StreamState, VecSource,
-};
+use guideloom_loader::pack::{Overflow, PackConfig, PackPlan, PackStrategy, PackedRow, Piece};
+use guideloom_loader::stage::{Rebatched, StageBatch, StagePacked, StageState};
+use guideloom_loader::transforms::Filter;
+use guideloom_loader::{DataSource, Loader, LoaderError, RangeSource, VecSource};
 
 const I: u32 = u32::MAX;
 
@@ -59,15 +59,15 @@ fn stage(
     cfg: PackConfig,
     rows: u64,
     workers: usize,
-) -> StreamPacked<Docs, Vec<u32>, u32> {
-    StreamPacked::new(loader(docs(lengths, keep), up, workers), cfg, rows, 0, I).expect("stage")
+) -> StagePacked<Docs, Vec<u32>, u32> {
+    StagePacked::new(loader(docs(lengths, keep), up, workers), cfg, rows, 0, I).expect("stage")
 }
 
-fn run(s: &StreamPacked<Docs, Vec<u32>, u32>) -> Vec<StreamBatch<PackedRow<u32>>> {
+fn run(s: &StagePacked<Docs, Vec<u32>, u32>) -> Vec<StageBatch<PackedRow<u32>>> {
     s.iter().collect::<Result<_, _>>().expect("batches")
 }
 
-fn tokens(batches: &[StreamBatch<PackedRow<u32>>]) -> Vec<Vec<u32>> {
+fn tokens(batches: &[StageBatch<PackedRow<u32>>]) -> Vec<Vec<u32>> {
     batches.iter().flat_map(|b| b.data.iter().map(|r| r.tokens.clone())).collect()
 }
 
@@ -139,11 +139,11 @@ fn acceptance9_streaming_overflow_policies() {
 fn streaming_packers_refuse_best_fit_decreasing_and_zero_sizes() {
     let l = || loader(docs(&[1], all), PLAIN, 0);
     let e =
-        StreamPacked::new(l(), PackConfig::new(6, PackStrategy::BestFitDecreasing), 2, 0u32, I).unwrap_err();
+        StagePacked::new(l(), PackConfig::new(6, PackStrategy::BestFitDecreasing), 2, 0u32, I).unwrap_err();
     assert!(e.to_string().starts_with("invalid configuration: pack: best-fit-decreasing"), "{e}");
-    let e = StreamPacked::new(l(), PackConfig::new(6, PackStrategy::ConcatSplit), 0, 0u32, I).unwrap_err();
+    let e = StagePacked::new(l(), PackConfig::new(6, PackStrategy::ConcatSplit), 0, 0u32, I).unwrap_err();
     assert_eq!(e.to_string(), "invalid configuration: batch_size: must be at least 1");
-    let e = StreamPacked::new(l(), PackConfig::new(6, PackStrategy::FirstFit { bins: 0 }), 1, 0u32, I)
+    let e = StagePacked::new(l(), PackConfig::new(6, PackStrategy::FirstFit { bins: 0 }), 1, 0u32, I)
         .unwrap_err();
     assert_eq!(e.to_string(), "invalid configuration: pack: 0 bins");
 }
@@ -223,7 +223,7 @@ fn packed_laws(lens: &[u64], keep: Keep, up: Up, cfg: PackConfig, rows: u64, dro
         }
         let json = it.state().to_json();
         assert!(json.len() < 1024, "{} bytes: {json}", json.len());
-        let state = StreamState::from_json(&json).unwrap();
+        let state = StageState::from_json(&json).unwrap();
         let rest: Vec<_> = s.iter_from(&state).unwrap().collect::<Result<_, _>>().unwrap();
         assert_eq!(rest, full[k..], "resume after {k} batches, {cfg:?}");
     }
@@ -366,7 +366,7 @@ fn compaction_is_worker_invariant_and_resumes_exactly() {
                 let json = it.state().to_json();
                 assert!(json.len() < 1024);
                 let rest: Vec<_> = s
-                    .iter_from(&StreamState::from_json(&json).unwrap())
+                    .iter_from(&StageState::from_json(&json).unwrap())
                     .unwrap()
                     .collect::<Result<_, _>>()
                     .unwrap();
