@@ -226,7 +226,7 @@ pub(crate) enum PackArg {
     /// Streaming concat-split over each epoch's (shuffled, sharded) order.
     StreamConcatSplit,
     /// Streaming first-fit (--bins open rows) over each epoch's order; --save-state and
-    /// --resume take the stage's state.
+    /// --resume take the stream stage's state.
     StreamFirstFit,
     /// Streaming best-fit (--bins open rows) over each epoch's order.
     StreamBestFit,

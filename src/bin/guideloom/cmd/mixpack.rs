@@ -207,7 +207,7 @@ fn pack_config(w: &WindowArgs, mp: &MixPackArgs) -> Option<(PackConfig, bool)> {
     Some((PackConfig::new(w.seq_len, strategy).overflow(overflow), streaming))
 }
 
-/// Documents as optional token sequences: the records of a stage.
+/// Documents as optional token sequences: the records of a stream stage.
 type StreamDocs = Arc<dyn DataSource<Item = Option<Vec<u32>>>>;
 
 /// The streaming packer of `--pack stream-*` over `records`, rows per batch as the loader's
