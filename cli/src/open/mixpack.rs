@@ -195,7 +195,7 @@ pub(crate) fn pack_config(w: &WindowArgs, mp: &MixPackArgs) -> Option<(PackConfi
     Some((PackConfig::new(w.seq_len, strategy).overflow(overflow), streaming))
 }
 
-/// Documents as optional token sequences: the records of a stream stage.
+/// Documents as optional token sequences: the records of a stage.
 pub(crate) type StreamDocs = Arc<dyn DataSource<Item = Option<Vec<u32>>>>;
 
 /// The streaming packer of `--pack stream-*`.

@@ -63,7 +63,7 @@ impl StateFile {
 
 /// The state in the file at `path` (written by `--save-state`): a loader's
 /// [`State`](guideloom::loader::State), a sequential loader's
-/// [`SequentialState`](guideloom::loader::sequential::SequentialState) or a stream stage's
+/// [`SequentialState`](guideloom::loader::sequential::SequentialState) or a stage's
 /// [`StageState`](guideloom::loader::stage::StageState), parsed as their `from_json` does.
 ///
 /// # Errors
