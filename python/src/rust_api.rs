@@ -1,0 +1,16 @@
+//! Every path of the Rust crates the binding uses, in one place (through the facade crate), so
+//! that a move inside the crates changes only this file.
+
+pub(crate) use guideloom::formats::{
+    DocumentFormat, Dtype, Element, FormatError, MetaSink, MetaWindow, Primitive, RawWindow, StreamFormat,
+    StreamWithMetaFormat,
+};
+pub(crate) use guideloom::loader::{
+    Collate, DataSource, Loader, LoaderBuilder, LoaderError, LoaderIter, ResumeOptions, State, TokenBatch,
+    TokenWindowCollate, TokenWindows, VecCollate, WindowSpan, STATE_VERSION,
+};
+pub(crate) use guideloom::storage::foreign::{ForeignDataset, ForeignFormat, ForeignOptions};
+pub(crate) use guideloom::storage::{
+    DocumentReader, DocumentWriter, Manifest, ReadOptions, StorageError, StreamReader, StreamWithMetaReader,
+    StreamWithMetaWriter, StreamWriter, Window,
+};
