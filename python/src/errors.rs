@@ -9,7 +9,7 @@ use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
-use crate::rust_api::{FormatError, LoaderError, StorageError};
+use crate::rust_api::{ForeignError, FormatError, LoaderError, StorageError};
 
 /// A Python exception carried through a Rust error chain (the source of a
 /// `LoaderError::Source`, a format error's cause).
@@ -91,9 +91,13 @@ fn storage(e: &StorageError, c: &mut Classified) {
             "StorageLockedError"
         }
         S::FormatDtype { .. } => "StorageMismatchError",
-        S::Foreign { path: p, .. } => {
+        S::Foreign { path: p, error, .. } => {
             path(c, p);
-            "ForeignLayoutError"
+            if matches!(**error, ForeignError::NoFiles { .. }) {
+                "StorageNotFoundError"
+            } else {
+                "ForeignLayoutError"
+            }
         }
         S::Remote { url, .. } => {
             c.context.push(("url", Context::Str(url.clone())));

@@ -9,7 +9,7 @@ pub(crate) use guideloom::loader::{
     Collate, DataSource, Loader, LoaderBuilder, LoaderError, LoaderIter, ResumeOptions, State, TokenBatch,
     TokenWindowCollate, TokenWindows, VecCollate, WindowSpan, STATE_VERSION,
 };
-pub(crate) use guideloom::storage::foreign::{ForeignDataset, ForeignFormat, ForeignOptions};
+pub(crate) use guideloom::storage::foreign::{ForeignDataset, ForeignError, ForeignFormat, ForeignOptions};
 pub(crate) use guideloom::storage::{
     DocumentReader, DocumentWriter, Manifest, ReadOptions, StorageError, StreamReader, StreamWithMetaReader,
     StreamWithMetaWriter, StreamWriter, Window,
