@@ -159,7 +159,7 @@ class Loader:
     def _state_json(self) -> str:
         if self._pending is not None:
             return self._pending
-        return self._rust.state()  # type: ignore[no-any-return]
+        return self._rust.state()
 
     def state_dict(self) -> dict[str, Any]:
         """The state after the last batch taken (a JSON-able dict, ~250 bytes)."""

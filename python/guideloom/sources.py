@@ -86,7 +86,7 @@ class TokenWindows:
     @property
     def dtype(self) -> np.dtype[Any]:
         """The numpy dtype of the ids a window holds."""
-        return np.dtype(self._rust().dtype)
+        return np.dtype(str(self._rust().dtype))
 
     @property
     def elements(self) -> int:
@@ -101,7 +101,8 @@ class TokenWindows:
         return len(self._rust())
 
     def __getitem__(self, index: Any) -> np.ndarray:
-        return self.read_batch([index])[0]
+        row: np.ndarray = self.read_batch([index])[0]
+        return row
 
     def read_batch(self, indices: Iterable[Any]) -> np.ndarray:
         """Windows ``indices`` as one ``[len(indices), seq_len]`` array (one Rust read call, the

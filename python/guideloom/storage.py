@@ -57,7 +57,7 @@ def _dtype_of(descr: str) -> np.dtype[Any]:
     if isinstance(value, str):
         return np.dtype(value)
     if isinstance(value, dict):
-        return np.dtype(value)
+        return np.dtype(value)  # type: ignore[call-overload, no-any-return]
     return np.dtype([tuple(f) for f in value])
 
 
@@ -332,7 +332,8 @@ class StreamStorage(_Storage):
 
     def read_many(self, spans: Iterable[Sequence[Any]]) -> list[Any]:
         """``reader.read_many(spans)``."""
-        return self.reader.read_many(spans)
+        out: list[Any] = self.reader.read_many(spans)
+        return out
 
 
 class DocumentWriter(_Writer):
@@ -423,7 +424,8 @@ class DocumentStorage(_Storage):
         return self.reader.read(index)
 
     def __getitems__(self, indices: Iterable[Any]) -> list[Any]:
-        return self.reader.read_many(indices)
+        out: list[Any] = self.reader.read_many(indices)
+        return out
 
     def read(self, index: Any) -> Any:
         """``reader.read(index)``."""
@@ -553,4 +555,5 @@ class StreamWithMetaStorage(_Storage):
 
     def read_many(self, spans: Iterable[Sequence[Any]]) -> list[Any]:
         """``reader.read_many(spans)``."""
-        return self.reader.read_many(spans)
+        out: list[Any] = self.reader.read_many(spans)
+        return out

@@ -106,7 +106,8 @@ class StreamNumpyFormat(Generic[DataT, DType]):
         Returns:
             DataT: Mapping from field name to that field's array (views of ``stream``).
         """
-        return {name: stream[name] for name in self.stream_dtype.names or ()}  # type: ignore[return-value]
+        fields: Any = stream
+        return {name: fields[name] for name in self.stream_dtype.names or ()}  # type: ignore[return-value]
 
     def __repr__(self) -> str:
         return f"StreamNumpyFormat({self.stream_dtype!r})"

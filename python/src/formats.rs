@@ -36,7 +36,7 @@ pub(crate) struct StreamBytes {
 }
 
 fn whole_elements(bytes: usize, itemsize: u64) -> Result<u64, FormatError> {
-    if itemsize == 0 || bytes as u64 % itemsize != 0 {
+    if itemsize == 0 || !(bytes as u64).is_multiple_of(itemsize) {
         return Err(FormatError::Encode(format!(
             "{bytes} bytes are not a whole number of {itemsize}-byte elements"
         )));

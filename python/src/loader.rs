@@ -23,24 +23,24 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
 
 /// A collated batch that becomes one Python object (an array, or a list for the slow path).
 trait IntoPython: Send {
-    fn into_python(self, py: Python<'_>) -> PyResult<Py<PyAny>>;
+    fn into_python(self: Box<Self>, py: Python<'_>) -> PyResult<Py<PyAny>>;
 }
 
 impl<E: Element + numpy::Element> IntoPython for TokenBatch<E> {
-    fn into_python(self, py: Python<'_>) -> PyResult<Py<PyAny>> {
-        batch_to_numpy(py, self)
+    fn into_python(self: Box<Self>, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        batch_to_numpy(py, *self)
     }
 }
 
 impl IntoPython for Vec<Py<PyAny>> {
-    fn into_python(self, py: Python<'_>) -> PyResult<Py<PyAny>> {
-        Ok(PyList::new(py, self)?.into_any().unbind())
+    fn into_python(self: Box<Self>, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        Ok(PyList::new(py, *self)?.into_any().unbind())
     }
 }
 
 /// One batch on its way to Python.
 struct Out {
-    data: Box<dyn FnOnce(Python<'_>) -> PyResult<Py<PyAny>> + Send>,
+    data: Box<dyn IntoPython>,
     indices: Vec<u64>,
     padding: Vec<bool>,
     number: u64,
@@ -63,15 +63,12 @@ where
 {
     fn next_batch(&mut self) -> Option<Result<Out, LoaderError>> {
         self.next().map(|r| {
-            r.map(|b| {
-                let data = b.data;
-                Out {
-                    data: Box::new(move |py| data.into_python(py)),
-                    indices: b.indices,
-                    padding: b.padding,
-                    number: b.number,
-                    epoch: b.epoch,
-                }
+            r.map(|b| Out {
+                data: Box::new(b.data),
+                indices: b.indices,
+                padding: b.padding,
+                number: b.number,
+                epoch: b.epoch,
             })
         })
     }
@@ -288,7 +285,7 @@ impl PyLoader {
             None => Ok(None),
             Some(Err(e)) => Err(to_py(py, &e)),
             Some(Ok(out)) => {
-                let data = (out.data)(py)?;
+                let data = out.data.into_python(py)?;
                 let indices = out.indices.into_pyarray(py).into_any().unbind();
                 let padding = out.padding.into_pyarray(py).into_any().unbind();
                 Ok(Some((data, indices, out.number, out.epoch, padding)))
