@@ -49,13 +49,13 @@ class Batch:
         return f"Batch(number={self.number}, epoch={self.epoch}, records={len(self.indices)})"
 
 
-def _count(value: Any, what: str, minimum: int = 0) -> int:
+def _count(value: Any, what: str, minimum: int = 0, limit: int = 2**63) -> int:
     try:
         i = operator.index(value)
     except TypeError:
         raise ConfigError(f"{what} must be an integer, got {type(value).__name__}", field=what) from None
-    if i < minimum or i >= 2**63:
-        raise ConfigError(f"{what} {i} is outside [{minimum}, 2**63)", field=what)
+    if i < minimum or i >= limit:
+        raise ConfigError(f"{what} {i} is outside [{minimum}, {limit})", field=what)
     return i
 
 
@@ -69,7 +69,7 @@ class Loader:
     Args:
         batch_size: records per batch of this rank.
         shuffle: shuffle each epoch with the permutation keyed by ``(seed, epoch)``.
-        seed: the seed (``< 2**32``).
+        seed: the seed of the shuffle (an integer in ``[0, 2**64)``).
         epochs: epochs to run; ``None``: unbounded.
         workers: Rust worker threads (0: batches made on the consumer's ``next``).
         prefetch: batches in flight ahead of the consumer (default: the library's).
@@ -108,7 +108,7 @@ class Loader:
             rust_source,
             _count(batch_size, "batch_size"),
             bool(shuffle),
-            _count(seed, "seed"),
+            _count(seed, "seed", limit=2**64),
             None if epochs is None else _count(epochs, "epochs"),
             _count(workers, "workers"),
             None if prefetch is None else _count(prefetch, "prefetch"),
