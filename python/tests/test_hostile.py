@@ -61,7 +61,6 @@ class Raises(U16Tokens):
         (U16Tokens(), [1, 2], 2**64, errors.ConfigError),
         (U16Tokens(), [1, 2], "0", errors.ConfigError),
         (U16Tokens(), [1, 2], 1.0, errors.ConfigError),
-        (U16Tokens(), [70_000], 0, None),  # numpy wraps the value; a valid u16 element
         (ListPack(), [1, 2], 0, errors.FormatError),
         (WrongDtype(), [1, 2], 0, errors.FormatError),
         (TwoD(), [1, 2], 0, errors.FormatError),
@@ -69,8 +68,6 @@ class Raises(U16Tokens):
 )
 def test_bad_appends_are_typed_and_lose_nothing(committed, fmt, data, shard, exc):
     path, stream = committed
-    if exc is None:
-        pytest.skip("not an error")
     with pytest.raises(exc) as e:
         with gl.StreamStorage(path, storage_format=fmt, mode="a") as st:
             st.writer.append([5, 6], shard=0)
