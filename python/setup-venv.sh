@@ -6,9 +6,9 @@
 # it depends on is newer than the installed build (cargo's own checks make a rebuild of an
 # unchanged tree cost seconds).
 #
-# torch is not installed by default: its Linux PyPI wheel is the CUDA build (about 3 GB of nvidia-*
-# packages). Set GUIDELOOM_PY_TORCH=1 to add the CPU-only build from PyTorch's index, as
-# benches/venv.sh does; the torch tests are skipped without it.
+# torch only with GUIDELOOM_PY_TORCH=1 (.ci/run sets it): the CPU-only build from PyTorch's index
+# when it answers (about 200 MB), else PyPI's Linux wheel, the CUDA build (about 4 GB of nvidia-*
+# packages; 3 minutes here), as benches/venv.sh does. The torch tests are skipped without it.
 #
 # Prints the venv's python executable on success.
 #
@@ -22,7 +22,13 @@ if ! "$venv/bin/python" -c 'import maturin, pytest, numpy, mypy, grain' 2>/dev/n
   "${pip[@]}" 'maturin>=1.9.4,<2' pytest numpy mypy grain >&2
 fi
 if [ "${GUIDELOOM_PY_TORCH:-0}" = 1 ] && ! "$venv/bin/python" -c 'import torch' 2>/dev/null; then
-  "${pip[@]}" --index-url "${GUIDELOOM_TORCH_INDEX:-https://download.pytorch.org/whl/cpu}" torch >&2
+  index=${GUIDELOOM_TORCH_INDEX:-https://download.pytorch.org/whl/cpu}
+  if [ "$index" != pypi ] && curl -s -o /dev/null --max-time 15 -f "$index/torch/"; then
+    "${pip[@]}" --no-cache-dir --index-url "$index" torch >&2
+  else
+    echo "setup-venv: $index unreachable; torch from PyPI (the CUDA build: about 4 GB, 3 minutes here)" >&2
+    "${pip[@]}" --no-cache-dir torch >&2
+  fi
 fi
 export PATH="$PWD/$venv/bin:$PATH"
 stamp="$venv/.guideloom-build"

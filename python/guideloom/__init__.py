@@ -8,13 +8,18 @@ core.
 - Exceptions: :mod:`guideloom.errors`, rooted at :class:`GuideloomError`.
 """
 
-from . import errors, storage_format, types
+import os as _os
+
+from . import _guideloom, errors, storage_format, types
 from ._guideloom import STATE_VERSION, __version__
 from .errors import GuideloomError
 from .loader import Batch, Loader
 from .sources import RangeDataSource, TokenWindows
 from .storage import DocumentStorage, StreamStorage, StreamWithMetaStorage
 from .storage_format import DocumentPickleFormat, StreamNumpyFormat
+
+# A forked child must not use the io_uring ring it inherited: its readers read with pread.
+_os.register_at_fork(after_in_child=_guideloom._after_fork_in_child)
 
 __all__ = [
     "STATE_VERSION",

@@ -18,12 +18,16 @@ __all__ = [
     "_MetaWriter",
     "_MetaReader",
     "manifest_format",
+    "_after_fork_in_child",
     "_TokenWindows",
     "_Loader",
 ]
 
 __version__: str
 STATE_VERSION: int
+
+def _after_fork_in_child() -> None:
+    """Marks the process as a forked child: readers opened from now on use pread."""
 
 def manifest_format(path: str | Any) -> tuple[str, str | None, str, str]:
     """``(kind, dtype descr JSON or None, format name, format params JSON)`` of a manifest."""

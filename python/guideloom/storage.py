@@ -231,6 +231,7 @@ class _Storage:
 
     _writer: Any
     _reader: Any
+    _reader_pid: int
 
     def __init__(self, path: str | os.PathLike[str], storage_format: Any, mode: str) -> None:
         _check_mode(mode)
@@ -244,6 +245,7 @@ class _Storage:
         self.storage_format = storage_format
         self._writer = None
         self._reader = None
+        self._reader_pid = os.getpid()
         if mode in ("w", "a"):
             self._writer = self._make_writer(create=mode == "w")
         else:
@@ -267,8 +269,9 @@ class _Storage:
         """The reader over the last commit (reopened after each commit of this storage's writer)."""
         if self._writer is not None:
             return self._make_reader()
-        if self._reader is None:
+        if self._reader is None or self._reader_pid != os.getpid():
             self._reader = self._make_reader()
+            self._reader_pid = os.getpid()
         return self._reader
 
     def commit(self) -> None:

@@ -16,6 +16,7 @@
 //! Every Rust path the binding uses is imported in `rust_api`.
 
 mod errors;
+mod fork;
 mod formats;
 mod loader;
 mod rust_api;
@@ -29,6 +30,7 @@ use pyo3::prelude::*;
 fn _guideloom(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add("STATE_VERSION", rust_api::STATE_VERSION)?;
+    fork::register(m)?;
     storage::register(m)?;
     sources::register(m)?;
     loader::register(m)?;

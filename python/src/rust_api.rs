@@ -11,6 +11,6 @@ pub(crate) use guideloom::loader::{
 };
 pub(crate) use guideloom::storage::foreign::{ForeignDataset, ForeignError, ForeignFormat, ForeignOptions};
 pub(crate) use guideloom::storage::{
-    DocumentReader, DocumentWriter, Manifest, ReadOptions, StorageError, StreamReader, StreamWithMetaReader,
-    StreamWithMetaWriter, StreamWriter, Window,
+    DocumentReader, DocumentWriter, Manifest, PreadBackend, ReadOptions, StorageError, StreamReader,
+    StreamWithMetaReader, StreamWithMetaWriter, StreamWriter, Window,
 };

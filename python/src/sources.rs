@@ -8,9 +8,10 @@ use numpy::{IntoPyArray, PyArrayMethods};
 use pyo3::prelude::*;
 
 use crate::errors::{py_err, raise};
+use crate::fork::read_options;
 use crate::rust_api::{
     Collate, DataSource, Dtype, Element, ForeignDataset, ForeignFormat, ForeignOptions, LoaderError,
-    Manifest, Primitive, ReadOptions, TokenBatch, TokenWindows,
+    Manifest, Primitive, TokenBatch, TokenWindows,
 };
 
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -58,7 +59,7 @@ pub(crate) fn batch_to_numpy<E: Element + numpy::Element>(
 }
 
 fn foreign_windows(data: &ForeignDataset, seq_len: u64, stride: u64) -> Result<AnyWindows, LoaderError> {
-    let o = ReadOptions::default();
+    let o = read_options();
     Ok(match data.dtype() {
         Primitive::U8 => AnyWindows::U8(Arc::new(TokenWindows::foreign(data, seq_len, stride, o)?)),
         Primitive::U16 => AnyWindows::U16(Arc::new(TokenWindows::foreign(data, seq_len, stride, o)?)),
@@ -73,7 +74,7 @@ fn foreign_windows(data: &ForeignDataset, seq_len: u64, stride: u64) -> Result<A
 
 fn native_windows(path: &std::path::Path, seq_len: u64, stride: u64) -> PyResult<AnyWindows> {
     let m = Manifest::load(path).map_err(py_err)?;
-    let o = ReadOptions::default();
+    let o = read_options();
     let w = match m.dtype() {
         Some(Dtype::Primitive(Primitive::U8)) => {
             TokenWindows::open_any_with(path, seq_len, stride, o).map(|w| AnyWindows::U8(Arc::new(w)))

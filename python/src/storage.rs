@@ -11,6 +11,7 @@ use pyo3::types::PyBytes;
 use serde_json::Value;
 
 use crate::errors::{py_err, raise};
+use crate::fork::read_options;
 use crate::formats::{DocumentBytes, MetaBytes, MetaRecord, Segments, Spec, StreamBytes};
 use crate::rust_api::{
     DocumentReader, DocumentWriter, Dtype, Manifest, StreamReader, StreamWithMetaReader,
@@ -141,7 +142,7 @@ impl PyStreamReader {
     #[pyo3(signature = (path, descr, name, params))]
     fn new(path: PathBuf, descr: Option<&str>, name: String, params: &str) -> PyResult<Self> {
         let format = StreamBytes { spec: spec(name, params)?, dtype: dtype_or_manifest(&path, descr)? };
-        Ok(PyStreamReader { inner: StreamReader::open(&path, format).map_err(py_err)? })
+        Ok(PyStreamReader { inner: StreamReader::open_with(&path, format, read_options()).map_err(py_err)? })
     }
 
     fn __len__(&self) -> usize {
@@ -219,7 +220,8 @@ struct PyDocumentReader {
 impl PyDocumentReader {
     #[new]
     fn new(path: PathBuf, name: String, params: &str) -> PyResult<Self> {
-        let r = DocumentReader::open(&path, DocumentBytes { spec: spec(name, params)? }).map_err(py_err)?;
+        let r = DocumentReader::open_with(&path, DocumentBytes { spec: spec(name, params)? }, read_options())
+            .map_err(py_err)?;
         Ok(PyDocumentReader { inner: r })
     }
 
@@ -304,7 +306,9 @@ impl PyMetaReader {
     #[pyo3(signature = (path, descr, name, params))]
     fn new(path: PathBuf, descr: Option<&str>, name: String, params: &str) -> PyResult<Self> {
         let format = MetaBytes { spec: spec(name, params)?, dtype: dtype_or_manifest(&path, descr)? };
-        Ok(PyMetaReader { inner: StreamWithMetaReader::open(&path, format).map_err(py_err)? })
+        Ok(PyMetaReader {
+            inner: StreamWithMetaReader::open_with(&path, format, read_options()).map_err(py_err)?,
+        })
     }
 
     fn __len__(&self) -> usize {

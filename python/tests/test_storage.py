@@ -94,6 +94,9 @@ def test_structured_storages_are_the_rust_columns_layout(tmp_path):
     # numpy's own memmap reads the shard file (the layout is numpy's).
     raw = np.fromfile(tmp_path / "c" / "shard-00002.stream", dtype=dt)
     assert raw["tokens"].tolist() == [0, 1, 2, 3]
+    # The CLI (the Rust library) opens it and verifies its checksums.
+    out = run_cli("inspect", str(tmp_path / "c"), "--verify")
+    assert "columns" in out and "4 elements" in out
     # Reopened without a format: the built-in StreamNumpyFormat.
     w = gl.StreamStorage(tmp_path / "c").read(1, 2)
     assert w["tokens"].tolist() == [1, 2] and w["mask"].tolist() == [1, 0]
