@@ -117,20 +117,9 @@ class _TokenWindows:
 
 @final
 class _Loader:
-    def __new__(
-        cls,
-        source: Any,
-        batch_size: int,
-        shuffle: bool,
-        seed: int,
-        epochs: int | None,
-        workers: int,
-        prefetch: int | None,
-        rank: int,
-        world_size: int,
-        drop_remainder: bool,
-        global_batch: int | None,
-    ) -> _Loader: ...
+    def __new__(cls, source: Any, options: dict[str, Any]) -> _Loader:
+        """``options``: batch_size, shuffle, seed, epochs, workers, prefetch, rank, world_size,
+        drop_remainder, global_batch (the arguments of ``guideloom.Loader``)."""
     def __len__(self) -> int: ...
     def start(self, state: str | None = None, round_down: bool = False) -> None: ...
     def next(self) -> tuple[Any, npt.NDArray[np.uint64], int, int, npt.NDArray[np.bool_]] | None: ...

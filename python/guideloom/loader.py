@@ -104,19 +104,19 @@ class Loader:
         rust_source = source._rust() if isinstance(source, TokenWindows) else source
         if not isinstance(source, TokenWindows) and not (hasattr(source, "__len__") and hasattr(source, "__getitem__")):
             raise ConfigError(f"a source needs __len__ and __getitem__, {type(source).__name__} has not", field="source")
-        self._rust = _rs._Loader(
-            rust_source,
-            _count(batch_size, "batch_size"),
-            bool(shuffle),
-            _count(seed, "seed", limit=2**64),
-            None if epochs is None else _count(epochs, "epochs"),
-            _count(workers, "workers"),
-            None if prefetch is None else _count(prefetch, "prefetch"),
-            _count(rank, "rank"),
-            _count(world_size, "world_size"),
-            bool(drop_remainder),
-            None if global_batch is None else _count(global_batch, "global_batch"),
-        )
+        options = {
+            "batch_size": _count(batch_size, "batch_size"),
+            "shuffle": bool(shuffle),
+            "seed": _count(seed, "seed", limit=2**64),
+            "epochs": None if epochs is None else _count(epochs, "epochs"),
+            "workers": _count(workers, "workers"),
+            "prefetch": None if prefetch is None else _count(prefetch, "prefetch"),
+            "rank": _count(rank, "rank"),
+            "world_size": _count(world_size, "world_size"),
+            "drop_remainder": bool(drop_remainder),
+            "global_batch": None if global_batch is None else _count(global_batch, "global_batch"),
+        }
+        self._rust = _rs._Loader(rust_source, options)
         self._round_down = bool(round_down)
         self._pending: str | None = None
         self._started = False

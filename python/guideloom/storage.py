@@ -181,7 +181,24 @@ def _spans(spans: Iterable[Sequence[Any]]) -> list[tuple[int, int]]:
     return out
 
 
-class StreamReader:
+class _WindowReader:
+    """What the two stream readers share: ``len()`` and ``read(offset, length)``."""
+
+    _rust: Any
+
+    def __len__(self) -> int:
+        """Elements in the stream."""
+        return len(self._rust)
+
+    def read(self, offset: int, length: int) -> Any:
+        """The window of ``length`` elements from ``offset``, decoded by the format."""
+        return self.read_many([(offset, length)])[0]
+
+    def read_many(self, spans: Iterable[Sequence[Any]]) -> list[Any]:
+        raise NotImplementedError
+
+
+class StreamReader(_WindowReader):
     """Reads windows of a stream storage: ``read(offset, length)`` and ``read_many``.
 
     The elements of a read arrive as one numpy array over memory Rust owns (no copy); the
@@ -195,14 +212,6 @@ class StreamReader:
         self._dtype = np.dtype(storage_format.stream_dtype)
         name, params = _spec(storage_format)
         self._rust = _rs._StreamReader(path, _descr(self._dtype), name, params)
-
-    def __len__(self) -> int:
-        """Elements in the stream."""
-        return len(self._rust)
-
-    def read(self, offset: int, length: int) -> Any:
-        """The window of ``length`` elements from ``offset``, decoded by the format."""
-        return self.read_many([(offset, length)])[0]
 
     def read_many(self, spans: Iterable[Sequence[Any]]) -> list[Any]:
         """The windows ``[(offset, length), ...]`` with one Rust read call, each decoded.
@@ -233,7 +242,7 @@ class _Storage:
     _reader: Any
     _reader_pid: int
 
-    def __init__(self, path: str | os.PathLike[str], storage_format: Any, mode: str) -> None:
+    def __init__(self, path: str | os.PathLike[str], storage_format: Any = None, mode: str = "r") -> None:
         _check_mode(mode)
         self.path = os.fspath(path)
         self.mode = mode
@@ -305,25 +314,8 @@ class _Storage:
         return (type(self), (self.path, self.storage_format, "r"))
 
 
-class StreamStorage(_Storage):
-    """A stream storage: fixed-size elements of the format's ``stream_dtype``, appended a record at
-    a time, read as windows ``(offset, length)`` of the stream.
-
-    Args:
-        path: The storage directory.
-        storage_format: A :class:`~guideloom.types.StreamStorageFormat` (for example
-            :class:`~guideloom.StreamNumpyFormat`); optional for ``mode="r"`` (the manifest's).
-        mode: ``"r"`` read, ``"w"`` create, ``"a"`` append (create when missing).
-    """
-
-    def __init__(self, path: str | os.PathLike[str], storage_format: Any = None, mode: str = "r") -> None:
-        super().__init__(path, storage_format, mode)
-
-    def _make_writer(self, create: bool) -> StreamWriter:
-        return StreamWriter(self.path, self.storage_format, create)
-
-    def _make_reader(self) -> StreamReader:
-        return StreamReader(self.path, self.storage_format)
+class _StreamKind(_Storage):
+    """What the two stream storages share: ``len()``, ``read``, ``read_many`` of the last commit."""
 
     def __len__(self) -> int:
         """Elements in the stream (last commit)."""
@@ -337,6 +329,24 @@ class StreamStorage(_Storage):
         """``reader.read_many(spans)``."""
         out: list[Any] = self.reader.read_many(spans)
         return out
+
+
+class StreamStorage(_StreamKind):
+    """A stream storage: fixed-size elements of the format's ``stream_dtype``, appended a record at
+    a time, read as windows ``(offset, length)`` of the stream.
+
+    Args:
+        path: The storage directory.
+        storage_format: A :class:`~guideloom.types.StreamStorageFormat` (for example
+            :class:`~guideloom.StreamNumpyFormat`); optional for ``mode="r"`` (the manifest's).
+        mode: ``"r"`` read, ``"w"`` create, ``"a"`` append (create when missing).
+    """
+
+    def _make_writer(self, create: bool) -> StreamWriter:
+        return StreamWriter(self.path, self.storage_format, create)
+
+    def _make_reader(self) -> StreamReader:
+        return StreamReader(self.path, self.storage_format)
 
 
 class DocumentWriter(_Writer):
@@ -410,9 +420,6 @@ class DocumentStorage(_Storage):
             :class:`~guideloom.DocumentPickleFormat`); optional for ``mode="r"``.
         mode: ``"r"``, ``"w"`` or ``"a"`` as for :class:`StreamStorage`.
     """
-
-    def __init__(self, path: str | os.PathLike[str], storage_format: Any = None, mode: str = "r") -> None:
-        super().__init__(path, storage_format, mode)
 
     def _make_writer(self, create: bool) -> DocumentWriter:
         return DocumentWriter(self.path, self.storage_format, create)
@@ -504,7 +511,7 @@ class StreamWithMetaWriter(_Writer):
         return int(self._rust.append(packed.view(np.uint8), keys, payloads, shard))
 
 
-class StreamWithMetaReader:
+class StreamWithMetaReader(_WindowReader):
     """Reads windows of a stream-with-meta storage; the format's ``unpack(stream_data,
     document_shard, document_index, document_data)`` gets the payloads the window touches,
     remapped for the read."""
@@ -515,13 +522,6 @@ class StreamWithMetaReader:
         name, params = _spec(storage_format)
         self._rust = _rs._MetaReader(path, _descr(self._dtype), name, params)
 
-    def __len__(self) -> int:
-        return len(self._rust)
-
-    def read(self, offset: int, length: int) -> Any:
-        """The window of ``length`` elements from ``offset``, decoded by the format."""
-        return self.read_many([(offset, length)])[0]
-
     def read_many(self, spans: Iterable[Sequence[Any]]) -> list[Any]:
         """The windows ``[(offset, length), ...]`` with one Rust read call, each decoded."""
         out = []
@@ -530,7 +530,7 @@ class StreamWithMetaReader:
         return out
 
 
-class StreamWithMetaStorage(_Storage):
+class StreamWithMetaStorage(_StreamKind):
     """A stream-with-meta storage: a stream whose elements each point to a metadata payload stored
     once per run (a custom :class:`~guideloom.types.StreamWithMetaStorageFormat` is required).
 
@@ -540,23 +540,8 @@ class StreamWithMetaStorage(_Storage):
         mode: ``"r"``, ``"w"`` or ``"a"`` as for :class:`StreamStorage`.
     """
 
-    def __init__(self, path: str | os.PathLike[str], storage_format: Any = None, mode: str = "r") -> None:
-        super().__init__(path, storage_format, mode)
-
     def _make_writer(self, create: bool) -> StreamWithMetaWriter:
         return StreamWithMetaWriter(self.path, self.storage_format, create)
 
     def _make_reader(self) -> StreamWithMetaReader:
         return StreamWithMetaReader(self.path, self.storage_format)
-
-    def __len__(self) -> int:
-        return len(self.reader)
-
-    def read(self, offset: int, length: int) -> Any:
-        """``reader.read(offset, length)``."""
-        return self.reader.read(offset, length)
-
-    def read_many(self, spans: Iterable[Sequence[Any]]) -> list[Any]:
-        """``reader.read_many(spans)``."""
-        out: list[Any] = self.reader.read_many(spans)
-        return out

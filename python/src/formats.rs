@@ -19,6 +19,18 @@ pub(crate) struct Spec {
     pub(crate) params: Value,
 }
 
+/// The `name` and `params` methods of a format trait, from the format's [`Spec`] field `spec`.
+macro_rules! spec_methods {
+    () => {
+        fn name(&self) -> &str {
+            &self.spec.name
+        }
+        fn params(&self) -> Value {
+            self.spec.params.clone()
+        }
+    };
+}
+
 /// Shard segmentation of one stream window.
 #[derive(Debug, Clone)]
 pub(crate) struct Segments {
@@ -48,12 +60,7 @@ impl StreamFormat for StreamBytes {
     type Input = [u8];
     type Output = Segments;
 
-    fn name(&self) -> &str {
-        &self.spec.name
-    }
-    fn params(&self) -> Value {
-        self.spec.params.clone()
-    }
+    spec_methods!();
     fn dtype(&self) -> Dtype {
         self.dtype.clone()
     }
@@ -77,12 +84,7 @@ impl DocumentFormat for DocumentBytes {
     type Input = [u8];
     type Output = (Vec<u8>, u64);
 
-    fn name(&self) -> &str {
-        &self.spec.name
-    }
-    fn params(&self) -> Value {
-        self.spec.params.clone()
-    }
+    spec_methods!();
     fn pack(&self, document: &[u8], out: &mut Vec<u8>) -> Result<(), FormatError> {
         out.extend_from_slice(document);
         Ok(())
@@ -123,12 +125,7 @@ impl StreamWithMetaFormat for MetaBytes {
     type Output = MetaRead;
     type Key = u64;
 
-    fn name(&self) -> &str {
-        &self.spec.name
-    }
-    fn params(&self) -> Value {
-        self.spec.params.clone()
-    }
+    spec_methods!();
     fn dtype(&self) -> Dtype {
         self.dtype.clone()
     }

@@ -142,8 +142,9 @@ impl DataSource for PySource {
     }
 }
 
-/// The loader options from Python.
-#[derive(Clone)]
+/// The loader options from Python: a dict with one item per field (`guideloom.Loader` makes it).
+#[derive(Clone, FromPyObject)]
+#[pyo3(from_item_all)]
 struct Options {
     batch_size: u64,
     shuffle: bool,
@@ -214,34 +215,8 @@ impl Drop for PyLoader {
 #[pymethods]
 impl PyLoader {
     #[new]
-    #[pyo3(signature = (source, batch_size, shuffle, seed, epochs, workers, prefetch, rank, world_size, drop_remainder, global_batch))]
-    #[allow(clippy::too_many_arguments)]
-    fn new(
-        py: Python<'_>,
-        source: &Bound<'_, PyAny>,
-        batch_size: u64,
-        shuffle: bool,
-        seed: u64,
-        epochs: Option<u64>,
-        workers: usize,
-        prefetch: Option<usize>,
-        rank: u64,
-        world_size: u64,
-        drop_remainder: bool,
-        global_batch: Option<u64>,
-    ) -> PyResult<Self> {
-        let o = Options {
-            batch_size,
-            shuffle,
-            seed,
-            epochs,
-            workers,
-            prefetch,
-            rank,
-            world_size,
-            drop_remainder,
-            global_batch,
-        };
+    fn new(py: Python<'_>, source: &Bound<'_, PyAny>, options: Options) -> PyResult<Self> {
+        let o = options;
         let built: Box<dyn Built> = if let Ok(w) = source.cast::<PyTokenWindows>() {
             let w = w.get();
             py.detach(|| each_windows!(&w.windows, w => token_loader(w, &o))).map_err(py_err)?

@@ -12,5 +12,5 @@ pub(crate) use guideloom::loader::{
 pub(crate) use guideloom::storage::foreign::{ForeignDataset, ForeignError, ForeignFormat, ForeignOptions};
 pub(crate) use guideloom::storage::{
     DocumentReader, DocumentWriter, Manifest, PreadBackend, ReadOptions, StorageError, StreamReader,
-    StreamWithMetaReader, StreamWithMetaWriter, StreamWriter, Window,
+    StreamWithMetaReader, StreamWithMetaWriter, StreamWriter, Window, Writer, WriterKind,
 };

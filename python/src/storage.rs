@@ -15,7 +15,7 @@ use crate::fork::read_options;
 use crate::formats::{DocumentBytes, MetaBytes, MetaRecord, Segments, Spec, StreamBytes};
 use crate::rust_api::{
     DocumentReader, DocumentWriter, Dtype, Manifest, StreamReader, StreamWithMetaReader,
-    StreamWithMetaWriter, StreamWriter, Window,
+    StreamWithMetaWriter, StreamWriter, Window, Writer, WriterKind,
 };
 
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -92,6 +92,31 @@ fn with_writer<W, T>(slot: &Mutex<Option<W>>, f: impl FnOnce(&mut W) -> PyResult
     }
 }
 
+/// Opens (`create`: creates) the writer of a storage, in its slot.
+fn open_writer<K: WriterKind>(
+    path: &Path,
+    create: bool,
+    format: K::Format,
+) -> PyResult<Mutex<Option<Writer<K>>>> {
+    check_new(path, create)?;
+    Ok(Mutex::new(Some(Writer::open(path, format).map_err(py_err)?)))
+}
+
+/// Commits the writer of `slot` with the GIL released.
+fn commit<K: WriterKind>(py: Python<'_>, slot: &Mutex<Option<Writer<K>>>) -> PyResult<()>
+where
+    Writer<K>: Send,
+{
+    py.detach(|| with_writer(slot, |w| w.commit().map_err(py_err)))
+}
+
+/// Drops the writer of `slot` (what it appended since its last commit is discarded).
+fn close<T>(slot: &Mutex<Option<T>>) {
+    if let Ok(mut g) = slot.lock() {
+        g.take();
+    }
+}
+
 /// The Rust stream writer: `append(element bytes, shard)`, `commit()`, `close()`.
 #[pyclass(module = "guideloom._guideloom", name = "_StreamWriter")]
 struct PyStreamWriter {
@@ -102,10 +127,8 @@ struct PyStreamWriter {
 impl PyStreamWriter {
     #[new]
     fn new(path: PathBuf, descr: &str, name: String, params: &str, create: bool) -> PyResult<Self> {
-        check_new(&path, create)?;
         let format = StreamBytes { spec: spec(name, params)?, dtype: dtype(descr)? };
-        let w = StreamWriter::open(&path, format).map_err(py_err)?;
-        Ok(PyStreamWriter { inner: Mutex::new(Some(w)) })
+        Ok(PyStreamWriter { inner: open_writer(&path, create, format)? })
     }
 
     /// Appends one record's element bytes to `shard`; returns its element count.
@@ -115,7 +138,7 @@ impl PyStreamWriter {
     }
 
     fn commit(&self, py: Python<'_>) -> PyResult<()> {
-        py.detach(|| with_writer(&self.inner, |w| w.commit().map_err(py_err)))
+        commit(py, &self.inner)
     }
 
     fn shard_len(&self, shard: u64) -> PyResult<u64> {
@@ -123,9 +146,7 @@ impl PyStreamWriter {
     }
 
     fn close(&self) {
-        if let Ok(mut g) = self.inner.lock() {
-            g.take();
-        }
+        close(&self.inner);
     }
 }
 
@@ -189,9 +210,9 @@ struct PyDocumentWriter {
 impl PyDocumentWriter {
     #[new]
     fn new(path: PathBuf, name: String, params: &str, create: bool) -> PyResult<Self> {
-        check_new(&path, create)?;
-        let w = DocumentWriter::open(&path, DocumentBytes { spec: spec(name, params)? }).map_err(py_err)?;
-        Ok(PyDocumentWriter { inner: Mutex::new(Some(w)) })
+        Ok(PyDocumentWriter {
+            inner: open_writer(&path, create, DocumentBytes { spec: spec(name, params)? })?,
+        })
     }
 
     /// Appends one encoded document to `shard`; returns its global index.
@@ -200,13 +221,11 @@ impl PyDocumentWriter {
     }
 
     fn commit(&self, py: Python<'_>) -> PyResult<()> {
-        py.detach(|| with_writer(&self.inner, |w| w.commit().map_err(py_err)))
+        commit(py, &self.inner)
     }
 
     fn close(&self) {
-        if let Ok(mut g) = self.inner.lock() {
-            g.take();
-        }
+        close(&self.inner);
     }
 }
 
@@ -249,10 +268,8 @@ struct PyMetaWriter {
 impl PyMetaWriter {
     #[new]
     fn new(path: PathBuf, descr: &str, name: String, params: &str, create: bool) -> PyResult<Self> {
-        check_new(&path, create)?;
         let format = MetaBytes { spec: spec(name, params)?, dtype: dtype(descr)? };
-        let w = StreamWithMetaWriter::open(&path, format).map_err(py_err)?;
-        Ok(PyMetaWriter { inner: Mutex::new(Some(w)) })
+        Ok(PyMetaWriter { inner: open_writer(&path, create, format)? })
     }
 
     /// Appends one record: its element bytes, per element its run key (interned within the
@@ -273,13 +290,11 @@ impl PyMetaWriter {
     }
 
     fn commit(&self, py: Python<'_>) -> PyResult<()> {
-        py.detach(|| with_writer(&self.inner, |w| w.commit().map_err(py_err)))
+        commit(py, &self.inner)
     }
 
     fn close(&self) {
-        if let Ok(mut g) = self.inner.lock() {
-            g.take();
-        }
+        close(&self.inner);
     }
 }
 
