@@ -80,7 +80,8 @@ class Loader:
         round_down: a loaded state of another global batch resumes at the start of its step.
 
     Iterating gives :class:`Batch` es; ``iter(loader)`` starts over, or from the state given to
-    :meth:`load_state_dict` / :meth:`set_state`. The GIL is released while Rust works and while
+    :meth:`load_state_dict` / :meth:`set_state` (``next(loader)`` before any ``iter`` starts it
+    too; once exhausted it stays so until the next ``iter``). The GIL is released while Rust works and while
     the consumer waits. The state is the JSON the CLI's ``--save-state`` writes and
     ``--resume`` reads; it holds no worker count, so it resumes onto any ``workers``.
     """
@@ -119,7 +120,8 @@ class Loader:
         self._rust = _rs._Loader(rust_source, options)
         self._round_down = bool(round_down)
         self._pending: str | None = None
-        self._started = False
+        # "new": not started (next() starts it); "running"; "done": exhausted until iter() again.
+        self._phase = "new"
 
     def __len__(self) -> int:
         """Batches per epoch of this rank."""
@@ -128,22 +130,24 @@ class Loader:
     def __iter__(self) -> Loader:
         self._rust.start(self._pending, self._round_down)
         self._pending = None
-        self._started = True
+        self._phase = "running"
         return self
 
     def __next__(self) -> Batch:
-        if not self._started:
+        if self._phase == "new":
             self.__iter__()
+        elif self._phase == "done":
+            raise StopIteration
         got = self._rust.next()
         if got is None:
-            self._started = False
+            self._phase = "done"
             raise StopIteration
         return Batch(*got)
 
     def close(self) -> None:
         """Stops the worker threads."""
         self._rust.close()
-        self._started = False
+        self._phase = "new"
 
     def __enter__(self) -> Loader:
         return self
@@ -177,7 +181,7 @@ class Loader:
         self._rust.start(text, self._round_down)  # validates it now
         self._rust.close()
         self._pending = text
-        self._started = False
+        self._phase = "new"
 
     def get_state(self) -> bytes:
         """The state as JSON bytes (Grain's protocol)."""

@@ -238,28 +238,22 @@ impl PyLoader {
     #[pyo3(signature = (state=None, round_down=false))]
     fn start(&self, py: Python<'_>, state: Option<&str>, round_down: bool) -> PyResult<()> {
         let state = state.map(State::from_json).transpose().map_err(py_err)?;
-        let old = self.lock()?.take();
-        let new = py.detach(move || {
-            drop(old);
-            self.built.start(state.as_ref(), round_down)
-        });
-        *self.lock()? = Some(new.map_err(py_err)?);
-        Ok(())
+        let started = self.with_running(py, |running| {
+            drop(running.take());
+            self.built.start(state.as_ref(), round_down).map(|r| *running = Some(r))
+        })?;
+        started.map_err(|e| to_py(py, &e))
     }
 
     /// The next batch, or `None` at the end.
     #[allow(clippy::type_complexity)]
     fn next(&self, py: Python<'_>) -> PyResult<Option<(Py<PyAny>, Py<PyAny>, u64, u64, Py<PyAny>)>> {
-        let mut guard = self.lock()?;
-        let Some(running) = guard.as_mut() else {
-            return Err(raise("LoaderError", "the loader is not started"));
-        };
-        let got = py.detach(|| running.next_batch());
-        drop(guard);
+        let got = self.with_running(py, |running| running.as_mut().map(|r| r.next_batch()))?;
         match got {
-            None => Ok(None),
-            Some(Err(e)) => Err(to_py(py, &e)),
-            Some(Ok(out)) => {
+            None => Err(raise("LoaderError", "the loader is not started")),
+            Some(None) => Ok(None),
+            Some(Some(Err(e))) => Err(to_py(py, &e)),
+            Some(Some(Ok(out))) => {
                 let data = out.data.into_python(py)?;
                 let indices = out.indices.into_pyarray(py).into_any().unbind();
                 let padding = out.padding.into_pyarray(py).into_any().unbind();
@@ -269,23 +263,26 @@ impl PyLoader {
     }
 
     /// The state (JSON) after the last batch taken; before any, the initial state.
-    fn state(&self) -> PyResult<String> {
-        Ok(match self.lock()?.as_ref() {
-            Some(r) => r.state().to_json(),
-            None => self.built.initial_state().to_json(),
-        })
+    fn state(&self, py: Python<'_>) -> PyResult<String> {
+        let state = self.with_running(py, |running| running.as_ref().map(|r| r.state()))?;
+        Ok(state.unwrap_or_else(|| self.built.initial_state()).to_json())
     }
 
     /// Stops the workers.
     fn close(&self, py: Python<'_>) -> PyResult<()> {
-        let old = self.lock()?.take();
-        py.detach(move || drop(old));
-        Ok(())
+        self.with_running(py, |running| drop(running.take()))
     }
 }
 
 impl PyLoader {
-    fn lock(&self) -> PyResult<std::sync::MutexGuard<'_, Option<Box<dyn Running>>>> {
-        self.running.lock().map_err(|_| raise("LoaderError", "the loader was poisoned by a panic"))
+    /// Runs `f` on the running iterator with the GIL released: the lock is taken without the GIL,
+    /// so a thread waiting for a batch (whose workers may need the GIL) never blocks one holding it.
+    fn with_running<T: Send>(
+        &self,
+        py: Python<'_>,
+        f: impl FnOnce(&mut Option<Box<dyn Running>>) -> T + Send,
+    ) -> PyResult<T> {
+        py.detach(|| self.running.lock().map(|mut g| f(&mut g)).map_err(|_| ()))
+            .map_err(|()| raise("LoaderError", "the loader was poisoned by a panic"))
     }
 }

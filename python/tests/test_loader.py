@@ -30,6 +30,9 @@ def test_batches_are_the_windows_of_their_indices(tokens):
     loader = gl.Loader(ts, batch_size=4, shuffle=True, seed=3, epochs=2, workers=2)
     batches = list(loader)
     assert len(batches) == 2 * len(loader)
+    with pytest.raises(StopIteration):  # exhausted until the next iter()
+        next(loader)
+    assert [x.number for x in loader] == [x.number for x in batches]
     seen = []
     for b in batches:
         assert b.data.shape == (len(b.indices), 32) and b.data.dtype == np.uint16
@@ -211,3 +214,32 @@ def test_the_loader_does_not_pickle(tokens):
 
     with pytest.raises(TypeError, match="state_dict"):
         pickle.dumps(gl.Loader(gl.TokenWindows(tokens, seq_len=16)))
+
+
+def test_two_threads_sharing_a_loader_over_a_python_source_do_not_deadlock():
+    class Slow(Squares):
+        def __getitem__(self, i):
+            time.sleep(0.002)
+            return i
+
+    loader = gl.Loader(Slow(64), batch_size=2, workers=2)
+    iter(loader)
+    got: list[int] = []
+    lock = threading.Lock()
+
+    def drain():
+        while True:
+            try:
+                b = next(loader)
+            except StopIteration:
+                return
+            with lock:
+                got.extend(b.data)
+
+    threads = [threading.Thread(target=drain) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert not any(t.is_alive() for t in threads)
+    assert sorted(got) == list(range(64))
