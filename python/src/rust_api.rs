@@ -3,7 +3,7 @@
 
 pub(crate) use guideloom::formats::{
     DocumentFormat, Dtype, Element, FormatError, MetaSink, MetaWindow, Primitive, RawWindow, StreamFormat,
-    StreamWithMetaFormat,
+    StreamWithMetaFormat, TokenElement, TokenFormat,
 };
 pub(crate) use guideloom::loader::{
     Collate, DataSource, Loader, LoaderBuilder, LoaderError, LoaderIter, ResumeOptions, State, TokenBatch,
@@ -11,6 +11,7 @@ pub(crate) use guideloom::loader::{
 };
 pub(crate) use guideloom::storage::foreign::{ForeignDataset, ForeignError, ForeignFormat, ForeignOptions};
 pub(crate) use guideloom::storage::{
-    DocumentReader, DocumentWriter, Manifest, PreadBackend, ReadOptions, StorageError, StreamReader,
-    StreamWithMetaReader, StreamWithMetaWriter, StreamWriter, Window, Writer, WriterKind,
+    DocumentReader, DocumentWriter, Manifest, PreadBackend, ReadOptions, RemoteOptions, StorageDir,
+    StorageError, StorageLocation, StreamReader, StreamWithMetaReader, StreamWithMetaWriter, StreamWriter,
+    Window, Writer, WriterKind,
 };

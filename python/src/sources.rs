@@ -11,7 +11,8 @@ use crate::errors::{py_err, raise};
 use crate::fork::read_options;
 use crate::rust_api::{
     Collate, DataSource, Dtype, Element, ForeignDataset, ForeignFormat, ForeignOptions, LoaderError,
-    Manifest, Primitive, TokenBatch, TokenWindows,
+    Manifest, Primitive, ReadOptions, RemoteOptions, StorageDir, StorageLocation, StreamReader, TokenBatch,
+    TokenElement, TokenFormat, TokenWindows,
 };
 
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -72,6 +73,30 @@ fn foreign_windows(data: &ForeignDataset, seq_len: u64, stride: u64) -> Result<A
     })
 }
 
+/// Windows over a native storage at an object-store URL (`s3://`, `gs://`, `az://`, `http(s)://`;
+/// the store's options from the environment, as the CLI reads them).
+fn remote_windows(location: &StorageLocation, seq_len: u64, stride: u64) -> PyResult<AnyWindows> {
+    let remote = RemoteOptions::from_env().map_err(py_err)?;
+    let dir = location.open_with(&remote).map_err(py_err)?;
+    let m = Manifest::load_from(dir.as_ref()).map_err(py_err)?;
+    let o = read_options();
+    fn open<E: TokenElement + numpy::Element>(
+        dir: Arc<dyn StorageDir>,
+        o: ReadOptions,
+        seq_len: u64,
+        stride: u64,
+    ) -> PyResult<Arc<TokenWindows<E>>> {
+        let reader = StreamReader::open_in(dir, TokenFormat::<E>::new(), o).map_err(py_err)?;
+        Ok(Arc::new(TokenWindows::new(reader, seq_len, stride).map_err(py_err)?))
+    }
+    Ok(match m.dtype() {
+        Some(Dtype::Primitive(Primitive::U8)) => AnyWindows::U8(open(dir, o, seq_len, stride)?),
+        Some(Dtype::Primitive(Primitive::U16)) => AnyWindows::U16(open(dir, o, seq_len, stride)?),
+        Some(Dtype::Primitive(Primitive::U64)) => AnyWindows::U64(open(dir, o, seq_len, stride)?),
+        _ => AnyWindows::U32(open(dir, o, seq_len, stride)?),
+    })
+}
+
 fn native_windows(path: &std::path::Path, seq_len: u64, stride: u64) -> PyResult<AnyWindows> {
     let m = Manifest::load(path).map_err(py_err)?;
     let o = read_options();
@@ -109,8 +134,12 @@ impl PyTokenWindows {
         dtype: Option<&str>,
         column: Option<String>,
     ) -> PyResult<Self> {
-        if format.is_none() && dtype.is_none() && column.is_none() && location.join("manifest.json").is_file()
-        {
+        let at = StorageLocation::from_path(&location);
+        let plain = format.is_none() && dtype.is_none() && column.is_none();
+        if plain && at.is_remote() && !location.to_string_lossy().contains(['*', '?']) {
+            return Ok(PyTokenWindows { windows: remote_windows(&at, seq_len, stride)? });
+        }
+        if plain && location.join("manifest.json").is_file() {
             return Ok(PyTokenWindows { windows: native_windows(&location, seq_len, stride)? });
         }
         let mut options = ForeignOptions::new();
@@ -122,7 +151,12 @@ impl PyTokenWindows {
             options.dtype = Some(Primitive::from_descr(d).map_err(py_err)?);
         }
         options.column = column;
-        let data = ForeignDataset::open(&location, &options).map_err(py_err)?;
+        let remote = if at.is_remote() {
+            RemoteOptions::from_env().map_err(py_err)?
+        } else {
+            RemoteOptions::default()
+        };
+        let data = ForeignDataset::open_at(&at, &remote, &options).map_err(py_err)?;
         Ok(PyTokenWindows { windows: foreign_windows(&data, seq_len, stride).map_err(py_err)? })
     }
 
