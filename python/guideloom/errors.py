@@ -1,0 +1,118 @@
+"""guideloom's exceptions: one class per error family of the Rust crates.
+
+Every class derives from :class:`GuideloomError` and, where one fits, from the matching builtin
+(``FileNotFoundError``, ``ValueError``, ``OSError``, ``IndexError``), so ``except ValueError``
+keeps working. The context of the error (``path``, ``shard``, ``index``, ``field``, ``element``,
+``offset``, ``length``, ``total``, ``url``, ``expected``, ``found``, where known) is given as
+attributes (``None`` when not known) and in :attr:`GuideloomError.context`. Exceptions pickle
+across processes with their context.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = [
+    "GuideloomError",
+    "StorageError",
+    "StorageNotFoundError",
+    "StorageExistsError",
+    "StorageMismatchError",
+    "StorageLockedError",
+    "StorageClosedError",
+    "CorruptStorageError",
+    "ForeignLayoutError",
+    "RemoteError",
+    "FormatError",
+    "LoaderError",
+    "ConfigError",
+    "StateError",
+    "OutOfRangeError",
+]
+
+_CONTEXT = ("path", "shard", "index", "field", "element", "offset", "length", "total", "url",
+            "expected", "found", "batch", "epoch")
+
+
+class GuideloomError(Exception):
+    """Root of guideloom's exceptions. ``str(e)`` is the whole chain of the Rust error."""
+
+    path: str | None
+    shard: int | None
+    index: int | None
+    field: str | None
+    element: int | None
+
+    def __init__(self, message: str, **context: Any) -> None:
+        super().__init__(message)
+        self.context: dict[str, Any] = dict(context)
+        for name in _CONTEXT:
+            setattr(self, name, context.get(name))
+        for name, value in context.items():
+            setattr(self, name, value)
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_rebuild, (type(self), str(self), self.context))
+
+
+def _rebuild(cls: type[GuideloomError], message: str, context: dict[str, Any]) -> GuideloomError:
+    return cls(message, **context)
+
+
+class StorageError(GuideloomError, OSError):
+    """A storage could not be opened, read or written (guideloom-storage's ``StorageError``)."""
+
+
+class StorageNotFoundError(StorageError, FileNotFoundError):
+    """No storage (no ``manifest.json``) or no file where one was expected."""
+
+
+class StorageExistsError(StorageError, FileExistsError):
+    """``mode="w"`` where a storage is already committed."""
+
+
+class StorageMismatchError(StorageError, ValueError):
+    """The storage holds another kind or dtype than the format asks for."""
+
+
+class StorageLockedError(StorageError):
+    """Another writer has the storage open."""
+
+
+class StorageClosedError(StorageError, ValueError):
+    """The writer or reader is closed."""
+
+
+class CorruptStorageError(StorageError):
+    """A damaged storage: invalid manifest, missing or short shard, corrupt index, checksum."""
+
+
+class ForeignLayoutError(StorageError, ValueError):
+    """A dataset in another project's layout (Megatron, nanoGPT, MDS, ...) is not valid."""
+
+
+class RemoteError(StorageError):
+    """An object-store request failed."""
+
+
+class FormatError(GuideloomError, ValueError):
+    """A record does not fit its format, or stored bytes do not decode (guideloom-formats)."""
+
+
+class LoaderError(GuideloomError):
+    """A loader or data source failed (guideloom-loader's ``LoaderError``)."""
+
+
+class ConfigError(LoaderError, ValueError):
+    """An invalid option (batch size, seq_len, seed, shard, dtype, ...)."""
+
+
+class StateError(LoaderError, ValueError):
+    """A loader state that does not parse, has another version, or belongs to other data."""
+
+
+class OutOfRangeError(GuideloomError, IndexError):
+    """An index, offset or length past the end."""

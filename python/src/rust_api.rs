@@ -1,0 +1,19 @@
+//! Every path of the Rust crates the binding uses, in one place (through the facade crate), so
+//! that a move inside the crates changes only this file.
+
+pub(crate) use guideloom::formats::{
+    DocumentFormat, Dtype, Element, FormatError, MetaSink, MetaWindow, Primitive, RawWindow, StreamFormat,
+    StreamWithMetaFormat, TokenElement, TokenFormat,
+};
+pub(crate) use guideloom::interop::{
+    token_windows, ForeignDataset, ForeignError, ForeignFormat, ForeignOptions, InteropError,
+};
+pub(crate) use guideloom::loader::{
+    Collate, DataSource, Loader, LoaderBuilder, LoaderError, LoaderIter, ResumeOptions, State, TokenBatch,
+    TokenWindowCollate, TokenWindows, VecCollate, WindowSpan, STATE_VERSION,
+};
+pub(crate) use guideloom::storage::{
+    DocumentReader, DocumentWriter, Manifest, PreadBackend, ReadOptions, RemoteOptions, StorageDir,
+    StorageError, StorageLocation, StreamReader, StreamWithMetaReader, StreamWithMetaWriter, StreamWriter,
+    Window, Writer, WriterKind,
+};

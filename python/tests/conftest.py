@@ -1,0 +1,78 @@
+"""Shared fixtures: token storages written from Python, the CLI binary, the interop samples."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import guideloom as gl
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+class U16Tokens:
+    """A custom stream format over plain ``<u2`` ids (what the CLI reads as a token stream)."""
+
+    def __init__(self, stream_dtype: np.dtype = np.dtype("<u2")) -> None:
+        self.stream_dtype = np.dtype(stream_dtype)
+
+    def pack(self, data):
+        return np.asarray(data, dtype=self.stream_dtype)
+
+    def unpack(self, stream, shard_lengths, shards):
+        return stream
+
+
+def write_tokens(path: Path, records: list[np.ndarray], shards: int = 3) -> Path:
+    with gl.StreamStorage(path, storage_format=U16Tokens(), mode="w") as st:
+        for i, r in enumerate(records):
+            st.writer.append(r, shard=i % shards)
+    return path
+
+
+def stream_of(records: list[np.ndarray], shards: int = 3) -> np.ndarray:
+    """The stream a storage of ``records`` dealt round-robin over ``shards`` holds (shard order)."""
+    return np.concatenate([r for s in range(shards) for r in records[s::shards]]).astype(np.uint16)
+
+
+@pytest.fixture
+def records() -> list[np.ndarray]:
+    rng = np.random.default_rng(7)
+    return [rng.integers(0, 50_000, size=int(n), dtype=np.uint16) for n in rng.integers(50, 400, size=30)]
+
+
+@pytest.fixture
+def tokens(tmp_path: Path, records) -> Path:
+    return write_tokens(tmp_path / "tokens", records)
+
+
+def interop(name: str) -> Path:
+    """A foreign-layout sample kept in the repository (the interop crate's copy, or storage's)."""
+    for base in (ROOT / "interop" / "tests" / "data" / "interop", ROOT / "storage" / "tests" / "data" / "interop"):
+        if (base / name).exists():
+            return base / name
+    pytest.skip(f"interop sample {name} not in the repository")
+
+
+def cli_binary() -> Path:
+    """The `guideloom` CLI (GUIDELOOM_CLI, else target/release or target/debug)."""
+    env = os.environ.get("GUIDELOOM_CLI")
+    candidates = [Path(env)] if env else [ROOT / "target" / "release" / "guideloom", ROOT / "target" / "debug" / "guideloom"]
+    for c in candidates:
+        if c.is_file():
+            return c
+    pytest.skip("the guideloom CLI is not built (cargo build --release)")
+
+
+def run_cli(*args: str) -> str:
+    out = subprocess.run([str(cli_binary()), *args], check=True, capture_output=True, text=True)
+    return out.stdout
+
+
+def cli_batches(*args: str) -> list[dict]:
+    return [json.loads(line) for line in run_cli("batches", *args).splitlines() if line.strip()]
