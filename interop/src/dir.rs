@@ -71,3 +71,37 @@ impl StorageDir for ForeignDir {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+    use std::sync::Arc;
+
+    use guideloom_storage::{conformance, LocalDir, StorageDir};
+
+    use super::ForeignDir;
+
+    /// The storage seam's conformance suite over the foreign directory (issue 26): with every
+    /// fixture file in memory, every one on disk behind it, and the two mixed.
+    #[test]
+    fn issue26_foreign_dir_passes_the_storage_dir_conformance_suite() {
+        let files = conformance::fixture();
+        for in_memory in [vec![true; files.len()], vec![false; files.len()], vec![true, false, true]] {
+            let disk = tempfile::tempdir().unwrap();
+            let mut mem = BTreeMap::new();
+            for ((name, bytes), &held) in files.iter().zip(&in_memory) {
+                if held {
+                    mem.insert(name.to_string(), Arc::from(bytes.clone().into_boxed_slice()));
+                } else {
+                    std::fs::write(disk.path().join(name), bytes).unwrap();
+                }
+            }
+            let dir = ForeignDir {
+                root: disk.path().to_path_buf(),
+                mem,
+                inner: Arc::new(LocalDir::new(disk.path())) as Arc<dyn StorageDir>,
+            };
+            conformance::check_read(&dir);
+        }
+    }
+}
