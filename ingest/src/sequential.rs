@@ -169,7 +169,7 @@ pub struct FileReader<C> {
 ///
 /// ```
 /// use guideloom_ingest::{JsonlField, JsonlShards};
-/// use guideloom_loader::{SequentialLoader, SequentialSource};
+/// use guideloom_loader::sequential::{SequentialLoader, SequentialSource};
 /// let dir = tempfile::tempdir()?;
 /// let (a, b) = (dir.path().join("a.jsonl"), dir.path().join("b.jsonl"));
 /// std::fs::write(&a, "{\"ids\": [1, 2, 3]}\n\n{\"ids\": [4]}\n")?;
