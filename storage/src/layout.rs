@@ -1,26 +1,20 @@
 //! Streams whose elements lie in files of another layout: a [`StreamLayout`] names the files,
 //! the element runs in them and how the elements are stored, and
-//! [`StreamReader::from_layout`] reads it as a stream storage, in place (the door
-//! `guideloom-interop` opens for datasets written by other projects).
+//! [`crate::StreamReader::from_layout`] (in the stream storage's module) reads it as a stream
+//! storage, in place (the door `guideloom-interop` opens for datasets written by other
+//! projects). A leaf: the description and its checks only.
 
-use std::collections::BTreeMap;
 use std::path::{Component, Path, PathBuf};
-use std::sync::Arc;
 
-use guideloom_formats::{Dtype, StreamFormat};
+use guideloom_formats::Dtype;
 use serde_json::{Map, Value};
 
-use crate::core::Reader;
-use crate::dir::StorageDir;
-use crate::io::{ReadOptions, ShardFile};
-use crate::kind::Stream;
-use crate::manifest::{FormatSpec, Manifest, ShardEntry, StorageKind};
-use crate::stream::{StreamIndex, StreamReader};
+use crate::manifest::FormatSpec;
 use crate::{Result, StorageError};
 
 /// The shape of a stream held by files that are not a guideloom storage: the files, the runs
 /// of elements in them (in stream order) and how each element is stored, plus the
-/// description the reader's manifest carries. [`StreamReader::from_layout`] reads it.
+/// description the reader's manifest carries. [`crate::StreamReader::from_layout`] reads it.
 ///
 /// The stream is the concatenation of [`StreamLayout::segments`]: segment `i` holds
 /// `elements` elements of [`StreamLayout::dtype`] back to back from byte `offset` of file
@@ -98,8 +92,8 @@ impl StreamLayout {
     /// # Errors
     /// [`StorageError::InvalidLayout`] when a segment names no file, lies past its file's
     /// committed bytes, or a count overflows `u64`; the path or dtype checks of
-    /// [`StreamReader::from_layout`].
-    fn check(&self, dir: &Path) -> Result<Vec<u64>> {
+    /// [`crate::StreamReader::from_layout`].
+    pub(crate) fn check(&self, dir: &Path) -> Result<Vec<u64>> {
         let invalid = |reason: String| StorageError::InvalidLayout { dir: dir.to_path_buf(), reason };
         if self.big_endian && !matches!(self.dtype, Dtype::Primitive(_)) {
             return Err(invalid(format!("big-endian elements of the non-primitive dtype {}", self.dtype)));
@@ -137,59 +131,5 @@ impl StreamLayout {
             per_file[s.file] += s.elements;
         }
         Ok(per_file)
-    }
-}
-
-impl<F: StreamFormat> StreamReader<F> {
-    /// A stream reader over the files `layout` describes, read in place through `dir` (a
-    /// [`crate::LocalDir`] through `options.backend`, any other [`StorageDir`] through
-    /// [`StorageDir::read_requests`]): windows, batches, `plan`/`fetch`/`decode` and the
-    /// loader's sources work as over a native storage. The reader's manifest is the one
-    /// [`StreamLayout::spec`] describes; nothing is written, and the files are not opened
-    /// until a batch reads them (a file shorter than its committed length gives
-    /// [`StorageError::ShortRead`] then).
-    ///
-    /// # Errors
-    /// [`StorageError::DtypeMismatch`] when the format's dtype is not the layout's;
-    /// [`StorageError::InvalidLayout`] when a file is not named by a relative path below
-    /// `dir`, a segment names no file or lies past its file's committed bytes, a count
-    /// overflows `u64`, or big-endian elements are not of a primitive dtype;
-    /// [`StorageError::FormatDtype`] when the dtype cannot be stored in a manifest.
-    pub fn from_layout(
-        dir: Arc<dyn StorageDir>,
-        layout: StreamLayout,
-        format: F,
-        options: ReadOptions,
-    ) -> Result<Self> {
-        let want = format.dtype();
-        if want != layout.dtype {
-            return Err(StorageError::DtypeMismatch {
-                path: dir.path().to_path_buf(),
-                expected: want.to_string(),
-                found: layout.dtype.to_string(),
-            });
-        }
-        let per_file = layout.check(dir.path())?;
-        let StreamLayout { files, segments, dtype, big_endian, spec, metadata } = layout;
-        let mut manifest = Manifest::new(StorageKind::Stream, Some(&dtype), spec)?;
-        for (id, (f, elements)) in files.iter().zip(per_file).enumerate() {
-            manifest.upsert(ShardEntry {
-                id: id as u64,
-                elements: Some(elements),
-                documents: None,
-                bytes: f.bytes,
-                checksum: 0,
-                files: BTreeMap::new(),
-            });
-        }
-        *manifest.metadata_mut() = metadata;
-        let index = StreamIndex::from_segments(dtype, &segments, big_endian);
-        let len = index.len();
-        let files = files
-            .iter()
-            .enumerate()
-            .map(|(i, f)| ShardFile { path: dir.path().join(&f.path), shard: i as u64, committed: f.bytes })
-            .collect();
-        Ok(Reader::<Stream<F>>::from_index(dir, manifest, index, files, len, format, options))
     }
 }
