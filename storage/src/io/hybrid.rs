@@ -115,7 +115,8 @@ impl HybridBackend {
     /// [`HybridRoute::Map`] (nothing to read).
     ///
     /// # Errors
-    /// [`StorageError::FileOutOfRange`] when `file >= files.len()`.
+    /// [`StorageError::FileOutOfRange`](crate::StorageError::FileOutOfRange) when `file >=
+    /// files.len()`.
     pub fn route(&self, files: &FileSet, file: usize) -> Result<HybridRoute> {
         self.route_at(files, file, now_ms())
     }
