@@ -3,8 +3,8 @@
 //! root, the working directory of these tests; the binary's side of the regression is in
 //! cli/tests/regression.rs (`issue18_foreign_dataset_state_resumes_from_another_path_or_url`).
 
-use guideloom::loader::{DataSource, StreamWindows};
 use guideloom::interop::{ForeignDataset, ForeignOptions};
+use guideloom::loader::{DataSource, StreamWindows};
 
 /// Moved from `issue18_foreign_dataset_state_resumes_from_another_path_or_url` (the binary's
 /// tests run in cli/, where the relative path the pinned fingerprint hashes does not resolve).

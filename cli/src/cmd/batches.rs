@@ -7,11 +7,11 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use guideloom::formats::{DocumentTokensFormat, TokenElement, TokenFormat};
+use guideloom::interop::ForeignDataset;
 use guideloom::loader::{
     Batch, DataSource, Dropped, Loader, MetaWindows, PackedRow, ResumeOptions, SequentialBatch, State,
     StreamBatch, StreamState, StreamWindows,
 };
-use guideloom::interop::ForeignDataset;
 use guideloom::storage::{ReadOptions, StreamReader, StreamWithMetaReader};
 
 use crate::cli::{BatchesArgs, OrderKind, Plan};

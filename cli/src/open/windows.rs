@@ -9,8 +9,8 @@ use guideloom::formats::{
     DocumentTokensFormat, DocumentTokensWindow, Dtype, FormatError, IntTokenFormat, Primitive, RawWindow,
     StreamFormat, TokenElement, TokenFormat,
 };
-use guideloom::loader::{DataSource, Loader, LoaderBuilder, SequentialBuilder, SequentialSource};
 use guideloom::interop::ForeignDataset;
+use guideloom::loader::{DataSource, Loader, LoaderBuilder, SequentialBuilder, SequentialSource};
 use guideloom::storage::{
     LocalDir, Manifest, ReadOptions, StorageDir, StorageKind, StreamReader, StreamWithMetaReader,
 };

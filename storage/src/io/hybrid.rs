@@ -90,7 +90,17 @@ impl HybridBackend {
     }
 
     /// Uses `cold` for files not in the page cache (default: [`AutoBackend::new`]).
-    pub fn with_cold(mut self, cold: Arc<dyn ReadBackend>) -> Self {
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use guideloom_storage::{HybridBackend, PreadBackend, ReadBackend};
+    /// // SAFETY: no process truncates or rewrites the files this backend reads.
+    /// let b = unsafe { HybridBackend::new() }
+    ///     .cold(Arc::new(PreadBackend))
+    ///     .recheck_interval(std::time::Duration::ZERO);
+    /// assert_eq!((b.name(), b.cold_backend().name()), ("hybrid", "pread"));
+    /// ```
+    pub fn cold(mut self, cold: Arc<dyn ReadBackend>) -> Self {
         self.cold = cold;
         self
     }
@@ -98,13 +108,13 @@ impl HybridBackend {
     /// Re-checks a file's residency at most once per `interval` (default
     /// [`HYBRID_RECHECK`]; whole milliseconds, rounded down; [`Duration::ZERO`] checks on
     /// every batch, for tests).
-    pub fn with_recheck_interval(mut self, interval: Duration) -> Self {
+    pub fn recheck_interval(mut self, interval: Duration) -> Self {
         self.recheck_ms = millis(interval);
         self
     }
 
-    /// The backend cold files are read through.
-    pub fn cold(&self) -> &Arc<dyn ReadBackend> {
+    /// The backend cold files are read through (set with [`HybridBackend::cold`]).
+    pub fn cold_backend(&self) -> &Arc<dyn ReadBackend> {
         &self.cold
     }
 

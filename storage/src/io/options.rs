@@ -5,8 +5,18 @@ use std::sync::Arc;
 use super::auto::AutoBackend;
 use super::backend::ReadBackend;
 
-/// How a reader reads: the backend and the descriptor budget.
+/// How a reader reads: the backend and the descriptor budget. Built from
+/// [`ReadOptions::default`] with one consuming setter per field, named after it (as
+/// [`crate::RemoteOptions`]):
+///
+/// ```
+/// use std::sync::Arc;
+/// use guideloom_storage::{PreadBackend, ReadBackend, ReadOptions};
+/// let o = ReadOptions::default().backend(Arc::new(PreadBackend)).max_open_files(16);
+/// assert_eq!((o.backend.name(), o.max_open_files), ("pread", 16));
+/// ```
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct ReadOptions {
     /// The backend serving byte-range requests. Default: [`AutoBackend`] (io_uring when the
     /// kernel allows it, else pread; [`super::IO_ENV_VAR`] overrides; never mmap).
@@ -22,14 +32,14 @@ impl Default for ReadOptions {
 }
 
 impl ReadOptions {
-    /// Uses `backend`.
-    pub fn with_backend(mut self, backend: Arc<dyn ReadBackend>) -> Self {
+    /// Sets [`ReadOptions::backend`].
+    pub fn backend(mut self, backend: Arc<dyn ReadBackend>) -> Self {
         self.backend = backend;
         self
     }
 
-    /// Keeps at most `n` shard files open.
-    pub fn with_max_open_files(mut self, n: usize) -> Self {
+    /// Sets [`ReadOptions::max_open_files`]: keeps at most `n` shard files open.
+    pub fn max_open_files(mut self, n: usize) -> Self {
         self.max_open_files = n;
         self
     }
