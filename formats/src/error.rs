@@ -1,5 +1,3 @@
-use crate::Dtype;
-
 /// Everything that can go wrong while describing, packing or unpacking records.
 ///
 /// Each variant carries the context needed to find the bad input: a field name, a position
@@ -7,7 +5,7 @@ use crate::Dtype;
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum FormatError {
-    /// A numpy `descr` could not be parsed into a [`Dtype`].
+    /// A numpy `descr` could not be parsed into a [`crate::Dtype`].
     #[error("invalid numpy dtype descr {descr}: {reason}")]
     InvalidDescr {
         /// The offending descr, as JSON text.
@@ -72,10 +70,10 @@ pub enum FormatError {
     /// A format was used with data of another dtype.
     #[error("dtype mismatch: expected {expected}, found {found}")]
     DtypeMismatch {
-        /// The dtype the format expects.
-        expected: Dtype,
-        /// The dtype encountered.
-        found: Dtype,
+        /// The dtype the format expects, in numpy notation (for example `<u2`).
+        expected: String,
+        /// The dtype encountered, in numpy notation.
+        found: String,
     },
     /// The serde codec failed to encode a document.
     #[error("could not encode document: {0}")]

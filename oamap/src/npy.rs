@@ -171,12 +171,12 @@ pub fn write_npy(array: &Array) -> Vec<u8> {
 }
 
 /// The default bound on one `.npz` member's declared size, header included (4 GiB; see
-/// [`NpzSource::with_max_member_bytes`]).
+/// [`NpzSource::max_member_bytes`]).
 #[cfg(feature = "npz")]
 pub const DEFAULT_MAX_NPZ_MEMBER: u64 = 1 << 32;
 
 /// The default bound on the declared sizes of all the members one [`NpzSource`] decodes,
-/// each counted once (4 GiB; see [`NpzSource::with_max_total_bytes`]): several members that
+/// each counted once (4 GiB; see [`NpzSource::max_total_bytes`]): several members that
 /// each stay under the member limit cannot together exhaust memory.
 #[cfg(feature = "npz")]
 pub const DEFAULT_MAX_NPZ_TOTAL: u64 = 1 << 32;
@@ -226,14 +226,14 @@ impl NpzSource {
     /// Sets the largest member this source decodes, in bytes as its `.npy` header declares
     /// them (header included; default [`DEFAULT_MAX_NPZ_MEMBER`], 4 GiB). Whatever the limit,
     /// a member is inflated only up to the size its header declares.
-    pub fn with_max_member_bytes(mut self, limit: u64) -> Self {
+    pub fn max_member_bytes(mut self, limit: u64) -> Self {
         self.max_member = limit;
         self
     }
 
     /// Sets the most bytes (as the members' `.npy` headers declare them, each member counted
     /// once) this source decodes in all (default [`DEFAULT_MAX_NPZ_TOTAL`], 4 GiB).
-    pub fn with_max_total_bytes(mut self, limit: u64) -> Self {
+    pub fn max_total_bytes(mut self, limit: u64) -> Self {
         self.max_total = limit;
         self
     }
@@ -249,8 +249,8 @@ impl NpzSource {
     /// # Errors
     /// [`OamapError::MissingArray`] when absent; [`OamapError::Npy`] for a bad header;
     /// [`OamapError::TooLarge`] when the header declares more than the member limit
-    /// ([`NpzSource::with_max_member_bytes`]) or takes the members decoded past the total
-    /// limit ([`NpzSource::with_max_total_bytes`]); [`OamapError::Archive`] when it cannot be
+    /// ([`NpzSource::max_member_bytes`]) or takes the members decoded past the total
+    /// limit ([`NpzSource::max_total_bytes`]); [`OamapError::Archive`] when it cannot be
     /// decompressed.
     pub fn member_bytes(&self, name: &str) -> Result<Vec<u8>, OamapError> {
         let mut archive = self.archive.lock().map_err(|_| npy_err(name, "archive lock poisoned"))?;

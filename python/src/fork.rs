@@ -27,7 +27,7 @@ fn _after_fork_in_child() {
 pub(crate) fn read_options() -> ReadOptions {
     let options = ReadOptions::default();
     if FORKED.load(Ordering::SeqCst) {
-        options.with_backend(Arc::new(PreadBackend))
+        options.backend(Arc::new(PreadBackend))
     } else {
         options
     }

@@ -157,7 +157,7 @@ fn bench_reader<T: guideloom_storage_bench::Tok>(
     g.measurement_time(Duration::from_secs(3));
     g.sample_size(if cold.is_some() { 10 } else { 20 });
     for (name, backend) in cases {
-        let r = T::open(dir, ReadOptions::default().with_backend(Arc::clone(backend)));
+        let r = T::open(dir, ReadOptions::default().backend(Arc::clone(backend)));
         let mut next = batches(T::len(&r), tokens, 7);
         let mut buf = Vec::new();
         // What is timed reads the right bytes: one batch equals a plain read of the files.

@@ -285,11 +285,32 @@ impl StorageError {
     /// socket, a device, a directory, a link) instead of a regular file: the refusal every
     /// reader of this crate gives, for readers of files outside a storage to give too.
     pub fn not_regular(path: &std::path::Path, kind: std::fs::FileType) -> Self {
-        crate::fsutil::not_regular(path, kind)
+        StorageError::UnsafeFile {
+            path: path.to_path_buf(),
+            reason: format!("it is {}, not a regular file", kind_name(kind)),
+        }
     }
 
     pub(crate) fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
         StorageError::Io { path: path.into(), source }
+    }
+}
+
+/// What a file of type `kind` is, in words (`"a FIFO"`).
+pub(crate) fn kind_name(kind: std::fs::FileType) -> &'static str {
+    use std::os::unix::fs::FileTypeExt;
+    if kind.is_symlink() {
+        "a symbolic link (links are never followed)"
+    } else if kind.is_dir() {
+        "a directory"
+    } else if kind.is_fifo() {
+        "a FIFO"
+    } else if kind.is_socket() {
+        "a socket"
+    } else if kind.is_block_device() || kind.is_char_device() {
+        "a device"
+    } else {
+        "not a regular file"
     }
 }
 

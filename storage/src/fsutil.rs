@@ -50,32 +50,6 @@ pub(crate) fn plain_name(name: &str) -> bool {
         && Path::new(name).components().all(|c| matches!(c, Component::Normal(_) | Component::CurDir))
 }
 
-/// What a file of type `kind` is, in words (`"a FIFO"`).
-pub(crate) fn kind_name(kind: std::fs::FileType) -> &'static str {
-    use std::os::unix::fs::FileTypeExt;
-    if kind.is_symlink() {
-        "a symbolic link (links are never followed)"
-    } else if kind.is_dir() {
-        "a directory"
-    } else if kind.is_fifo() {
-        "a FIFO"
-    } else if kind.is_socket() {
-        "a socket"
-    } else if kind.is_block_device() || kind.is_char_device() {
-        "a device"
-    } else {
-        "not a regular file"
-    }
-}
-
-/// The error for `path`, found to be of type `kind` instead of a regular file.
-pub(crate) fn not_regular(path: &Path, kind: std::fs::FileType) -> StorageError {
-    StorageError::UnsafeFile {
-        path: path.to_path_buf(),
-        reason: format!("it is {}, not a regular file", kind_name(kind)),
-    }
-}
-
 /// The length of the regular file at `path` (not following a final symbolic link);
 /// `Ok(None)` when nothing is there.
 ///
@@ -85,7 +59,7 @@ pub(crate) fn not_regular(path: &Path, kind: std::fs::FileType) -> StorageError 
 pub(crate) fn regular_len(path: &Path) -> Result<Option<u64>> {
     match std::fs::symlink_metadata(path) {
         Ok(m) if m.file_type().is_file() => Ok(Some(m.len())),
-        Ok(m) => Err(not_regular(path, m.file_type())),
+        Ok(m) => Err(StorageError::not_regular(path, m.file_type())),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
         Err(e) => Err(StorageError::io(path, e)),
     }
@@ -161,7 +135,7 @@ pub(crate) fn open_regular(path: &Path, access: Access) -> Result<Option<File>> 
     };
     let meta = file.metadata().map_err(|e| StorageError::io(path, e))?;
     if !meta.file_type().is_file() {
-        return Err(not_regular(path, meta.file_type()));
+        return Err(StorageError::not_regular(path, meta.file_type()));
     }
     if matches!(access, Access::Write { .. }) && meta.nlink() > 1 {
         return Err(StorageError::UnsafeFile {

@@ -1,7 +1,8 @@
 //! Streams whose elements lie in files of another layout: a [`StreamLayout`] names the files,
 //! the element runs in them and how the elements are stored, and
-//! [`crate::StreamReader::from_layout`] reads it as a stream storage, in place (the door
-//! `guideloom-interop` opens for datasets written by other projects).
+//! [`crate::StreamReader::from_layout`] (in the stream storage's module) reads it as a stream
+//! storage, in place (the door `guideloom-interop` opens for datasets written by other
+//! projects). A leaf: the description and its checks only.
 
 use std::path::{Component, Path, PathBuf};
 

@@ -1,5 +1,6 @@
 //! Stream storage: fixed-size elements appended per shard, read back as windows of the
-//! concatenated stream (shards in increasing id order).
+//! concatenated stream (shards in increasing id order), and the reader of a
+//! [`crate::StreamLayout`] ([`StreamReader::from_layout`]).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -42,6 +43,60 @@ pub type StreamReader<F> = Reader<Stream<F>>;
 /// Writes a stream storage: [`Writer::append`] records to shards, then [`Writer::commit`]
 /// (see [`Writer`] for shard parking and the crash rules).
 pub type StreamWriter<F> = Writer<Stream<F>>;
+
+impl<F: StreamFormat> StreamReader<F> {
+    /// A stream reader over the files `layout` describes, read in place through `dir` (a
+    /// [`crate::LocalDir`] through `options.backend`, any other [`StorageDir`] through
+    /// [`StorageDir::read_requests`]): windows, batches, `plan`/`fetch`/`decode` and the
+    /// loader's sources work as over a native storage. The reader's manifest is the one
+    /// [`StreamLayout::spec`] describes; nothing is written, and the files are not opened
+    /// until a batch reads them (a file shorter than its committed length gives
+    /// [`StorageError::ShortRead`] then).
+    ///
+    /// # Errors
+    /// [`StorageError::DtypeMismatch`] when the format's dtype is not the layout's;
+    /// [`StorageError::InvalidLayout`] when a file is not named by a relative path below
+    /// `dir`, a segment names no file or lies past its file's committed bytes, a count
+    /// overflows `u64`, or big-endian elements are not of a primitive dtype;
+    /// [`StorageError::FormatDtype`] when the dtype cannot be stored in a manifest.
+    pub fn from_layout(
+        dir: Arc<dyn StorageDir>,
+        layout: StreamLayout,
+        format: F,
+        options: ReadOptions,
+    ) -> Result<Self> {
+        let want = format.dtype();
+        if want != layout.dtype {
+            return Err(StorageError::DtypeMismatch {
+                path: dir.path().to_path_buf(),
+                expected: want.to_string(),
+                found: layout.dtype.to_string(),
+            });
+        }
+        let per_file = layout.check(dir.path())?;
+        let StreamLayout { files, segments, dtype, big_endian, spec, metadata } = layout;
+        let mut manifest = Manifest::new(StorageKind::Stream, Some(&dtype), spec)?;
+        for (id, (f, elements)) in files.iter().zip(per_file).enumerate() {
+            manifest.upsert(ShardEntry {
+                id: id as u64,
+                elements: Some(elements),
+                documents: None,
+                bytes: f.bytes,
+                checksum: 0,
+                files: BTreeMap::new(),
+            });
+        }
+        *manifest.metadata_mut() = metadata;
+        let index = StreamIndex::from_segments(dtype, &segments, big_endian);
+        let len = index.len();
+        let files = files
+            .iter()
+            .enumerate()
+            .map(|(i, f)| ShardFile { path: dir.path().join(&f.path), shard: i as u64, committed: f.bytes })
+            .collect();
+        Ok(Reader::<Stream<F>>::from_index(dir, manifest, index, files, len, format, options))
+    }
+}
 
 /// What a stream reader keeps in memory: the dtype and where each shard's elements start in
 /// the stream (16 bytes per shard).
@@ -348,60 +403,6 @@ impl<F: StreamFormat> Reader<Stream<F>> {
         let parts = mmap.map_ranges(self.files(), plan.requests())?;
         let ends = (0..plan.len()).map(|i| plan.segment_range(i).end).collect();
         Ok(MappedWindows { parts, ends })
-    }
-}
-
-impl<F: StreamFormat> StreamReader<F> {
-    /// A stream reader over the files `layout` describes, read in place through `dir` (a
-    /// [`crate::LocalDir`] through `options.backend`, any other [`StorageDir`] through
-    /// [`StorageDir::read_requests`]): windows, batches, `plan`/`fetch`/`decode` and the
-    /// loader's sources work as over a native storage. The reader's manifest is the one
-    /// [`StreamLayout::spec`] describes; nothing is written, and the files are not opened
-    /// until a batch reads them (a file shorter than its committed length gives
-    /// [`StorageError::ShortRead`] then).
-    ///
-    /// # Errors
-    /// [`StorageError::DtypeMismatch`] when the format's dtype is not the layout's;
-    /// [`StorageError::InvalidLayout`] when a file is not named by a relative path below
-    /// `dir`, a segment names no file or lies past its file's committed bytes, a count
-    /// overflows `u64`, or big-endian elements are not of a primitive dtype;
-    /// [`StorageError::FormatDtype`] when the dtype cannot be stored in a manifest.
-    pub fn from_layout(
-        dir: Arc<dyn StorageDir>,
-        layout: StreamLayout,
-        format: F,
-        options: ReadOptions,
-    ) -> Result<Self> {
-        let want = format.dtype();
-        if want != layout.dtype {
-            return Err(StorageError::DtypeMismatch {
-                path: dir.path().to_path_buf(),
-                expected: want.to_string(),
-                found: layout.dtype.to_string(),
-            });
-        }
-        let per_file = layout.check(dir.path())?;
-        let StreamLayout { files, segments, dtype, big_endian, spec, metadata } = layout;
-        let mut manifest = Manifest::new(StorageKind::Stream, Some(&dtype), spec)?;
-        for (id, (f, elements)) in files.iter().zip(per_file).enumerate() {
-            manifest.upsert(ShardEntry {
-                id: id as u64,
-                elements: Some(elements),
-                documents: None,
-                bytes: f.bytes,
-                checksum: 0,
-                files: BTreeMap::new(),
-            });
-        }
-        *manifest.metadata_mut() = metadata;
-        let index = StreamIndex::from_segments(dtype, &segments, big_endian);
-        let len = index.len();
-        let files = files
-            .iter()
-            .enumerate()
-            .map(|(i, f)| ShardFile { path: dir.path().join(&f.path), shard: i as u64, committed: f.bytes })
-            .collect();
-        Ok(Reader::<Stream<F>>::from_index(dir, manifest, index, files, len, format, options))
     }
 }
 

@@ -125,7 +125,7 @@ fn ten_thousand_random_requests_match_a_reference_read() {
     let dir = tempfile::tempdir().unwrap();
     token_storage(dir.path());
     for (name, opts) in backends() {
-        let opts = opts.with_max_open_files(3);
+        let opts = opts.max_open_files(3);
         let r = StreamReader::open_with(dir.path(), TokenFormat::<u16>::new(), opts).unwrap();
         let files = r.files();
         let reference = reference(files);
@@ -252,8 +252,8 @@ fn readers_are_exact_over_a_backend_returning_pieces() {
     let all = token_storage(dir.path());
     for (name, opts) in backends() {
         let t = Arc::new(Trickle(Arc::clone(&opts.backend), AtomicUsize::new(0)));
-        let r = StreamReader::open_with(dir.path(), TokenFormat::<u16>::new(), opts.with_backend(t.clone()))
-            .unwrap();
+        let r =
+            StreamReader::open_with(dir.path(), TokenFormat::<u16>::new(), opts.backend(t.clone())).unwrap();
         let mut raw = Vec::new();
         r.read_many_raw(&[Window::new(690, 20), Window::new(3, 1)], &mut raw).unwrap();
         let mut want = all[1380..1420].to_vec();
@@ -405,8 +405,8 @@ fn descriptor_cap_child() {
     // Taken after the io_uring probe; each reading thread's ring adds one descriptor.
     let baseline = count_fds();
     for (name, opts) in backends {
-        let r = StreamReader::open_with(dir.path(), TokenFormat::<u16>::new(), opts.with_max_open_files(CAP))
-            .unwrap();
+        let r =
+            StreamReader::open_with(dir.path(), TokenFormat::<u16>::new(), opts.max_open_files(CAP)).unwrap();
         // A sampler thread watches the count while reads are in flight (its own read_dir
         // holds one descriptor).
         let stop = Arc::new(AtomicBool::new(false));
@@ -612,8 +612,8 @@ fn hybrid_routes_evicted_files_cold_and_cached_files_to_the_map() {
     let Some((bytes, shards)) = evicted_pair(dir.path()) else { return };
     let counting = Arc::new(Counting(Arc::new(AutoBackend::new()), AtomicUsize::new(0)));
     // SAFETY: the files are private to this test; nothing truncates or rewrites them.
-    let hybrid = unsafe { HybridBackend::new() }.with_cold(counting.clone());
-    let every_batch = hybrid.clone().with_recheck_interval(Duration::ZERO);
+    let hybrid = unsafe { HybridBackend::new() }.cold(counting.clone());
+    let every_batch = hybrid.clone().recheck_interval(Duration::ZERO);
     let files = FileSet::new(shards.clone(), 8);
     assert_eq!(every_batch.route(&files, 0).unwrap(), HybridRoute::Cold);
     assert_eq!(every_batch.route(&files, 1).unwrap(), HybridRoute::Cold);
@@ -628,7 +628,7 @@ fn hybrid_routes_evicted_files_cold_and_cached_files_to_the_map() {
     assert_eq!(every_batch.route(&files, 0).unwrap(), HybridRoute::Map);
     // The routing state lives in the set: the next check is due when the last checker's
     // interval ends (here at once, so an hourly backend checks now, then not for an hour).
-    let hourly = hybrid.clone().with_recheck_interval(Duration::from_secs(3600));
+    let hourly = hybrid.clone().recheck_interval(Duration::from_secs(3600));
     assert_eq!(hourly.route(&files, 0).unwrap(), HybridRoute::Map);
 
     // A batch over both files: file 0's requests from the map, file 1's through the cold path

@@ -306,7 +306,7 @@ fn read_many_is_one_backend_call_and_matches_a_model_for_every_window() {
         (11, 5, 2, 11),
     ];
     let counting = Arc::new(Counting::default());
-    let opts = ReadOptions::default().with_backend(counting.clone());
+    let opts = ReadOptions::default().backend(counting.clone());
     let r = StreamWithMetaReader::open_with(dir.path(), format, opts).unwrap();
     assert_eq!((r.len(), r.run_count()), (11, 5));
     let windows: Vec<Window> =

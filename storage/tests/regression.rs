@@ -300,7 +300,7 @@ fn shared_budget_child() {
     assert_eq!(unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &limit) }, 0);
     let fds = || std::fs::read_dir("/proc/self/fd").unwrap().count();
     let baseline = fds();
-    let options = ReadOptions { backend: std::sync::Arc::new(PreadBackend), ..ReadOptions::default() };
+    let options = ReadOptions::default().backend(std::sync::Arc::new(PreadBackend));
     let readers: Vec<StreamReader<TokenFormat<u16>>> = (0..4)
         .map(|_| StreamReader::open_with(&dir, TokenFormat::<u16>::new(), options.clone()).unwrap())
         .collect();

@@ -27,14 +27,14 @@ use crate::skip_backend;
 /// # Panics
 /// When a required backend is unavailable.
 pub fn read_backends() -> Vec<(&'static str, ReadOptions)> {
-    let with = |b: Arc<dyn ReadBackend>| ReadOptions::default().with_backend(b);
+    let with = |b: Arc<dyn ReadBackend>| ReadOptions::default().backend(b);
     #[allow(unsafe_code)]
     // SAFETY: the test contract above: nothing truncates or rewrites a file while it is mapped.
     let (mmap, hybrid) = unsafe { (MmapBackend::new(), HybridBackend::new()) };
     let mut v = vec![
         ("pread", with(Arc::new(PreadBackend))),
         ("mmap", with(Arc::new(mmap))),
-        ("hybrid", with(Arc::new(hybrid.with_recheck_interval(std::time::Duration::ZERO)))),
+        ("hybrid", with(Arc::new(hybrid.recheck_interval(std::time::Duration::ZERO)))),
         ("auto", ReadOptions::default()),
         ("auto, io_uring forced off", with(Arc::new(AutoBackend::for_env_value(Some("pread"))))),
     ];

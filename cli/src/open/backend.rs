@@ -50,7 +50,7 @@ pub(crate) fn read_options(backend: BackendKind) -> CliResult<ReadOptions> {
         }
         other => return Err(format!("this tool has no {} backend", other.name()).into()),
     };
-    Ok(ReadOptions::default().with_backend(backend))
+    Ok(ReadOptions::default().backend(backend))
 }
 
 /// Warns on stderr when `GUIDELOOM_IO` holds a value the storage crate does not recognise

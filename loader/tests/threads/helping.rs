@@ -127,7 +127,7 @@ fn token_windows_give_the_same_batches_for_every_worker_count_and_backend() {
     w.commit().unwrap();
     let run = |workers: usize, pread: bool, from: Option<u64>| -> Vec<(u64, Vec<u16>)> {
         let options = if pread {
-            ReadOptions { backend: Arc::new(PreadBackend), ..ReadOptions::default() }
+            ReadOptions::default().backend(Arc::new(PreadBackend))
         } else {
             ReadOptions::default()
         };

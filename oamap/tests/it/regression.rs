@@ -92,7 +92,7 @@ fn issue19_oamap_inputs_a_zip_bomb_is_inflated_only_to_its_declared_array_size()
     assert_eq!(member.len(), 128 + 4, "the header and one int32, nothing after");
     assert_eq!(src.get("x").unwrap().to_json(), json!([7]));
     // A header declaring more than the limit is refused before any data is inflated.
-    let src = NpzSource::new(bomb(1 << 20, "1000000")).unwrap().with_max_member_bytes(1 << 20);
+    let src = NpzSource::new(bomb(1 << 20, "1000000")).unwrap().max_member_bytes(1 << 20);
     match src.get("x").unwrap_err() {
         OamapError::TooLarge { what, limit, found } => {
             assert!(what.contains("\"x\""), "{what}");
@@ -129,7 +129,7 @@ fn many_members(members: usize, count: usize) -> Vec<u8> {
 #[test]
 fn issue19_oamap_inputs_members_each_under_the_limit_are_bounded_together() {
     // Four members of 1 MiB (plus a 128-byte header) each; a total limit of 3.5 MiB.
-    let src = NpzSource::new(many_members(4, 1 << 18)).unwrap().with_max_total_bytes(7 << 19);
+    let src = NpzSource::new(many_members(4, 1 << 18)).unwrap().max_total_bytes(7 << 19);
     for m in 0..3 {
         assert_eq!(src.get(&format!("m{m}")).unwrap().len(), 1 << 18);
     }

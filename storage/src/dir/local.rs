@@ -5,9 +5,9 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use super::{DirEntry, DirLock, EntryKind, LengthFault, StorageDir, WriteDir, WriteFile};
+use crate::error::kind_name;
 use crate::fsutil::{
-    file_name, kind_name, open_existing, open_regular, plain_name, read_exact_at, regular_len, resolve,
-    Access,
+    file_name, open_existing, open_regular, plain_name, read_exact_at, regular_len, resolve, Access,
 };
 use crate::io::ShardFile;
 use crate::{Result, StorageError};

@@ -9,7 +9,11 @@
 use std::str::FromStr;
 use std::sync::{Arc, OnceLock};
 
-use super::{FileSet, PreadBackend, ReadBackend, ReadRequest, UringBackend};
+use super::backend::ReadBackend;
+use super::files::FileSet;
+use super::pread::PreadBackend;
+use super::request::ReadRequest;
+use super::uring::{cached_probe, UringBackend};
 use crate::{Result, StorageError};
 
 /// The environment variable that forces the backend [`AutoBackend`] (the default of
@@ -97,12 +101,6 @@ pub struct BackendChoice {
     /// Why: the environment override, or the probe's outcome (with the failure reason), and
     /// what of the environment was not honoured.
     pub reason: String,
-}
-
-/// The io_uring probe's outcome, computed once per process.
-pub(crate) fn cached_probe() -> &'static std::result::Result<(), String> {
-    static PROBE: OnceLock<std::result::Result<(), String>> = OnceLock::new();
-    PROBE.get_or_init(super::io_uring_probe)
 }
 
 /// The choice for an [`IO_ENV_VAR`] value (`None` = unset); pure apart from the cached probe,

@@ -1,12 +1,12 @@
 //! `O_DIRECT` reads for cold-data measurements: bypass the page cache through an aligned
 //! bounce buffer.
 
-use super::{FileSet, Op, ReadBackend, ReadRequest};
+use super::backend::{plan, Op, ReadBackend, DIRECT_ALIGN};
+use super::files::FileSet;
+use super::request::ReadRequest;
+use super::uring::UringBackend;
+use super::{pread, uring};
 use crate::{Result, StorageError};
-
-/// Alignment in bytes of `O_DIRECT` offsets, lengths and buffers (the page size; covers the
-/// 512 B / 4 KiB logical blocks of common devices).
-pub const DIRECT_ALIGN: usize = 4096;
 
 /// One [`DIRECT_ALIGN`]-aligned block of a bounce buffer.
 #[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
@@ -39,9 +39,9 @@ impl DirectBackend {
     ///
     /// # Errors
     /// [`StorageError::Backend`] when io_uring is unavailable (see
-    /// [`super::UringBackend::new`]).
+    /// [`UringBackend::new`]).
     pub fn io_uring() -> Result<Self> {
-        super::UringBackend::new()?;
+        UringBackend::new()?;
         Ok(DirectBackend { engine: Engine::IoUring })
     }
 }
@@ -55,7 +55,7 @@ impl ReadBackend for DirectBackend {
     }
 
     fn read_into(&self, files: &FileSet, requests: &[ReadRequest], out: &mut [u8]) -> Result<()> {
-        let exact = super::plan(files, requests, out.len(), usize::MAX)?;
+        let exact = plan(files, requests, out.len(), usize::MAX)?;
         let mut ops = Vec::with_capacity(exact.len());
         let mut total = 0usize;
         for e in &exact {
@@ -70,8 +70,8 @@ impl ReadBackend for DirectBackend {
         let mut blocks: Vec<Block> = bytemuck::zeroed_vec(total / DIRECT_ALIGN);
         let buf: &mut [u8] = bytemuck::cast_slice_mut(&mut blocks);
         match self.engine {
-            Engine::Pread => super::pread::run_ops(files, &mut ops, buf, true)?,
-            Engine::IoUring => super::uring::run_ops(files, &mut ops, buf, true)?,
+            Engine::Pread => pread::run_ops(files, &mut ops, buf, true)?,
+            Engine::IoUring => uring::run_ops(files, &mut ops, buf, true)?,
         }
         for (e, op) in exact.iter().zip(&ops) {
             let src = op.dst + op.head;

@@ -3,12 +3,17 @@
 //! [`AutoBackend`] path), decided from the file's page-cache residency (`mincore(2)`),
 //! checked at first use and then at most once per recheck interval.
 
-use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
-use super::{buffer_length, mmap, AutoBackend, FileSet, MmapBackend, ReadBackend, ReadRequest};
-use crate::{Result, StorageError};
+use super::auto::AutoBackend;
+use super::backend::{buffer_length, ReadBackend};
+use super::files::FileSet;
+use super::mmap::MmapBackend;
+use super::pages::{populate, resident_at_least, COLD, UNKNOWN, WARM};
+use super::request::ReadRequest;
+use crate::Result;
 
 /// The share of a file's pages that must be in the page cache for [`HybridBackend`] to read
 /// it through its map: 0.99.
@@ -32,21 +37,6 @@ pub enum HybridRoute {
     /// The io_uring or pread path (the file was found evicted, or cannot be mapped).
     Cold,
 }
-
-/// Per-file routing state kept in the [`FileSet`] (one per file): the last decision and when
-/// the next check is due.
-#[derive(Debug, Default)]
-pub(crate) struct Residency {
-    /// [`UNKNOWN`], [`COLD`] or [`WARM`].
-    state: AtomicU8,
-    /// Milliseconds since the process's first check ([`now_ms`]) at which the next check is
-    /// due.
-    next_check_ms: AtomicU64,
-}
-
-const UNKNOWN: u8 = 0;
-const COLD: u8 = 1;
-const WARM: u8 = 2;
 
 /// Milliseconds since the first call in this process (monotonic).
 fn now_ms() -> u64 {
@@ -100,7 +90,17 @@ impl HybridBackend {
     }
 
     /// Uses `cold` for files not in the page cache (default: [`AutoBackend::new`]).
-    pub fn with_cold(mut self, cold: Arc<dyn ReadBackend>) -> Self {
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use guideloom_storage::{HybridBackend, PreadBackend, ReadBackend};
+    /// // SAFETY: no process truncates or rewrites the files this backend reads.
+    /// let b = unsafe { HybridBackend::new() }
+    ///     .cold(Arc::new(PreadBackend))
+    ///     .recheck_interval(std::time::Duration::ZERO);
+    /// assert_eq!((b.name(), b.cold_backend().name()), ("hybrid", "pread"));
+    /// ```
+    pub fn cold(mut self, cold: Arc<dyn ReadBackend>) -> Self {
         self.cold = cold;
         self
     }
@@ -108,13 +108,13 @@ impl HybridBackend {
     /// Re-checks a file's residency at most once per `interval` (default
     /// [`HYBRID_RECHECK`]; whole milliseconds, rounded down; [`Duration::ZERO`] checks on
     /// every batch, for tests).
-    pub fn with_recheck_interval(mut self, interval: Duration) -> Self {
+    pub fn recheck_interval(mut self, interval: Duration) -> Self {
         self.recheck_ms = millis(interval);
         self
     }
 
-    /// The backend cold files are read through.
-    pub fn cold(&self) -> &Arc<dyn ReadBackend> {
+    /// The backend cold files are read through (set with [`HybridBackend::cold`]).
+    pub fn cold_backend(&self) -> &Arc<dyn ReadBackend> {
         &self.cold
     }
 
@@ -125,7 +125,8 @@ impl HybridBackend {
     /// [`HybridRoute::Map`] (nothing to read).
     ///
     /// # Errors
-    /// [`StorageError::FileOutOfRange`] when `file >= files.len()`.
+    /// [`StorageError::FileOutOfRange`](crate::StorageError::FileOutOfRange) when `file >=
+    /// files.len()`.
     pub fn route(&self, files: &FileSet, file: usize) -> Result<HybridRoute> {
         self.route_at(files, file, now_ms())
     }
@@ -175,7 +176,7 @@ impl HybridBackend {
             // each 4 KiB page would take a minor fault on first touch. With normal advice the
             // few missing pages are read with readahead instead of one by one. Advisory.
             let _ = map.advise(memmap2::Advice::Normal);
-            mmap::populate(&map);
+            populate(&map);
         }
         true
     }
@@ -242,65 +243,5 @@ impl HybridBackend {
             pos += len;
         }
         Ok(())
-    }
-}
-
-/// The page size, from `sysconf(_SC_PAGESIZE)` (4096 if it does not say).
-fn page_size() -> usize {
-    static PAGE: OnceLock<usize> = OnceLock::new();
-    *PAGE.get_or_init(|| {
-        // SAFETY: `sysconf` only reads a configuration value.
-        let n = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
-        usize::try_from(n).ok().filter(|&n| n > 0 && n.is_power_of_two()).unwrap_or(4096)
-    })
-}
-
-/// Whether at least `min` (0 to 1) of `map`'s pages are in the page cache, from `mincore(2)`
-/// over chunks of 1,024 pages, stopping at the first chunk after which too many pages are known to
-/// be missing; `None` when the kernel does not say. An empty map is resident.
-pub(crate) fn resident_at_least(map: &memmap2::Mmap, min: f64) -> Option<bool> {
-    const CHUNK_PAGES: usize = 1024;
-    let page = page_size();
-    let pages = map.len().div_ceil(page);
-    // Pages that may be missing; truncation toward zero makes the test strict.
-    let allowed = (pages as f64 * (1.0 - min.clamp(0.0, 1.0))) as usize;
-    // `mincore`'s vector is `unsigned char *` on Linux and `char *` on the BSDs and macOS.
-    #[cfg(target_os = "linux")]
-    type Flag = u8;
-    #[cfg(not(target_os = "linux"))]
-    type Flag = libc::c_char;
-    let mut vec: Vec<Flag> = vec![0; pages.min(CHUNK_PAGES)];
-    let mut missing = 0usize;
-    let mut first = 0usize;
-    while first < pages {
-        let n = (pages - first).min(CHUNK_PAGES);
-        let start = first * page;
-        let len = (n * page).min(map.len() - start);
-        // SAFETY: `map` is a live mapping of `map.len()` bytes at a page-aligned address
-        // (mmap(2) returns one); `start` is a multiple of the page size inside it and
-        // `start + len <= map.len()`, so the range is mapped and page-aligned at its start;
-        // `vec` holds at least `n` bytes, one per page of the range, which is all mincore(2)
-        // writes. It only reads page-table and page-cache state, not the mapped bytes.
-        let rc =
-            unsafe { libc::mincore(map.as_ptr().add(start) as *mut libc::c_void, len, vec.as_mut_ptr()) };
-        if rc != 0 {
-            return None;
-        }
-        missing += vec[..n].iter().filter(|&&b| b & 1 == 0).count();
-        if missing > allowed {
-            return Some(false);
-        }
-        first += n;
-    }
-    Some(true)
-}
-
-impl FileSet {
-    /// The routing state of file `i`.
-    ///
-    /// # Errors
-    /// [`StorageError::FileOutOfRange`] when `i >= self.len()`.
-    pub(crate) fn residency(&self, i: usize) -> Result<&Residency> {
-        self.residency.get(i).ok_or(StorageError::FileOutOfRange { index: i, files: self.files.len() })
     }
 }

@@ -5,7 +5,9 @@
 use std::ops::Range;
 use std::sync::Arc;
 
-use super::{FileSet, ReadBackend, ReadRequest};
+use super::backend::{buffer_length, ReadBackend};
+use super::files::FileSet;
+use super::request::ReadRequest;
 use crate::{Result, StorageError};
 
 /// Reads through read-only memory maps of the shard files (memmap2).
@@ -135,12 +137,12 @@ impl ReadBackend for MmapBackend {
             let dst = pos
                 .checked_add(src.len())
                 .and_then(|end| out.get_mut(pos..end))
-                .ok_or_else(|| super::buffer_length(requests, out_len))?;
+                .ok_or_else(|| buffer_length(requests, out_len))?;
             dst.copy_from_slice(src);
             pos += src.len();
         }
         if pos != out.len() {
-            return Err(super::buffer_length(requests, out.len()));
+            return Err(buffer_length(requests, out.len()));
         }
         Ok(())
     }
@@ -171,41 +173,5 @@ impl std::ops::Deref for MappedBytes {
 impl AsRef<[u8]> for MappedBytes {
     fn as_ref(&self) -> &[u8] {
         self
-    }
-}
-
-/// The fraction (0 to 1) of `map`'s pages that are in the page cache, from `mincore(2)`;
-/// `None` when the kernel does not say.
-pub(crate) fn resident_fraction(map: &memmap2::Mmap) -> Option<f64> {
-    const PAGE: usize = 4096; // the smallest page size Linux uses; a larger one needs fewer bytes
-    let pages = map.len().div_ceil(PAGE);
-    if pages == 0 {
-        return None;
-    }
-    // `mincore`'s vector is `unsigned char *` on Linux and `char *` on the BSDs and macOS.
-    #[cfg(target_os = "linux")]
-    type Flag = u8;
-    #[cfg(not(target_os = "linux"))]
-    type Flag = libc::c_char;
-    let mut vec: Vec<Flag> = vec![0; pages];
-    // SAFETY: `map` is a live mapping of `map.len()` bytes at a page-aligned address (mmap(2)
-    // returns one), and `vec` holds at least one byte per page of that range, which is all
-    // mincore(2) writes; it only reads page-table state, not the mapped bytes.
-    let rc = unsafe { libc::mincore(map.as_ptr() as *mut libc::c_void, map.len(), vec.as_mut_ptr()) };
-    if rc != 0 {
-        return None;
-    }
-    Some(vec.iter().filter(|&&b| b & 1 == 1).count() as f64 / pages as f64)
-}
-
-/// Maps every page of `map` up front (`MADV_POPULATE_READ`, Linux 5.14+); whether the kernel
-/// did. Other systems have no such advice: `false`.
-pub(crate) fn populate(map: &memmap2::Mmap) -> bool {
-    #[cfg(target_os = "linux")]
-    return map.advise(memmap2::Advice::PopulateRead).is_ok();
-    #[cfg(not(target_os = "linux"))]
-    {
-        let _ = map;
-        false
     }
 }

@@ -1,6 +1,8 @@
 //! The portable backend: one positional read per request.
 
-use super::{plan, FileSet, Op, ReadBackend, ReadRequest};
+use super::backend::{plan, Op, ReadBackend, DIRECT_ALIGN};
+use super::files::FileSet;
+use super::request::ReadRequest;
 use crate::{Result, StorageError};
 
 /// Positional reads (`pread(2)` through `FileExt::read_at`), one call per request (more when
@@ -36,7 +38,7 @@ pub(crate) fn run_ops(files: &FileSet, ops: &mut [Op], buf: &mut [u8], direct: b
                 Ok(0) => return Err(op.short_read(files)),
                 Ok(n) => {
                     op.done += n;
-                    if direct && op.done < op.need && op.done % super::DIRECT_ALIGN != 0 {
+                    if direct && op.done < op.need && op.done % DIRECT_ALIGN != 0 {
                         return Err(op.short_read(files));
                     }
                 }

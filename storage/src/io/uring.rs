@@ -16,7 +16,9 @@ use std::sync::Arc;
 
 use io_uring::{opcode, types, IoUring, Probe};
 
-use super::{plan, FileSet, Op, ReadBackend, ReadRequest};
+use super::backend::{plan, Op, ReadBackend, DIRECT_ALIGN};
+use super::files::FileSet;
+use super::request::ReadRequest;
 use crate::{Result, StorageError};
 
 /// Submission-queue entries per ring (the completion queue gets twice as many). Batches of
@@ -55,6 +57,12 @@ pub fn io_uring_probe() -> std::result::Result<(), String> {
     Ok(())
 }
 
+/// The io_uring probe's outcome ([`io_uring_probe`]), computed once per process.
+pub(crate) fn cached_probe() -> &'static std::result::Result<(), String> {
+    static PROBE: std::sync::OnceLock<std::result::Result<(), String>> = std::sync::OnceLock::new();
+    PROBE.get_or_init(io_uring_probe)
+}
+
 /// Batched reads through io_uring: one ring per reading thread (created on the thread's first
 /// read, `64` submission entries), all requests of a batch pushed and submitted with one
 /// `io_uring_enter`, completions matched by `user_data`, short reads resubmitted for the
@@ -75,7 +83,7 @@ impl UringBackend {
     /// [`StorageError::Backend`] with the probe's reason when io_uring is unavailable (old
     /// kernel, seccomp sandbox, `kernel.io_uring_disabled`).
     pub fn new() -> Result<Self> {
-        match super::auto::cached_probe() {
+        match cached_probe() {
             Ok(()) => Ok(UringBackend { _private: () }),
             Err(reason) => Err(StorageError::Backend { backend: NAME, reason: reason.clone() }),
         }
@@ -265,7 +273,7 @@ impl Batch {
                 } else {
                     op.done += res as usize;
                     if op.done < op.need {
-                        if direct && op.done % super::DIRECT_ALIGN != 0 {
+                        if direct && op.done % DIRECT_ALIGN != 0 {
                             first_err.get_or_insert_with(|| op.short_read(files));
                         } else {
                             pending.push_back(k);

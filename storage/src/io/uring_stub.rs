@@ -1,7 +1,9 @@
 //! Stand-in for the io_uring backend in builds without it (not Linux, or the `io-uring`
 //! feature off): construction fails with the reason, and `Auto` picks pread.
 
-use super::{FileSet, Op, ReadBackend, ReadRequest};
+use super::backend::{Op, ReadBackend};
+use super::files::FileSet;
+use super::request::ReadRequest;
 use crate::{Result, StorageError};
 
 const REASON: &str = "this build has no io_uring support (not Linux, or the `io-uring` feature is off)";
@@ -12,6 +14,12 @@ const REASON: &str = "this build has no io_uring support (not Linux, or the `io-
 /// The reason io_uring is unavailable.
 pub fn io_uring_probe() -> std::result::Result<(), String> {
     Err(REASON.into())
+}
+
+/// The probe's outcome: always the reason this build has no io_uring.
+pub(crate) fn cached_probe() -> &'static std::result::Result<(), String> {
+    static PROBE: std::sync::OnceLock<std::result::Result<(), String>> = std::sync::OnceLock::new();
+    PROBE.get_or_init(io_uring_probe)
 }
 
 /// The io_uring backend; this build has none, so it cannot be constructed.
