@@ -80,22 +80,13 @@ impl<K: ReaderKind> Reader<K> {
         check_kind_dtype(&manifest, dir.path(), K::KIND, K::describe(&format).0.as_ref())?;
         dir.expect_files(&manifest.expected_files());
         let (index, files, len) = K::Index::open(&*dir, &manifest)?;
-        Ok(Reader {
-            local: dir.local_dir().is_some(),
-            len,
-            dir,
-            fingerprint: manifest.fingerprint(),
-            manifest,
-            files: FileSet::for_storage(files, options.max_open_files),
-            options,
-            format,
-            index,
-        })
+        Ok(Self::from_index(dir, manifest, index, files, len, format, options))
     }
 
-    /// A reader over an index opened by other means than a manifest (a
-    /// [`crate::StreamLayout`], [`crate::StreamReader::from_layout`]): `manifest` is the
-    /// description made for it, `files` the files its plans name, `len` its record count.
+    /// A reader over an index: the one opened from the storage's manifest, or one opened by
+    /// other means (a [`crate::StreamLayout`], [`crate::StreamReader::from_layout`]), whose
+    /// `manifest` is the description made for it; `files` are the files its plans name, `len`
+    /// its record count.
     pub(crate) fn from_index(
         dir: Arc<dyn StorageDir>,
         manifest: Manifest,
