@@ -91,6 +91,7 @@ mod error;
 mod files;
 mod format;
 mod layouts;
+mod open;
 mod options;
 mod orders;
 mod parts;
@@ -101,6 +102,7 @@ pub use detect::{detect, detect_at};
 pub use error::{ForeignError, InteropError, Result};
 pub use format::ForeignFormat;
 pub use layouts::megatron_index::MegatronIndex;
+pub use open::{open_tokens, OpenOptions, TokenDataset};
 pub use options::{DocumentDelimiter, ForeignOptions};
 pub use orders::llmc::{
     llmc_resume_state, llmc_shuffled_resume_state, llmc_shuffled_windows, llmc_windows, LlmcCheckpoint,
