@@ -179,8 +179,8 @@ pub fn open_tokens(location: &str, options: &OpenOptions) -> Result<TokenDataset
         }
     }
     let data = ForeignDataset::open_at(&at, &remote, &options.foreign)?;
-    let format = IntTokenFormat::new(data.dtype())
-        .map_err(|source| StorageError::Format { shard: 0, source })?;
+    let format =
+        IntTokenFormat::new(data.dtype()).map_err(|source| StorageError::Format { shard: 0, source })?;
     let reader = data.reader(format, options.read.clone())?;
     Ok(TokenDataset { location: location.to_string(), reader, foreign: Some(data) })
 }
