@@ -237,12 +237,12 @@ fn split_rows<E: Copy>(mut buffer: Vec<E>, rows: usize, width: usize) -> LmBatch
 pub type LmLoader<E> = Loader<TokenWindows<E>, WindowSpan, LmCollate<E>>;
 
 /// Opens the stream storage of token ids in `dir` (any token dtype whose ids fit `E`, see
-/// [`TokenWindows::open_any`]) as language-model windows of `seq_len + 1` tokens every
+/// [`TokenWindows::open`]) as language-model windows of `seq_len + 1` tokens every
 /// `seq_len` tokens, with their [`LmCollate`]: window `w` gives inputs
 /// `tokens[w L .. w L + L]` and targets `tokens[w L + 1 .. w L + L + 1]`.
 ///
 /// # Errors
-/// As [`TokenWindows::open_any_with`] (in [`Error::Loader`]); [`LoaderError::InvalidConfig`]
+/// As [`TokenWindows::open_with`] (in [`Error::Loader`]); [`LoaderError::InvalidConfig`]
 /// when `seq_len` is 0.
 pub fn lm_windows<E: Element>(
     dir: impl AsRef<Path>,
@@ -254,7 +254,7 @@ pub fn lm_windows<E: Element>(
             LoaderError::InvalidConfig { field: "seq_len", detail: "must be at least 1".into() }.into()
         );
     }
-    let windows = TokenWindows::<E>::open_any_with(dir, seq_len + 1, seq_len, options)?;
+    let windows = TokenWindows::<E>::open_with(dir, seq_len + 1, seq_len, options)?;
     let collate = LmCollate::new(&windows)?;
     Ok((windows, collate))
 }
