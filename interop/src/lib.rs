@@ -57,6 +57,11 @@
 //! (MDS and litdata `index.json`) are decoded by serde into typed structs and validated
 //! before any shard is opened.
 //!
+//! [`open_tokens`] is the one opener of a token dataset: a local path or a URL, holding a
+//! native stream storage (any integer dtype) or a dataset in any of these layouts (named in
+//! [`OpenOptions::foreign`] or detected), answered as a [`TokenDataset`] whose reader and
+//! [`TokenDataset::windows`] read it alike.
+//!
 //! # Orders
 //!
 //! - [`MegatronSamples`]: Megatron-Core's `GPTDataset` / `BlendedDataset` samples in
