@@ -16,7 +16,7 @@ const BATCH: u64 = 8;
 /// layer takes) whatever token dtype (u16 or u32) the storage holds. `TokenLoader` names the
 /// type, so the loader can be returned.
 fn build(dir: &Path) -> Result<TokenLoader<i64>, LoaderError> {
-    let windows = TokenWindows::<i64>::open_any_with(dir, L + 1, L, ReadOptions::default())?;
+    let windows = TokenWindows::<i64>::open_with(dir, L + 1, L, ReadOptions::default())?;
     let collate = windows.collate();
     Loader::builder(windows)
         .shuffle(7)

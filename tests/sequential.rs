@@ -68,7 +68,7 @@ fn issue17_item11_sequential_jsonl_equals_ingest_and_the_indexed_loader() {
     let report = ingest_jsonl(&out, &files, &field, &WRITE).unwrap();
     assert_eq!(report.documents, 90);
     let stream = stream_tokens(&out);
-    let windows = TokenWindows::<u32>::open_any(&out, 64).unwrap();
+    let windows = TokenWindows::<u32>::open(&out, 64).unwrap();
     let collate = windows.collate();
     let indexed = Loader::builder(windows).batch_size(4).workers(2).collate(collate).build().unwrap();
     let indexed: Vec<Vec<u32>> = indexed

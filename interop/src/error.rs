@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 
 use guideloom_loader::LoaderError;
-use guideloom_storage::StorageError;
+use guideloom_storage::{StorageError, StorageKind};
 
 use crate::format::ForeignFormat;
 
@@ -93,6 +93,17 @@ pub enum InteropError {
     EmptySplit {
         /// `train`, `valid` or `test`.
         split: &'static str,
+    },
+    /// A native storage that [`crate::open_tokens`] cannot read as a token stream: another
+    /// kind than a stream, or elements that are not integers.
+    #[error("{location} holds a {kind} storage of dtype {dtype}; open_tokens reads stream storages of integer ids")]
+    NotTokens {
+        /// The location as given (a path or a URL).
+        location: String,
+        /// The storage's kind, from its manifest.
+        kind: StorageKind,
+        /// The storage's element dtype (`none` for document storages).
+        dtype: String,
     },
 }
 

@@ -57,6 +57,11 @@
 //! (MDS and litdata `index.json`) are decoded by serde into typed structs and validated
 //! before any shard is opened.
 //!
+//! [`open_tokens`] is the one opener of a token dataset: a local path or a URL, holding a
+//! native stream storage (any integer dtype) or a dataset in any of these layouts (named in
+//! [`OpenOptions::foreign`] or detected), answered as a [`TokenDataset`] whose reader and
+//! [`TokenDataset::windows`] read it alike.
+//!
 //! # Orders
 //!
 //! - [`MegatronSamples`]: Megatron-Core's `GPTDataset` / `BlendedDataset` samples in
@@ -91,6 +96,7 @@ mod error;
 mod files;
 mod format;
 mod layouts;
+mod open;
 mod options;
 mod orders;
 mod parts;
@@ -101,6 +107,7 @@ pub use detect::{detect, detect_at};
 pub use error::{ForeignError, InteropError, Result};
 pub use format::ForeignFormat;
 pub use layouts::megatron_index::MegatronIndex;
+pub use open::{open_tokens, OpenOptions, TokenDataset};
 pub use options::{DocumentDelimiter, ForeignOptions};
 pub use orders::llmc::{
     llmc_resume_state, llmc_shuffled_resume_state, llmc_shuffled_windows, llmc_windows, LlmcCheckpoint,

@@ -14,6 +14,7 @@ mod megatron;
 mod npy;
 #[cfg(feature = "olmo")]
 mod olmo;
+mod open;
 mod orders_llmc;
 mod orders_megatron;
 mod raw;

@@ -51,7 +51,7 @@ fn nanogpt_in_place_equals_the_native_storage_of_the_same_ids() {
     for workers in [0, 2] {
         let foreign = loader(token_windows(&data, 129, 128, ReadOptions::default()).unwrap(), workers);
         let ours =
-            loader(TokenWindows::open_any_with(&native, 129, 128, ReadOptions::default()).unwrap(), workers);
+            loader(TokenWindows::open_with(&native, 129, 128, ReadOptions::default()).unwrap(), workers);
         let a: Vec<_> = foreign.iter().map(|b| b.unwrap().data).collect();
         let b: Vec<_> = ours.iter().map(|b| b.unwrap().data).collect();
         assert_eq!(a.len(), 26);

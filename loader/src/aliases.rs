@@ -16,7 +16,7 @@ use crate::{Documents, Loader, StreamWindows, TokenWindowCollate, TokenWindows, 
 /// /// Batches of 8 windows of 129 tokens (stride 128), as u32 ids whatever the storage's
 /// /// token dtype.
 /// fn language_model_loader(dir: &Path, seed: u64) -> Result<TokenLoader<u32>, LoaderError> {
-///     let windows = TokenWindows::<u32>::open_any_with(dir, 129, 128, Default::default())?;
+///     let windows = TokenWindows::<u32>::open_with(dir, 129, 128, Default::default())?;
 ///     let collate = windows.collate();
 ///     Loader::builder(windows).shuffle(seed).batch_size(8).collate(collate).build()
 /// }

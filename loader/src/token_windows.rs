@@ -8,7 +8,8 @@ use std::sync::Arc;
 
 use guideloom_formats::{Dtype, Element, IntTokenFormat, Primitive, TokenElement, TokenFormat};
 use guideloom_storage::{
-    Manifest, MappedWindows, MmapBackend, ReadOptions, StorageError, StreamReader, Window,
+    Manifest, MappedWindows, MmapBackend, ReadOptions, StorageDir, StorageError, StorageLocation,
+    StreamReader, Window,
 };
 
 use crate::storage_sources::open_error;
@@ -37,14 +38,16 @@ pub struct WindowSpan {
 /// a whole batch into one contiguous `[batch, seq_len]` buffer with one backend call and one
 /// copy per token (no per-window allocation).
 ///
-/// Two ways to open:
-/// - [`TokenWindows::open`] / [`TokenWindows::open_with`]: the storage's dtype must be `E`
-///   (`TokenWindows::<u16>` reads a `<u2` storage);
-/// - [`TokenWindows::open_any`] / [`TokenWindows::open_any_with`]: the storage may hold ids of
-///   any token dtype (`u8`, `u16`, `u32`, `u64`, read from its manifest) whose values all fit
-///   `E`; narrower ids are widened in place in the batch buffer. `E` is then any integer type
-///   wide enough: `TokenWindows::<u32>` reads u16 and u32 storages, `TokenWindows::<i64>`
-///   (for frameworks whose embedding takes `i64` ids) u8, u16 and u32 storages.
+/// Three ways to make one:
+/// - [`TokenWindows::open`] (and [`TokenWindows::open_with`], with a stride and read
+///   options): the storage at a path or URL may hold ids of any token dtype (`u8`, `u16`,
+///   `u32`, `u64`, read from its manifest) whose values all fit `E`; narrower ids are widened
+///   in place in the batch buffer. `E` is then any integer type wide enough:
+///   `TokenWindows::<u32>` reads u16 and u32 storages, `TokenWindows::<i64>` (for frameworks
+///   whose embedding takes `i64` ids) u8, u16 and u32 storages;
+/// - [`TokenWindows::new`]: over an open reader of `E` ids;
+/// - [`TokenWindows::from_int_reader`]: over a reader of ids of any integer dtype (a foreign
+///   dataset's, guideloom-interop's `open_tokens`).
 ///
 /// A stream that holds tokens but fewer than `seq_len` is refused
 /// ([`LoaderError::WindowTooLong`]); an empty stream gives an empty source (a loader over it
@@ -64,7 +67,7 @@ pub struct WindowSpan {
 /// w.append(1, &[5, 6, 7, 8])?;
 /// w.commit()?;
 /// // L = 4: windows of 5 tokens every 4 tokens, as i64 ids from a u16 storage.
-/// let windows = TokenWindows::<i64>::open_any_with(dir.path(), 5, 4, ReadOptions::default())?;
+/// let windows = TokenWindows::<i64>::open_with(dir.path(), 5, 4, ReadOptions::default())?;
 /// let collate = windows.collate();
 /// let loader: TokenLoader<i64> = Loader::builder(windows).batch_size(2).collate(collate).build()?;
 /// let batch = loader.iter().next().unwrap()?;
@@ -135,40 +138,16 @@ impl<E: TokenElement> TokenWindows<E> {
     pub fn new(reader: StreamReader<TokenFormat<E>>, seq_len: u64, stride: u64) -> Result<Self, LoaderError> {
         Self::from_storage(SharedTokens(Arc::new(reader)), seq_len, stride)
     }
-
-    /// Opens the stream storage of `E` ids in `dir` (default read options) with windows of
-    /// `seq_len` and stride `seq_len`.
-    ///
-    /// # Errors
-    /// [`LoaderError::Open`] when the storage cannot be opened or holds another dtype than
-    /// `E` (see [`TokenWindows::open_any`] to accept narrower ids);
-    /// [`LoaderError::InvalidConfig`] when `seq_len` is 0; [`LoaderError::WindowTooLong`]
-    /// when the stream holds tokens but fewer than `seq_len`.
-    pub fn open(dir: impl AsRef<Path>, seq_len: u64) -> Result<Self, LoaderError> {
-        Self::open_with(dir, seq_len, seq_len, ReadOptions::default())
-    }
-
-    /// Opens with explicit stride and read options (I/O backend, descriptor cap).
-    ///
-    /// # Errors
-    /// As [`TokenWindows::open`]; [`LoaderError::InvalidConfig`] also when `stride` is 0.
-    pub fn open_with(
-        dir: impl AsRef<Path>,
-        seq_len: u64,
-        stride: u64,
-        options: ReadOptions,
-    ) -> Result<Self, LoaderError> {
-        let dir = dir.as_ref();
-        let reader =
-            StreamReader::open_with(dir, TokenFormat::<E>::new(), options).map_err(open_error(dir))?;
-        Self::new(reader, seq_len, stride)
-    }
 }
 
 impl<E: Element> TokenWindows<E> {
-    /// Opens the stream storage in `dir` whatever its token dtype (`u8`, `u16`, `u32` or
-    /// `u64`, read from the manifest), as batches of `E` ids (default read options, windows of
-    /// `seq_len` and stride `seq_len`). Ids narrower than `E` are widened in place.
+    /// Opens the stream storage at `location` (a local directory, or an object-store URL
+    /// such as `s3://bucket/tokens`, read by [`StorageLocation::from_path`] with the store's
+    /// options from the environment, [`RemoteOptions::from_env`](guideloom_storage::RemoteOptions::from_env))
+    /// whatever its token dtype (`u8`, `u16`, `u32` or `u64`, read from the manifest), as
+    /// batches of `E` ids, with windows of `seq_len` tokens every `seq_len` tokens (default
+    /// read options). Ids narrower than `E` are widened in place; a dataset in another
+    /// project's layout is opened by guideloom-interop's `open_tokens`.
     ///
     /// ```
     /// use guideloom_formats::TokenFormat;
@@ -183,47 +162,48 @@ impl<E: Element> TokenWindows<E> {
     /// w.commit()?;
     /// // One type for both storages: u32 batches.
     /// for (dir, last) in [(small.path(), 65_535u32), (large.path(), 100_000)] {
-    ///     let windows = TokenWindows::<u32>::open_any(dir, 3)?;
+    ///     let windows = TokenWindows::<u32>::open(dir, 3)?;
     ///     let batch = windows.collate().collate(vec![windows.get(0)?])?;
     ///     assert_eq!(batch.data(), [1, 2, last]);
     /// }
     /// // u32 ids do not all fit u16.
-    /// assert!(TokenWindows::<u16>::open_any(large.path(), 3).is_err());
+    /// assert!(TokenWindows::<u16>::open(large.path(), 3).is_err());
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     ///
     /// # Errors
     /// [`LoaderError::Open`] when the storage cannot be opened (missing, not a stream
-    /// storage, damaged); [`LoaderError::TokenDtype`] when its ids do not all fit `E` (`E` is
-    /// not an integer type, is narrower than the stored ids, or is signed and as wide);
-    /// [`LoaderError::InvalidConfig`] when `seq_len` is 0; [`LoaderError::WindowTooLong`] when
-    /// the stream holds tokens but fewer than `seq_len`.
-    pub fn open_any(dir: impl AsRef<Path>, seq_len: u64) -> Result<Self, LoaderError> {
-        Self::open_any_with(dir, seq_len, seq_len, ReadOptions::default())
+    /// storage, damaged, a URL whose store cannot be built); [`LoaderError::TokenDtype`] when
+    /// its ids do not all fit `E` (`E` is not an integer type, is narrower than the stored
+    /// ids, or is signed and as wide); [`LoaderError::InvalidConfig`] when `seq_len` is 0;
+    /// [`LoaderError::WindowTooLong`] when the stream holds tokens but fewer than `seq_len`.
+    pub fn open(location: impl AsRef<Path>, seq_len: u64) -> Result<Self, LoaderError> {
+        Self::open_with(location, seq_len, seq_len, ReadOptions::default())
     }
 
-    /// [`TokenWindows::open_any`] with explicit stride and read options (I/O backend,
+    /// [`TokenWindows::open`] with an explicit stride and read options (I/O backend,
     /// descriptor cap).
     ///
     /// # Errors
-    /// As [`TokenWindows::open_any`]; [`LoaderError::InvalidConfig`] also when `stride` is 0.
-    pub fn open_any_with(
-        dir: impl AsRef<Path>,
+    /// As [`TokenWindows::open`]; [`LoaderError::InvalidConfig`] also when `stride` is 0.
+    pub fn open_with(
+        location: impl AsRef<Path>,
         seq_len: u64,
         stride: u64,
         options: ReadOptions,
     ) -> Result<Self, LoaderError> {
-        let dir = dir.as_ref();
-        let stored = stored_primitive(dir).map_err(open_error(dir))?;
+        let path = location.as_ref();
+        let dir = StorageLocation::from_path(path).open().map_err(open_error(path))?;
+        let stored = stored_primitive(dir.as_ref()).map_err(open_error(path))?;
         let storage: Arc<dyn TokenStorage> = match stored {
-            Some(Primitive::U8) => open_dyn::<u8>(dir, options)?,
-            Some(Primitive::U16) => open_dyn::<u16>(dir, options)?,
-            Some(Primitive::U64) => open_dyn::<u64>(dir, options)?,
+            Some(Primitive::U8) => open_dyn::<u8>(path, dir, options)?,
+            Some(Primitive::U16) => open_dyn::<u16>(path, dir, options)?,
+            Some(Primitive::U64) => open_dyn::<u64>(path, dir, options)?,
             // A `<u4` storage; for anything else opening reports the storage's own kind or
             // dtype error.
-            _ => open_dyn::<u32>(dir, options)?,
+            _ => open_dyn::<u32>(path, dir, options)?,
         };
-        check_widens(dir, &storage.dtype(), &E::dtype())?;
+        check_widens(path, &storage.dtype(), &E::dtype())?;
         Self::from_storage(SharedTokens(storage), seq_len, stride)
     }
 
@@ -231,7 +211,7 @@ impl<E: Element> TokenWindows<E> {
     /// dataset's reader (guideloom-interop's `token_windows`), or a native storage of signed
     /// ids), as batches of `E` ids. Stored ids
     /// are widened in place (signed ones sign-extended); they must all fit `E`: unsigned ids
-    /// as for [`TokenWindows::open_any`], signed ids only into a signed `E` at least as wide.
+    /// as for [`TokenWindows::open`], signed ids only into a signed `E` at least as wide.
     ///
     /// # Errors
     /// [`LoaderError::TokenDtype`] when the ids do not all fit `E`;
@@ -509,16 +489,20 @@ impl WindowReader for SharedTokens {
 
 /// The primitive dtype of the storage in `dir` according to its manifest, or `None` when the
 /// manifest's dtype is not a primitive.
-fn stored_primitive(dir: &Path) -> Result<Option<Primitive>, StorageError> {
-    let manifest = Manifest::load(dir)?;
+fn stored_primitive(dir: &dyn StorageDir) -> Result<Option<Primitive>, StorageError> {
+    let manifest = Manifest::load_from(dir)?;
     Ok(match manifest.dtype() {
         Some(Dtype::Primitive(p)) => Some(*p),
         _ => None,
     })
 }
 
-fn open_dyn<S: TokenElement>(dir: &Path, options: ReadOptions) -> Result<Arc<dyn TokenStorage>, LoaderError> {
-    let reader = StreamReader::open_with(dir, TokenFormat::<S>::new(), options).map_err(open_error(dir))?;
+fn open_dyn<S: TokenElement>(
+    path: &Path,
+    dir: Arc<dyn StorageDir>,
+    options: ReadOptions,
+) -> Result<Arc<dyn TokenStorage>, LoaderError> {
+    let reader = StreamReader::open_in(dir, TokenFormat::<S>::new(), options).map_err(open_error(path))?;
     Ok(Arc::new(reader))
 }
 

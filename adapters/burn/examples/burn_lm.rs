@@ -111,7 +111,7 @@ fn train(a: &Args) -> Result<Vec<f32>, Error> {
     device.seed(42);
     // Windows of L + 1 tokens every L tokens; the u16 ids are widened to u32 while read.
     let windows =
-        TokenWindows::<u32>::open_any_with(&a.data, SEQ as u64 + 1, SEQ as u64, ReadOptions::default())?;
+        TokenWindows::<u32>::open_with(&a.data, SEQ as u64 + 1, SEQ as u64, ReadOptions::default())?;
     let collate = windows.collate();
     let mut builder = GuideloomDataLoader::builder(windows).shuffle(7).batch_size(BATCH).collate(collate);
     let (mut model, mut optim) = (Lm::new(&device), AdamWConfig::new().init());

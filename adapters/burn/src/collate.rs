@@ -67,7 +67,7 @@ pub struct TokenTensors {
 ///
 /// The element type `E` is the one the loader reads (`TokenWindows::<E>`); to widen narrower
 /// stored ids (for example a `u16` storage for a backend or an embedding that wants `u32` or
-/// `i64`), open the storage with `TokenWindows::<u32>::open_any` (or `<i64>`): the loader
+/// `i64`), open the storage with `TokenWindows::<u32>::open` (or `<i64>`): the loader
 /// widens the ids in place while reading them, and the tensors then carry the wider dtype.
 /// burn's `flex` backend stores `u16` int tensors too, so `TokenWindows::<u16>` gives `U16`
 /// tensors there.

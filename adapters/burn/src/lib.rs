@@ -61,7 +61,7 @@
 //! # w.commit()?;
 //!
 //! const L: u64 = 4; // windows of L + 1 tokens every L tokens: inputs and targets of L tokens
-//! let open = || TokenWindows::<u32>::open_any_with(dir, L + 1, L, ReadOptions::default());
+//! let open = || TokenWindows::<u32>::open_with(dir, L + 1, L, ReadOptions::default());
 //! let windows = open()?;
 //! let collate = windows.collate(); // one storage read per batch, on guideloom's workers
 //! let train = GuideloomDataLoader::builder(windows).shuffle(42).batch_size(2).workers(2)

@@ -284,7 +284,7 @@ fn b6_token_tensors_keep_the_storage_dtype() {
 
     let small = tempfile::tempdir().unwrap();
     token_storage::<u16>(small.path(), &tokens);
-    let wide = TokenWindows::<u32>::open_any_with(small.path(), 5, 4, ReadOptions::default()).unwrap();
+    let wide = TokenWindows::<u32>::open_with(small.path(), 5, 4, ReadOptions::default()).unwrap();
     let c = wide.collate();
     let loader = GuideloomDataLoader::builder(wide).batch_size(3).collate(c).build(TokenBatcher).unwrap();
     let w: TokenTensors = loader.iter().next().unwrap().unwrap();

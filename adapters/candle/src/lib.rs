@@ -54,6 +54,7 @@ use std::path::Path;
 
 use candle_core::{Device, Tensor, WithDType};
 use guideloom_formats::Element;
+use guideloom_interop::{open_tokens, InteropError, OpenOptions};
 use guideloom_loader::pack::PackedBatch;
 use guideloom_loader::{
     Collate, DataSource, Loader, LoaderError, LoaderIter, State, TokenBatch, TokenWindowCollate,
@@ -71,6 +72,10 @@ pub enum Error {
     /// The loader failed (reading, mapping or collating a batch).
     #[error(transparent)]
     Loader(#[from] LoaderError),
+    /// [`lm_windows`]'s location holds no token dataset it reads: a native storage that is
+    /// not a stream of integer ids, or a foreign dataset that is damaged or not supported.
+    #[error(transparent)]
+    Dataset(InteropError),
     /// candle refused to make a tensor (a buffer that does not match its shape, a device
     /// upload that failed).
     #[error(transparent)]
@@ -236,16 +241,20 @@ fn split_rows<E: Copy>(mut buffer: Vec<E>, rows: usize, width: usize) -> LmBatch
 /// [`LmCollate`] into [`LmBatch`]es of `E` ids.
 pub type LmLoader<E> = Loader<TokenWindows<E>, WindowSpan, LmCollate<E>>;
 
-/// Opens the stream storage of token ids in `dir` (any token dtype whose ids fit `E`, see
-/// [`TokenWindows::open_any`]) as language-model windows of `seq_len + 1` tokens every
-/// `seq_len` tokens, with their [`LmCollate`]: window `w` gives inputs
-/// `tokens[w L .. w L + L]` and targets `tokens[w L + 1 .. w L + L + 1]`.
+/// Opens the token dataset at `location` (a local path or an object-store URL: a native
+/// stream storage of any token dtype whose ids fit `E`, or a dataset in another project's
+/// layout, detected; guideloom-interop's [`open_tokens`]) as language-model windows of
+/// `seq_len + 1` tokens every `seq_len` tokens, with their [`LmCollate`]: window `w` gives
+/// inputs `tokens[w L .. w L + L]` and targets `tokens[w L + 1 .. w L + L + 1]`.
 ///
 /// # Errors
-/// As [`TokenWindows::open_any_with`] (in [`Error::Loader`]); [`LoaderError::InvalidConfig`]
-/// when `seq_len` is 0.
+/// [`Error::Loader`]: [`LoaderError::InvalidConfig`] when `seq_len` is 0 or `location` is not
+/// UTF-8, [`LoaderError::Open`] naming the location when its storage cannot be opened or
+/// read, and the errors of [`TokenWindows::from_int_reader`] (ids that do not fit `E`, a
+/// stream shorter than one window); [`Error::Dataset`] when the location holds a native
+/// storage that is not a token stream, or a foreign dataset that cannot be read.
 pub fn lm_windows<E: Element>(
-    dir: impl AsRef<Path>,
+    location: impl AsRef<Path>,
     seq_len: u64,
     options: ReadOptions,
 ) -> Result<(TokenWindows<E>, LmCollate<E>), Error> {
@@ -254,7 +263,21 @@ pub fn lm_windows<E: Element>(
             LoaderError::InvalidConfig { field: "seq_len", detail: "must be at least 1".into() }.into()
         );
     }
-    let windows = TokenWindows::<E>::open_any_with(dir, seq_len + 1, seq_len, options)?;
+    let path = location.as_ref();
+    let text = path.to_str().ok_or_else(|| LoaderError::InvalidConfig {
+        field: "location",
+        detail: format!("{} is not UTF-8", path.display()),
+    })?;
+    let opened = open_tokens(text, &OpenOptions::default().read(options))
+        .and_then(|data| data.windows::<E>(seq_len + 1, seq_len));
+    let windows = match opened {
+        Ok(w) => w,
+        Err(InteropError::Loader(e)) => return Err(e.into()),
+        Err(InteropError::Storage(source)) => {
+            return Err(LoaderError::Open { path: path.to_path_buf(), source }.into())
+        }
+        Err(e) => return Err(Error::Dataset(e)),
+    };
     let collate = LmCollate::new(&windows)?;
     Ok((windows, collate))
 }

@@ -73,7 +73,7 @@ fn c1_from_vec_keeps_the_vec_from_slice_copies() {
 fn c2_shift_contiguous_and_the_collates_own_buffers() {
     // Windows of L + 1 = 5 tokens at stride 5: rows [0..5) and [5..10).
     let dir = storage::<u16>(&(0..10).collect::<Vec<_>>());
-    let windows = TokenWindows::<u32>::open_any_with(dir.path(), 5, 5, ReadOptions::default()).unwrap();
+    let windows = TokenWindows::<u32>::open_with(dir.path(), 5, 5, ReadOptions::default()).unwrap();
     let collate = LmCollate::new(&windows).unwrap();
     let batch = collate.collate(vec![windows.get(0).unwrap(), windows.get(1).unwrap()]).unwrap();
     assert_eq!(batch.shape(), [2, 4]);
@@ -101,7 +101,7 @@ fn c2_shift_contiguous_and_the_collates_own_buffers() {
 fn c3_u16_storage_gives_u32_tensors_without_wrapping_and_i64_on_request() {
     let dir = storage::<u16>(&[65_535, 1]);
     // The whole stream as one window, through the plain token path.
-    let windows = TokenWindows::<u32>::open_any(dir.path(), 2).unwrap();
+    let windows = TokenWindows::<u32>::open(dir.path(), 2).unwrap();
     let batch = windows.collate().collate(vec![windows.get(0).unwrap()]).unwrap();
     let t = batch.into_tensors(&Device::Cpu).unwrap();
     assert_eq!(t.dtype(), DType::U32);
@@ -148,7 +148,7 @@ fn c4_shape_errors_are_errors_not_panics() {
 
     // Windows without an input/target pair, and L = 0.
     let dir = storage::<u16>(&[1, 2, 3]);
-    let one = TokenWindows::<u32>::open_any(dir.path(), 1).unwrap();
+    let one = TokenWindows::<u32>::open(dir.path(), 1).unwrap();
     let e = LmCollate::new(&one).unwrap_err();
     assert!(matches!(e, LoaderError::InvalidConfig { field: "seq_len", .. }));
     assert!(matches!(lm_windows::<u32>(dir.path(), 0, ReadOptions::default()), Err(Error::Loader(_))));

@@ -17,7 +17,7 @@ fn issue12_open_failure_is_an_open_error_not_record_0() {
     let missing = tmp.path().join("missing");
     let errors = [
         TokenWindows::<u16>::open(&missing, 8).unwrap_err(),
-        TokenWindows::<u32>::open_any(&missing, 8).unwrap_err(),
+        TokenWindows::<u32>::open(&missing, 8).unwrap_err(),
         StreamWindows::open(&missing, TokenFormat::<u16>::new(), 8).unwrap_err(),
         guideloom_loader::MetaWindows::open(
             &missing,
@@ -43,7 +43,7 @@ fn issue12_open_failure_is_an_open_error_not_record_0() {
     w.append(0, b"x").unwrap();
     w.commit().unwrap();
     assert!(matches!(
-        TokenWindows::<u32>::open_any(&docs, 8),
+        TokenWindows::<u32>::open(&docs, 8),
         Err(LoaderError::Open { source: StorageError::KindMismatch { .. }, .. })
     ));
 }
@@ -56,7 +56,7 @@ fn issue12_window_longer_than_the_stream_is_refused_at_build() {
     let (small, _large) = u16_and_u32_storages();
     for err in [
         TokenWindows::<u16>::open(small.path(), 1_001).unwrap_err(),
-        TokenWindows::<i64>::open_any(small.path(), 5_000).unwrap_err(),
+        TokenWindows::<i64>::open(small.path(), 5_000).unwrap_err(),
     ] {
         assert!(matches!(err, LoaderError::WindowTooLong { elements: 1_000, .. }), "{err}");
     }
@@ -78,7 +78,7 @@ fn issue12_window_longer_than_the_stream_is_refused_at_build() {
     w.append(3, &[]).unwrap();
     w.finish().unwrap();
     for dir in [&empty, &empty_shards] {
-        let windows = TokenWindows::<u32>::open_any(dir, 4).unwrap();
+        let windows = TokenWindows::<u32>::open(dir, 4).unwrap();
         assert_eq!((windows.len(), windows.elements()), (0, 0));
         let collate = windows.collate();
         let loader = Loader::builder(windows).batch_size(2).collate(collate).build().unwrap();

@@ -94,7 +94,7 @@ pub(crate) fn u16_and_u32_storages() -> (tempfile::TempDir, tempfile::TempDir) {
 /// The language-model loader of the README, returned by name ([`TokenLoader`]): windows of
 /// L + 1 = 65 tokens at stride L = 64, as `E` ids whatever the storage's token dtype.
 fn lm_loader<E: guideloom_formats::Element>(dir: &std::path::Path, workers: usize) -> TokenLoader<E> {
-    let windows = TokenWindows::<E>::open_any_with(dir, 65, 64, ReadOptions::default()).unwrap();
+    let windows = TokenWindows::<E>::open_with(dir, 65, 64, ReadOptions::default()).unwrap();
     let collate = windows.collate();
     Loader::builder(windows)
         .shuffle(3)
@@ -106,11 +106,11 @@ fn lm_loader<E: guideloom_formats::Element>(dir: &std::path::Path, workers: usiz
         .unwrap()
 }
 
-/// `open_any` reads a u16 and a u32 storage into one batch type (u32, and i64 for embeddings
+/// `open` reads a u16 and a u32 storage into one batch type (u32, and i64 for embeddings
 /// that take i64): exact ids, windows of 65 at stride 64 across the empty middle shard, and
 /// inputs/targets that are each row's first and last 64 tokens.
 #[test]
-fn open_any_widens_u16_and_u32_storages_into_one_batch_type() {
+fn open_widens_u16_and_u32_storages_into_one_batch_type() {
     let (small, large) = u16_and_u32_storages();
     for (dir, base) in [(small.path(), 0u32), (large.path(), 70_000)] {
         for workers in [0, 2] {
@@ -140,7 +140,7 @@ fn open_any_widens_u16_and_u32_storages_into_one_batch_type() {
         }
     }
     // Window 4 of the u16 storage holds 256..321: tokens of shard 0, then of shard 2.
-    let windows = TokenWindows::<u64>::open_any_with(small.path(), 65, 64, ReadOptions::default()).unwrap();
+    let windows = TokenWindows::<u64>::open_with(small.path(), 65, 64, ReadOptions::default()).unwrap();
     assert_eq!(windows.stored_dtype().to_string(), "<u2");
     assert_eq!((windows.seq_len(), windows.stride(), windows.elements()), (65, 64, 1_000));
     let batch = windows.collate().collate(vec![windows.get(4).unwrap(), windows.get(0).unwrap()]).unwrap();
@@ -171,8 +171,7 @@ fn widened_and_exact_sources_share_states() {
     assert_eq!(rest.len(), 5);
     assert_eq!(rest, expected);
 
-    let other_stride =
-        TokenWindows::<u32>::open_any_with(small.path(), 65, 65, ReadOptions::default()).unwrap();
+    let other_stride = TokenWindows::<u32>::open_with(small.path(), 65, 65, ReadOptions::default()).unwrap();
     let collate = other_stride.collate();
     let other =
         Loader::builder(other_stride).shuffle(3).epochs(2).batch_size(4).collate(collate).build().unwrap();
@@ -185,11 +184,11 @@ fn widened_and_exact_sources_share_states() {
 }
 
 /// Ids that do not all fit the requested type are refused at open, naming both dtypes; the
-/// exact `open` refuses another dtype with the storage's error.
+/// exact reader of `TokenWindows::new` refuses another dtype with the storage's error.
 #[test]
 fn narrowing_is_refused() {
     let (small, large) = u16_and_u32_storages();
-    let err = TokenWindows::<u16>::open_any(large.path(), 8).unwrap_err();
+    let err = TokenWindows::<u16>::open(large.path(), 8).unwrap_err();
     assert_eq!(
         err.to_string(),
         format!(
@@ -197,18 +196,20 @@ fn narrowing_is_refused() {
             large.path().display()
         )
     );
-    assert!(matches!(TokenWindows::<i32>::open_any(large.path(), 8), Err(LoaderError::TokenDtype { .. })));
-    assert!(matches!(TokenWindows::<f32>::open_any(small.path(), 8), Err(LoaderError::TokenDtype { .. })));
-    assert_eq!(TokenWindows::<i32>::open_any(small.path(), 8).unwrap().len(), 125);
-    match TokenWindows::<u32>::open(small.path(), 8) {
-        Err(LoaderError::Open { path, source }) => {
-            assert_eq!(path, small.path());
+    assert!(matches!(TokenWindows::<i32>::open(large.path(), 8), Err(LoaderError::TokenDtype { .. })));
+    assert!(matches!(TokenWindows::<f32>::open(small.path(), 8), Err(LoaderError::TokenDtype { .. })));
+    assert_eq!(TokenWindows::<i32>::open(small.path(), 8).unwrap().len(), 125);
+    // `open` widens (issue 26: it is what `open_any` was); the exact reader that
+    // `TokenWindows::new` takes refuses another dtype with the storage's error.
+    assert_eq!(TokenWindows::<u32>::open(small.path(), 8).unwrap().len(), 125);
+    match guideloom_storage::StreamReader::open(small.path(), TokenFormat::<u32>::new()) {
+        Err(source) => {
             assert!(
                 matches!(&source, StorageError::DtypeMismatch { expected, found, .. } if expected == "<u4" && found == "<u2"),
                 "{source}"
             );
         }
-        other => panic!("unexpected {other:?}"),
+        Ok(_) => panic!("a <u2 storage opened as <u4"),
     }
 }
 

@@ -1,0 +1,264 @@
+//! [`open_tokens`] (issue 26, item 2): every sample dataset (a native storage written here,
+//! every foreign layout of the repository's interop samples) opened by its local path and by
+//! its `s3://` copy on moto's S3 server (`tests/s3/setup.sh`; skipped with a message when it
+//! is not installed, unless `GUIDELOOM_REQUIRE_S3` is set) through `open_tokens` alone gives
+//! the same tokens, and the known ones where the samples say them.
+
+use std::path::Path;
+
+use guideloom_formats::{Primitive, TokenFormat};
+use guideloom_interop::{
+    open_tokens, ForeignFormat, ForeignOptions, InteropError, OpenOptions, TokenDataset,
+};
+use guideloom_loader::{Collate, DataSource};
+use guideloom_storage::{RemoteDir, RemoteOptions, StorageKind, StreamWriter, Window};
+use guideloom_testkit::s3::MotoServer;
+
+use crate::common::{sample, CORPUS_EOT, EOT};
+
+const BUCKET: &str = "guideloom-open";
+
+/// Every file below `local`, as objects under `s3://BUCKET/prefix` (sub-directories as `/`
+/// parts).
+fn upload_tree(remote: &RemoteOptions, local: &Path, prefix: &str) {
+    let dir = RemoteDir::open(&format!("s3://{BUCKET}/{prefix}"), remote.clone()).unwrap();
+    let mut stack = vec![local.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                stack.push(p);
+            } else {
+                let rel = p.strip_prefix(local).unwrap().to_str().unwrap().to_string();
+                dir.put(&rel, std::fs::read(&p).unwrap()).unwrap();
+            }
+        }
+    }
+}
+
+/// All of the dataset's tokens, in one read.
+fn all_tokens(data: &TokenDataset) -> Vec<i64> {
+    let n = data.elements();
+    let mut rows = data.reader().read_many(&[Window::new(0, n)]).unwrap();
+    assert_eq!(rows.len(), 1);
+    rows.pop().unwrap()
+}
+
+/// The sequences of the Megatron sample `prefix` as its `expected.json` says them.
+fn megatron_expected(prefix: &str) -> Vec<i64> {
+    let text = std::fs::read_to_string(sample("megatron/expected.json")).unwrap();
+    let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let seqs = v[prefix]["sequences"].as_array().unwrap_or_else(|| panic!("{prefix} in expected.json"));
+    seqs.iter().flat_map(|s| s.as_array().unwrap().iter().map(|t| t.as_i64().unwrap())).collect()
+}
+
+/// One sample: its path below the samples (or a native storage's directory), its foreign
+/// options, and its tokens where known.
+struct Case {
+    rel: &'static str,
+    foreign: ForeignOptions,
+    tokens: Option<Vec<i64>>,
+}
+
+fn case(rel: &'static str, foreign: ForeignOptions, tokens: Option<Vec<i64>>) -> Case {
+    Case { rel, foreign, tokens }
+}
+
+fn named(format: ForeignFormat) -> ForeignOptions {
+    ForeignOptions::new().format(format)
+}
+
+/// Every layout's samples (megatron, nanogpt, llmc and its legacy files, mds, litdata, olmo,
+/// npy).
+fn foreign_cases() -> Vec<Case> {
+    let corpus: Vec<i64> = CORPUS_EOT.concat();
+    let mut cases = vec![
+        case(
+            "megatron/gpt2_text_document",
+            ForeignOptions::new(),
+            Some(megatron_expected("gpt2_text_document")),
+        ),
+        case(
+            "megatron/llama3_text_document",
+            ForeignOptions::new(),
+            Some(megatron_expected("llama3_text_document")),
+        ),
+        case("megatron/other_text_document", ForeignOptions::new(), None),
+        case("megatron/multimodal_text_document", ForeignOptions::new().multimodal(true), None),
+        case("megatron/sentences_text_sentence", ForeignOptions::new(), None),
+        case(
+            "nanogpt/train.bin",
+            named(ForeignFormat::NanoGpt).dtype(Primitive::U16),
+            Some(vec![101, 102, 103, EOT, 201, 202, EOT, 301, 302, 303, 304, EOT]),
+        ),
+        case("nanogpt/val.bin", named(ForeignFormat::NanoGpt).dtype(Primitive::U16), Some(vec![401, EOT])),
+        case(
+            "nanogpt_shakespeare_char/train.bin",
+            named(ForeignFormat::NanoGpt).dtype(Primitive::U16),
+            Some(vec![7, 5, 1, 2, 3, 1, 5, 6, 1, 4, 5, 7, 1, 7, 5, 1, 2]),
+        ),
+        case(
+            "llmc/tiny_val_000000.bin",
+            ForeignOptions::new(),
+            Some(vec![EOT, 101, 102, 103, EOT, 201, 202]),
+        ),
+        case(
+            "llmc/tiny_train_000001.bin",
+            ForeignOptions::new(),
+            Some(vec![EOT, 301, 302, 303, 304, EOT, 401]),
+        ),
+        case(
+            "llmc/tiny_llama3_val_000000.bin",
+            ForeignOptions::new(),
+            Some(vec![128000, 101, 102, 103, 128000, 201, 202]),
+        ),
+        case("modded_nanogpt/fineweb_*.bin", named(ForeignFormat::Llmc), None),
+        case("llmc_legacy/tiny_shakespeare_val.bin", named(ForeignFormat::Llmc).dtype(Primitive::I32), None),
+        case("litdata/tokens_u16", ForeignOptions::new(), None),
+        case("litdata/tokens_i32_tensor", ForeignOptions::new(), None),
+        case(
+            "litdata/pytree",
+            ForeignOptions::new(),
+            Some(vec![101, 102, 103, 201, 202, 301, 302, 303, 304, 401]),
+        ),
+        case("npy/v1_u2.npy", ForeignOptions::new(), Some(vec![101, 102, 103, EOT, 201])),
+        case("npy/v2_u2.npy", ForeignOptions::new(), Some(vec![101, 102, 103, EOT, 201])),
+        case("npy/v3_u2.npy", ForeignOptions::new(), Some(vec![101, 102, 103, EOT, 201])),
+        case("npy/be_i4.npy", ForeignOptions::new(), Some(vec![101, 102, 103, EOT, 201])),
+        case("npy/c_2x3_u4.npy", ForeignOptions::new(), Some(vec![0, 1, 2, 3, 4, 5])),
+        case("npy/dir_tokens", ForeignOptions::new(), Some(corpus.clone())),
+    ];
+    if cfg!(feature = "mds") {
+        cases.extend([
+            case("mds/llmfoundry_ndarray_int32", ForeignOptions::new(), None),
+            case("mds/llmfoundry_bytes_int64", ForeignOptions::new(), None),
+            case("mds/tokens_zstd_sha1_xxh3", ForeignOptions::new(), Some(corpus.clone())),
+            case(
+                "mds/empty_first_shard",
+                ForeignOptions::new(),
+                Some(vec![101, 102, 103, EOT, 201, 202, EOT]),
+            ),
+            case("mds/merged", ForeignOptions::new(), None),
+        ]);
+    }
+    if cfg!(feature = "olmo") {
+        cases.extend([
+            case(
+                "olmo/part-0-00000.npy",
+                named(ForeignFormat::Olmo).dtype(Primitive::U16),
+                Some(vec![101, 102, 103, 50279, 201, 202, 50279, 301, 302, 303, 304, 50279, 401, 50279]),
+            ),
+            case(
+                "olmo/part-1-00000.npy",
+                named(ForeignFormat::Olmo).dtype(Primitive::U32),
+                Some(vec![101, 102, 103, 100257, 201, 202, 100257]),
+            ),
+        ]);
+    }
+    cases
+}
+
+#[test]
+fn issue26_open_tokens_reads_every_sample_locally_and_from_s3_alike() {
+    let Some(moto) = MotoServer::start("issue26_open_tokens_reads_every_sample_locally_and_from_s3_alike")
+    else {
+        return;
+    };
+    moto.create_bucket(BUCKET);
+    let remote = RemoteOptions::default().block_size(4096).store_options(moto.store_options());
+    upload_tree(&remote, &sample(""), "interop");
+    // Native storages: u16 and u32 token streams.
+    let native = tempfile::tempdir().unwrap();
+    let u16_tokens: Vec<u32> = vec![3, 1, 4, 1, 5, 9, 2, 6];
+    let mut w = StreamWriter::open(native.path().join("u16"), TokenFormat::<u16>::new()).unwrap();
+    w.append(0, &u16_tokens).unwrap();
+    w.commit().unwrap();
+    let u32_tokens: Vec<u32> = vec![100_000, 7, 70_000];
+    let mut w = StreamWriter::open(native.path().join("u32"), TokenFormat::<u32>::new()).unwrap();
+    w.append(0, &u32_tokens).unwrap();
+    w.commit().unwrap();
+    upload_tree(&remote, native.path(), "native");
+
+    let options = OpenOptions::default().remote(remote.clone());
+    let mut checked = 0;
+    let natives = [
+        ("u16", u16_tokens.iter().map(|&t| i64::from(t)).collect::<Vec<_>>(), "<u2"),
+        ("u32", u32_tokens.iter().map(|&t| i64::from(t)).collect(), "<u4"),
+    ];
+    for (name, want, dtype) in natives {
+        let local_path = native.path().join(name);
+        let local = open_tokens(local_path.to_str().unwrap(), &options).unwrap();
+        let url = format!("s3://{BUCKET}/native/{name}");
+        let from_s3 = open_tokens(&url, &options).unwrap();
+        for data in [&local, &from_s3] {
+            assert!(data.foreign().is_none(), "{}", data.location());
+            assert_eq!(data.dtype().to_string(), dtype, "{}", data.location());
+            assert_eq!(all_tokens(data), want, "{}", data.location());
+        }
+        assert_eq!(from_s3.location(), url);
+        checked += 1;
+    }
+    for c in foreign_cases() {
+        let options = options.clone().foreign(c.foreign.clone());
+        let local = open_tokens(sample(c.rel).to_str().unwrap(), &options)
+            .unwrap_or_else(|e| panic!("{}: {e}", c.rel));
+        let url = format!("s3://{BUCKET}/interop/{}", c.rel);
+        let from_s3 = open_tokens(&url, &options).unwrap_or_else(|e| panic!("{url}: {e}"));
+        let (l, r) = (all_tokens(&local), all_tokens(&from_s3));
+        assert!(!l.is_empty(), "{}", c.rel);
+        assert_eq!(l, r, "{}: local and s3 tokens", c.rel);
+        assert_eq!(local.dtype(), from_s3.dtype(), "{}", c.rel);
+        let (lf, rf) = (local.foreign().unwrap(), from_s3.foreign().unwrap());
+        assert_eq!(lf.format(), rf.format(), "{}", c.rel);
+        if let Some(format) = c.foreign.format {
+            assert_eq!(lf.format(), format, "{}", c.rel);
+        }
+        if let Some(want) = &c.tokens {
+            assert_eq!(&l, want, "{}: known tokens", c.rel);
+        }
+        checked += 1;
+    }
+    assert_eq!(checked, 2 + foreign_cases().len());
+}
+
+#[test]
+fn issue26_open_tokens_windows_and_refusals() {
+    // A native u16 stream through windows: u32 batches.
+    let dir = tempfile::tempdir().unwrap();
+    let mut w = StreamWriter::open(dir.path(), TokenFormat::<u16>::new()).unwrap();
+    w.append(0, &[10, 11, 12, 13, 14, 15, 16]).unwrap();
+    w.commit().unwrap();
+    let data = open_tokens(dir.path().to_str().unwrap(), &OpenOptions::default()).unwrap();
+    let windows = data.windows::<u32>(3, 2).unwrap();
+    assert_eq!(windows.len(), 3);
+    let batch = windows.collate().collate(vec![windows.get(2).unwrap(), windows.get(0).unwrap()]).unwrap();
+    assert_eq!(batch.data(), [14, 15, 16, 10, 11, 12]);
+    // A foreign dataset through windows, the layout detected.
+    let data =
+        open_tokens(sample("llmc/tiny_val_000000.bin").to_str().unwrap(), &OpenOptions::default()).unwrap();
+    assert_eq!(data.foreign().unwrap().format(), ForeignFormat::Llmc);
+    let windows = data.windows::<i64>(3, 3).unwrap();
+    let batch = windows.collate().collate(vec![windows.get(1).unwrap()]).unwrap();
+    assert_eq!(batch.data(), [103, EOT, 201]);
+    // u32 ids do not fit u16 windows.
+    let data =
+        open_tokens(sample("llmc/tiny_llama3_val_000000.bin").to_str().unwrap(), &OpenOptions::default())
+            .unwrap();
+    assert!(matches!(data.windows::<u16>(2, 2), Err(InteropError::Loader(_))));
+    // A native storage that is not a token stream: a typed error naming it.
+    let meta = tempfile::tempdir().unwrap();
+    let mut w =
+        guideloom_storage::DocumentWriter::open(meta.path(), guideloom_formats::RawBytesFormat).unwrap();
+    w.append(0, b"x".as_slice()).unwrap();
+    w.commit().unwrap();
+    let at = meta.path().to_str().unwrap();
+    match open_tokens(at, &OpenOptions::default()) {
+        Err(InteropError::NotTokens { location, kind, dtype }) => {
+            assert_eq!((location.as_str(), kind, dtype.as_str()), (at, StorageKind::Document, "none"));
+        }
+        other => panic!("{other:?}"),
+    }
+    // A named layout wins over detection; an unknown one is the foreign error.
+    let e = open_tokens(sample("nanogpt/train.bin").to_str().unwrap(), &OpenOptions::default()).unwrap_err();
+    assert!(matches!(&e, InteropError::Dataset { format: None, .. }), "{e}");
+}
