@@ -103,15 +103,15 @@ fn native_windows(path: &std::path::Path, seq_len: u64, stride: u64) -> PyResult
     let o = read_options();
     let w = match m.dtype() {
         Some(Dtype::Primitive(Primitive::U8)) => {
-            TokenWindows::open_any_with(path, seq_len, stride, o).map(|w| AnyWindows::U8(Arc::new(w)))
+            TokenWindows::open_with(path, seq_len, stride, o).map(|w| AnyWindows::U8(Arc::new(w)))
         }
         Some(Dtype::Primitive(Primitive::U16)) => {
-            TokenWindows::open_any_with(path, seq_len, stride, o).map(|w| AnyWindows::U16(Arc::new(w)))
+            TokenWindows::open_with(path, seq_len, stride, o).map(|w| AnyWindows::U16(Arc::new(w)))
         }
         Some(Dtype::Primitive(Primitive::U64)) => {
-            TokenWindows::open_any_with(path, seq_len, stride, o).map(|w| AnyWindows::U64(Arc::new(w)))
+            TokenWindows::open_with(path, seq_len, stride, o).map(|w| AnyWindows::U64(Arc::new(w)))
         }
-        _ => TokenWindows::open_any_with(path, seq_len, stride, o).map(|w| AnyWindows::U32(Arc::new(w))),
+        _ => TokenWindows::open_with(path, seq_len, stride, o).map(|w| AnyWindows::U32(Arc::new(w))),
     };
     w.map_err(py_err)
 }
