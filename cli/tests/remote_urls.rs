@@ -59,17 +59,8 @@ impl Server {
     /// Every file below `local`, as objects under `prefix` (sub-directories as `/` parts).
     fn upload_tree(&self, local: &Path, prefix: &str) {
         let dir = self.dir(prefix);
-        let mut stack = vec![local.to_path_buf()];
-        while let Some(d) = stack.pop() {
-            for e in std::fs::read_dir(&d).unwrap() {
-                let p = e.unwrap().path();
-                if p.is_dir() {
-                    stack.push(p);
-                } else {
-                    let rel = p.strip_prefix(local).unwrap().to_str().unwrap().to_string();
-                    dir.put(&rel, std::fs::read(&p).unwrap()).unwrap();
-                }
-            }
+        for (rel, bytes) in guideloom_testkit::files_below(local) {
+            dir.put(&rel, bytes).unwrap();
         }
     }
 

@@ -20,6 +20,28 @@ pub mod backends;
 pub mod hostile;
 pub mod s3;
 
+/// Every file below `root` (directories walked), as (its path relative to `root`, its
+/// bytes), in no particular order: what a test uploads to an object-store prefix.
+///
+/// # Panics
+/// When the tree cannot be read or a name is not UTF-8 (a test fixture).
+pub fn files_below(root: &Path) -> Vec<(String, Vec<u8>)> {
+    let mut out = Vec::new();
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                stack.push(p);
+            } else {
+                let rel = p.strip_prefix(root).unwrap().to_str().unwrap().to_string();
+                out.push((rel, std::fs::read(&p).unwrap()));
+            }
+        }
+    }
+    out
+}
+
 /// The repository's root (the workspace directory).
 pub fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
