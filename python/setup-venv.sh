@@ -32,7 +32,7 @@ if [ "${GUIDELOOM_PY_TORCH:-0}" = 1 ] && ! "$venv/bin/python" -c 'import torch' 
 fi
 export PATH="$PWD/$venv/bin:$PATH"
 stamp="$venv/.guideloom-build"
-newest=$(find python/src python/guideloom python/Cargo.toml python/pyproject.toml formats/src storage/src loader/src oamap/src src/lib.rs -newer "$stamp" -print -quit 2>/dev/null || echo rebuild)
+newest=$(find python/src python/guideloom python/Cargo.toml python/pyproject.toml formats/src storage/src loader/src interop/src oamap/src src/lib.rs -newer "$stamp" -print -quit 2>/dev/null || echo rebuild)
 if [ ! -e "$stamp" ] || [ -n "$newest" ] || ! "$venv/bin/python" -c 'import guideloom' 2>/dev/null; then
   # --no-build-isolation: maturin comes from the venv (no download per build).
   "${pip[@]}" --no-build-isolation --force-reinstall --no-deps ./python >&2

@@ -112,11 +112,13 @@ pub use options::{DocumentDelimiter, ForeignOptions};
 pub use orders::llmc::{
     llmc_resume_state, llmc_shuffled_resume_state, llmc_shuffled_windows, llmc_windows, LlmcCheckpoint,
 };
+pub use orders::llmc_run::{LlmcRun, LlmcRunOptions, LLMC_MAX_SHUFFLED_WINDOWS};
 pub use orders::megatron::blend::{
     megatron_blending_indices, megatron_exhaustive_blending_indices, BlendIndex,
 };
 pub use orders::megatron::gpt::{GptConfig, GptIndex, SamplePiece};
 pub use orders::megatron::mt19937::Mt19937;
+pub use orders::megatron::run::{megatron_samples, MegatronRun, MegatronRunOptions};
 pub use orders::megatron::samples::{
     megatron_resume_source, megatron_resume_state, MegatronSample, MegatronSamples,
 };

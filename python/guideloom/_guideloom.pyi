@@ -120,8 +120,18 @@ class _Loader:
     def __new__(cls, source: Any, options: dict[str, Any]) -> _Loader:
         """``options``: batch_size, shuffle, seed, epochs, workers, prefetch, rank, world_size,
         drop_remainder, global_batch (the arguments of ``guideloom.Loader``)."""
+    @staticmethod
+    def megatron(datasets: list[tuple[float | None, str]], options: dict[str, Any]) -> _Loader:
+        """Megatron-Core's samples over ``datasets`` (``options``: the arguments of
+        ``guideloom.Loader.megatron``)."""
+    @staticmethod
+    def llmc(path: str, options: dict[str, Any]) -> _Loader:
+        """llm.c's batches over the shards at ``path`` (``options``: the arguments of
+        ``guideloom.Loader.llmc``)."""
     def __len__(self) -> int: ...
     def start(self, state: str | None = None, round_down: bool = False) -> None: ...
-    def next(self) -> tuple[Any, npt.NDArray[np.uint64], int, int, npt.NDArray[np.bool_]] | None: ...
+    def next(
+        self,
+    ) -> tuple[Any, npt.NDArray[np.uint64], int, int, npt.NDArray[np.bool_], npt.NDArray[np.uint32] | None] | None: ...
     def state(self) -> str: ...
     def close(self) -> None: ...

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import operator
+import os
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -21,25 +23,47 @@ class Batch:
     owns, writable, taken by ``torch.from_numpy`` or ``np.from_dlpack`` without a copy; a list of
     records for a Python source), ``indices`` (record indices, ``uint64``), ``number`` (the batch
     number of this rank from the first batch of epoch 0), ``epoch`` and ``padding`` (``True``
-    for records repeated to complete the final global batch of an epoch)."""
+    for records repeated to complete the final global batch of an epoch) and ``sources`` (per
+    record, the dataset of a Megatron blend it came from, ``uint32``; ``None`` without a blend).
 
-    __slots__ = ("data", "indices", "number", "epoch", "padding")
+    A batch of :meth:`Loader.llmc` is one llm.c batch: ``data`` holds its ``B * T + 1`` tokens
+    (1-D, ``int64``), ``inputs``/``targets`` are the ``[B, T]`` views llm.c's ``inputs`` and
+    ``targets`` are, and ``indices`` the window's number."""
 
-    def __init__(self, data: Any, indices: np.ndarray, number: int, epoch: int, padding: np.ndarray) -> None:
+    __slots__ = ("data", "indices", "number", "epoch", "padding", "sources", "_rows")
+
+    def __init__(
+        self,
+        data: Any,
+        indices: np.ndarray,
+        number: int,
+        epoch: int,
+        padding: np.ndarray,
+        sources: np.ndarray | None = None,
+        rows: int | None = None,
+    ) -> None:
         self.data = data
         self.indices = indices
         self.number = number
         self.epoch = epoch
         self.padding = padding
+        self.sources = sources
+        self._rows = rows
 
     @property
     def inputs(self) -> np.ndarray:
-        """``data[:, :-1]``: a language model's inputs (a view)."""
+        """``data[:, :-1]``: a language model's inputs (a view); for an llm.c batch
+        ``data[:-1]`` as ``[B, T]``."""
+        if self._rows is not None:
+            return self.data[:-1].reshape(self._rows, -1)  # type: ignore[no-any-return]
         return self.data[:, :-1]  # type: ignore[no-any-return]
 
     @property
     def targets(self) -> np.ndarray:
-        """``data[:, 1:]``: the next-token targets (a view)."""
+        """``data[:, 1:]``: the next-token targets (a view); for an llm.c batch ``data[1:]`` as
+        ``[B, T]``."""
+        if self._rows is not None:
+            return self.data[1:].reshape(self._rows, -1)  # type: ignore[no-any-return]
         return self.data[:, 1:]  # type: ignore[no-any-return]
 
     def __len__(self) -> int:
@@ -117,11 +141,135 @@ class Loader:
             "drop_remainder": bool(drop_remainder),
             "global_batch": None if global_batch is None else _count(global_batch, "global_batch"),
         }
-        self._rust = _rs._Loader(rust_source, options)
+        self._start(_rs._Loader(rust_source, options), round_down)
+
+    def _start(self, rust: _rs._Loader, round_down: bool, rows: int | None = None) -> None:
+        self._rust: _rs._Loader = rust
         self._round_down = bool(round_down)
+        self._rows = rows
         self._pending: str | None = None
         # "new": not started (next() starts it); "running"; "done": exhausted until iter() again.
         self._phase = "new"
+
+    @classmethod
+    def megatron(
+        cls,
+        data_path: str | os.PathLike[str] | Sequence[str | os.PathLike[str]] | Sequence[tuple[float, str | os.PathLike[str]]],
+        seq_length: int,
+        micro_batch_size: int,
+        *,
+        split: str = "969,30,1",
+        which: str = "train",
+        train_samples: int | None = None,
+        seed: int = 1234,
+        consumed_samples: int = 0,
+        rank: int = 0,
+        world_size: int = 1,
+        epochs: int = 1,
+        workers: int = 0,
+    ) -> Loader:
+        """Megatron-Core's training samples, in Megatron's order, read in place from its
+        ``.bin``/``.idx`` datasets (local prefixes or URLs).
+
+        The samples are those of megatron-core's ``GPTDataset`` (one prefix) or
+        ``BlendedDataset`` (``[(weight, prefix), ...]``; a list of prefixes without weights is
+        Megatron's blend of prefixes without weights) built with ``split`` (Megatron's
+        ``--split``), ``which`` (``"train"``, ``"valid"``, ``"test"``), ``train_samples``
+        (``--train-samples``; needed for a weighted blend) and ``seed`` (``--seed``, default
+        1234 as Megatron's), each ``seq_length + 1`` tokens. They are dealt as Megatron's
+        ``MegatronPretrainingSampler`` deals them: ``micro_batch_size`` samples per batch of
+        this ``rank`` of ``world_size`` data-parallel ranks, the incomplete last global batch
+        dropped, continuing at ``consumed_samples`` (all ranks together).
+
+        A batch's ``data`` is a ``[micro_batch_size, seq_length + 1]`` ``int64`` array,
+        ``indices`` Megatron's sample numbers, ``sources`` the blend's dataset of each sample.
+        The state is the CLI's (``guideloom batches --order megatron``).
+
+        Raises:
+            ForeignLayoutError: a prefix is not a Megatron dataset.
+            ConfigError: a setting Megatron refuses (an empty split, a blend without
+                ``train_samples``, weights mixed with bare prefixes, ...).
+        """
+        if isinstance(data_path, (str, os.PathLike)):
+            datasets: list[tuple[float | None, str]] = [(None, os.fspath(data_path))]
+        else:
+            datasets = []
+            for entry in data_path:
+                if isinstance(entry, tuple):
+                    weight, prefix = entry
+                    datasets.append((float(weight), os.fspath(prefix)))
+                else:
+                    datasets.append((None, os.fspath(entry)))
+        if not datasets:
+            raise ConfigError("data_path names no dataset", field="data_path")
+        if str(which) not in ("train", "valid", "test"):
+            raise ConfigError(f"which must be 'train', 'valid' or 'test', got {which!r}", field="which")
+        options = {
+            "seq_length": _count(seq_length, "seq_length", minimum=1),
+            "micro_batch_size": _count(micro_batch_size, "micro_batch_size", minimum=1),
+            "split": str(split),
+            "which": str(which),
+            "train_samples": None if train_samples is None else _count(train_samples, "train_samples"),
+            "seed": _count(seed, "seed", limit=2**32),
+            "consumed_samples": _count(consumed_samples, "consumed_samples"),
+            "rank": _count(rank, "rank"),
+            "world_size": _count(world_size, "world_size", minimum=1),
+            "epochs": _count(epochs, "epochs"),
+            "workers": _count(workers, "workers"),
+        }
+        loader = cls.__new__(cls)
+        loader.source = datasets
+        loader._start(_rs._Loader.megatron(datasets, options), False)
+        return loader
+
+    @classmethod
+    def llmc(
+        cls,
+        path: str | os.PathLike[str],
+        batch: int,
+        seq: int,
+        *,
+        rank: int = 0,
+        processes: int = 1,
+        epochs: int = 1,
+        shuffle: bool = False,
+        workers: int = 0,
+        position: tuple[int, int, int] | None = None,
+    ) -> Loader:
+        """llm.c's batches, in llm.c's order, read in place from its ``.bin`` shards.
+
+        ``path`` is one shard, a directory or a glob of shards (sorted by name, as llm.c's
+        ``glob`` sorts them); ``batch`` and ``seq`` are llm.c's ``B`` and ``T``; ``rank`` of
+        ``processes`` is llm.c's ``process_rank`` of ``num_processes``; ``shuffle`` is llm.c's
+        ``should_shuffle`` (every process and epoch its own order, as llm.c's ``mt19937``
+        shuffles). ``position=(epoch, current_shard_idx, current_sample_idx)`` continues an
+        llm.c run where llm.c's checkpoint says it stood (``epoch`` only when shuffled).
+
+        A batch is one llm.c batch: ``data`` its ``B * T + 1`` tokens (``int64``),
+        ``inputs``/``targets`` the ``[B, T]`` views, ``epoch`` llm.c's epoch.
+
+        Raises:
+            ForeignLayoutError: the shards are not llm.c shards.
+            ConfigError: ``B``, ``T`` or ``processes`` is 0, or a position llm.c never reaches.
+        """
+        options = {
+            "batch": _count(batch, "batch", minimum=1),
+            "seq": _count(seq, "seq", minimum=1),
+            "rank": _count(rank, "rank"),
+            "processes": _count(processes, "processes", minimum=1),
+            "epochs": _count(epochs, "epochs"),
+            "shuffle": bool(shuffle),
+            "workers": _count(workers, "workers"),
+            "position": None
+            if position is None
+            else tuple(_count(v, f"position[{i}]") for i, v in enumerate(position)),
+        }
+        if position is not None and len(position) != 3:
+            raise ConfigError("position is (epoch, shard, sample)", field="position")
+        loader = cls.__new__(cls)
+        loader.source = os.fspath(path)
+        loader._start(_rs._Loader.llmc(os.fspath(path), options), False, rows=int(batch))
+        return loader
 
     def __len__(self) -> int:
         """Batches per epoch of this rank."""
@@ -142,7 +290,8 @@ class Loader:
         if got is None:
             self._phase = "done"
             raise StopIteration
-        return Batch(*got)
+        data, indices, number, epoch, padding, sources = got
+        return Batch(data, indices, number, epoch, padding, sources, rows=self._rows)
 
     def close(self) -> None:
         """Stops the worker threads."""

@@ -11,6 +11,8 @@
 //!   in Rust into one `[n, seq_len]` numpy array;
 //! - `loader`: `_Loader`, guideloom's loader over `_TokenWindows` (batches as numpy arrays owned
 //!   by Rust) or over any Python object with `__len__`/`__getitem__` (the slow path);
+//! - `orders`: `_Loader.megatron` / `_Loader.llmc`, Megatron-Core's and llm.c's orders (the
+//!   interop crate's runs);
 //! - `errors`: Rust errors raised as the `guideloom.errors` classes.
 //!
 //! Every Rust path the binding uses is imported in `rust_api`.
@@ -19,6 +21,7 @@ mod errors;
 mod fork;
 mod formats;
 mod loader;
+mod orders;
 mod rust_api;
 mod sources;
 mod storage;

@@ -22,7 +22,7 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
 }
 
 /// A collated batch that becomes one Python object (an array, or a list for the slow path).
-trait IntoPython: Send {
+pub(crate) trait IntoPython: Send {
     fn into_python(self: Box<Self>, py: Python<'_>) -> PyResult<Py<PyAny>>;
 }
 
@@ -39,16 +39,19 @@ impl IntoPython for Vec<Py<PyAny>> {
 }
 
 /// One batch on its way to Python.
-struct Out {
-    data: Box<dyn IntoPython>,
-    indices: Vec<u64>,
-    padding: Vec<bool>,
-    number: u64,
-    epoch: u64,
+pub(crate) struct Out {
+    pub(crate) data: Box<dyn IntoPython>,
+    pub(crate) indices: Vec<u64>,
+    pub(crate) padding: Vec<bool>,
+    pub(crate) number: u64,
+    pub(crate) epoch: u64,
+    /// Per record, the source it came from (a blend's or a mixture's component), when there are
+    /// several.
+    pub(crate) sources: Option<Vec<u32>>,
 }
 
 /// A running iterator of any loader type.
-trait Running: Send {
+pub(crate) trait Running: Send {
     fn next_batch(&mut self) -> Option<Result<Out, LoaderError>>;
     fn state(&self) -> State;
 }
@@ -69,6 +72,7 @@ where
                 padding: b.padding,
                 number: b.number,
                 epoch: b.epoch,
+                sources: None,
             })
         })
     }
@@ -78,7 +82,7 @@ where
 }
 
 /// A built loader of any type.
-trait Built: Send + Sync {
+pub(crate) trait Built: Send + Sync {
     fn start(&self, state: Option<&State>, round_down: bool) -> Result<Box<dyn Running>, LoaderError>;
     fn initial_state(&self) -> State;
     fn len(&self) -> u64;
@@ -195,9 +199,9 @@ fn token_loader<E: Element + numpy::Element>(
     Ok(Box::new(loader))
 }
 
-/// guideloom's loader: `next()` gives `(data, indices, number, epoch, padding)`.
+/// guideloom's loader: `next()` gives `(data, indices, number, epoch, padding, sources)`.
 #[pyclass(module = "guideloom._guideloom", name = "_Loader", frozen)]
-struct PyLoader {
+pub(crate) struct PyLoader {
     built: Box<dyn Built>,
     running: Mutex<Option<Box<dyn Running>>>,
 }
@@ -226,7 +230,26 @@ impl PyLoader {
             let loader: Loader<PySource, Py<PyAny>, VecCollate> = build(s, &o).build().map_err(py_err)?;
             Box::new(loader)
         };
-        Ok(PyLoader { built, running: Mutex::new(None) })
+        Ok(PyLoader::from_built(built))
+    }
+
+    /// Megatron-Core's samples over `datasets` (`(weight or None, path or URL)`) as Megatron's
+    /// sampler deals them (see `guideloom.Loader.megatron`).
+    #[staticmethod]
+    fn megatron(
+        py: Python<'_>,
+        datasets: Vec<(Option<f64>, String)>,
+        options: crate::orders::MegatronOptions,
+    ) -> PyResult<Self> {
+        let built = py.detach(|| crate::orders::megatron(&datasets, &options)).map_err(|e| to_py(py, &e))?;
+        Ok(PyLoader::from_built(built))
+    }
+
+    /// llm.c's batches over the shards at `path` (see `guideloom.Loader.llmc`).
+    #[staticmethod]
+    fn llmc(py: Python<'_>, path: String, options: crate::orders::LlmcOptions) -> PyResult<Self> {
+        let built = py.detach(|| crate::orders::llmc(&path, &options)).map_err(|e| to_py(py, &e))?;
+        Ok(PyLoader::from_built(built))
     }
 
     /// Batches per epoch (of this rank).
@@ -247,7 +270,10 @@ impl PyLoader {
 
     /// The next batch, or `None` at the end.
     #[allow(clippy::type_complexity)]
-    fn next(&self, py: Python<'_>) -> PyResult<Option<(Py<PyAny>, Py<PyAny>, u64, u64, Py<PyAny>)>> {
+    fn next(
+        &self,
+        py: Python<'_>,
+    ) -> PyResult<Option<(Py<PyAny>, Py<PyAny>, u64, u64, Py<PyAny>, Option<Py<PyAny>>)>> {
         let got = self.with_running(py, |running| running.as_mut().map(|r| r.next_batch()))?;
         match got {
             None => Err(raise("LoaderError", "the loader is not started")),
@@ -257,7 +283,8 @@ impl PyLoader {
                 let data = out.data.into_python(py)?;
                 let indices = out.indices.into_pyarray(py).into_any().unbind();
                 let padding = out.padding.into_pyarray(py).into_any().unbind();
-                Ok(Some((data, indices, out.number, out.epoch, padding)))
+                let sources = out.sources.map(|s| s.into_pyarray(py).into_any().unbind());
+                Ok(Some((data, indices, out.number, out.epoch, padding, sources)))
             }
         }
     }
@@ -275,6 +302,10 @@ impl PyLoader {
 }
 
 impl PyLoader {
+    fn from_built(built: Box<dyn Built>) -> Self {
+        PyLoader { built, running: Mutex::new(None) }
+    }
+
     /// Runs `f` on the running iterator with the GIL released: the lock is taken without the GIL,
     /// so a thread waiting for a batch (whose workers may need the GIL) never blocks one holding it.
     fn with_running<T: Send>(

@@ -2,15 +2,17 @@
 //! that a move inside the crates changes only this file.
 
 pub(crate) use guideloom::formats::{
-    DocumentFormat, Dtype, Element, FormatError, MetaSink, MetaWindow, Primitive, RawWindow, StreamFormat,
-    StreamWithMetaFormat, TokenElement, TokenFormat,
+    DocumentFormat, Dtype, Element, FormatError, IntTokenFormat, MetaSink, MetaWindow, Primitive, RawWindow,
+    StreamFormat, StreamWithMetaFormat, TokenElement, TokenFormat,
 };
 pub(crate) use guideloom::interop::{
-    token_windows, ForeignDataset, ForeignError, ForeignFormat, ForeignOptions, InteropError,
+    token_windows, ForeignDataset, ForeignError, ForeignFormat, ForeignOptions, GptConfig, InteropError,
+    LlmcRun, LlmcRunOptions, MegatronRun, MegatronRunOptions, MegatronSample, MegatronSamples, MegatronSplit,
 };
+pub(crate) use guideloom::loader::transforms::Slice;
 pub(crate) use guideloom::loader::{
-    Collate, DataSource, Loader, LoaderBuilder, LoaderError, LoaderIter, ResumeOptions, State, TokenBatch,
-    TokenWindowCollate, TokenWindows, VecCollate, WindowSpan, STATE_VERSION,
+    Collate, DataSource, Loader, LoaderBuilder, LoaderError, LoaderIter, ResumeOptions, Spans, State,
+    TokenBatch, TokenWindowCollate, TokenWindows, VecCollate, WindowSpan, STATE_VERSION,
 };
 pub(crate) use guideloom::storage::{
     DocumentReader, DocumentWriter, Manifest, PreadBackend, ReadOptions, RemoteOptions, StorageDir,

@@ -346,8 +346,8 @@ fn print_loader<S: DataSource + 'static>(
 /// `batches --order megatron`: Megatron's samples from `--consumed-samples` (or `--resume`)
 /// on, numbered as Megatron numbers them.
 fn megatron(a: &BatchesArgs) -> CliResult {
-    let run = order::megatron(a)?;
-    print_loader(a, &run.loader, Some(&run.state), |line, batch| {
+    let (run, state) = order::megatron(a)?;
+    print_loader(a, &run.loader, Some(&state), |line, batch| {
         let _ = write!(line, "{{\"batch\":{},\"epoch\":{},\"samples\":", batch.number, batch.epoch);
         write_list(line, batch.indices.iter().map(|i| i + run.offset));
         if !a.no_tokens {
@@ -363,9 +363,9 @@ fn megatron(a: &BatchesArgs) -> CliResult {
 
 /// `batches --order llmc`: llm.c's batches, with llm.c's epochs.
 fn llmc(a: &BatchesArgs) -> CliResult {
-    let run = order::llmc(a)?;
-    print_loader(a, &run.loader, Some(&run.state), |line, batch| {
-        let epoch = if run.shuffle { batch.number / run.per_epoch } else { batch.epoch };
+    let (run, state) = order::llmc(a)?;
+    print_loader(a, &run.loader, Some(&state), |line, batch| {
+        let epoch = run.llmc_epoch(batch.number, batch.epoch);
         let _ = write!(line, "{{\"batch\":{},\"epoch\":{epoch},\"windows\":", batch.number);
         write_list(line, batch.indices.iter());
         if !a.no_tokens {

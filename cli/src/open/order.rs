@@ -7,13 +7,12 @@ use std::path::{Path, PathBuf};
 
 use guideloom::formats::IntTokenFormat;
 use guideloom::interop::{
-    llmc_resume_state, llmc_shuffled_resume_state, llmc_shuffled_windows, llmc_windows,
-    megatron_resume_source, ForeignDataset, ForeignFormat, ForeignOptions, GptConfig, LlmcCheckpoint,
-    MegatronSamples, MegatronSplit,
+    megatron_resume_source, megatron_samples, ForeignDataset, ForeignFormat, ForeignOptions, GptConfig,
+    InteropError, LlmcCheckpoint, LlmcRun, LlmcRunOptions, MegatronRun, MegatronRunOptions, MegatronSamples,
+    MegatronSplit,
 };
-use guideloom::loader::transforms::Slice;
-use guideloom::loader::{DataSource, Loader, Spans, State};
-use guideloom::storage::{ReadOptions, StreamReader};
+use guideloom::loader::{DataSource, Spans, State};
+use guideloom::storage::ReadOptions;
 
 use crate::cli::BatchesArgs;
 use crate::error::{context, CliResult};
@@ -53,13 +52,7 @@ pub(crate) fn megatron_source(
     config: &GptConfig,
     options: ReadOptions,
 ) -> CliResult<MegatronSamples> {
-    if datasets.iter().all(|(w, _)| w.is_some()) {
-        let refs: Vec<(f64, &ForeignDataset)> = datasets.iter().map(|(w, d)| (w.unwrap_or(1.0), d)).collect();
-        Ok(MegatronSamples::open(&refs, config, options)?)
-    } else {
-        let refs: Vec<&ForeignDataset> = datasets.iter().map(|(_, d)| d).collect();
-        Ok(MegatronSamples::open_unweighted(&refs, config, options)?)
-    }
+    Ok(megatron_samples(datasets, config, options)?)
 }
 
 /// The datasets of `--data-path` and the `GPTDataset` configuration of the flags.
@@ -87,26 +80,13 @@ pub(crate) fn megatron_config(
     Ok((datasets, config))
 }
 
-/// `batches --order megatron` ready to print: the loader over Megatron's samples from
-/// `--consumed-samples` on, the state it starts from, the sample number of its first
-/// sample's offset, and whether it blends several prefixes.
-pub(crate) struct MegatronRun {
-    /// The loader over the samples, whole global batches from the consumed ones on.
-    pub(crate) loader: Loader<Slice<MegatronSamples>>,
-    /// `--resume`'s state, or the step `--consumed-samples` starts at.
-    pub(crate) state: State,
-    /// Sample numbers of the loader's source start here (consumed mod the global batch).
-    pub(crate) offset: u64,
-    /// `--data-path` names more than one prefix (lines then say each sample's source).
-    pub(crate) blend: bool,
-}
-
-/// The run of `batches --order megatron`.
+/// The run of `batches --order megatron`, and the state it starts from (`--resume`'s, or the
+/// step `--consumed-samples` starts at).
 ///
 /// # Errors
 /// `--data-path` missing or malformed, a prefix that cannot be opened, a batch size or world
 /// size that overflows, or a `--resume` state that cannot be read.
-pub(crate) fn megatron(a: &BatchesArgs) -> CliResult<MegatronRun> {
+pub(crate) fn megatron(a: &BatchesArgs) -> CliResult<(MegatronRun, State)> {
     let o = &a.order;
     let text = o.data_path.as_deref().ok_or("--order megatron needs --data-path")?;
     let (datasets, config) = megatron_config(
@@ -117,28 +97,18 @@ pub(crate) fn megatron(a: &BatchesArgs) -> CliResult<MegatronRun> {
         a.read.window.seq_len,
         a.read.window.seed,
     )?;
-    let source = megatron_source(&datasets, &config, read_options(a.read.window.backend)?)?;
-    // Megatron's sampler deals whole global batches from consumed_samples on: the source
-    // starts at consumed mod G, the run at step consumed div G.
-    let global = a
-        .read
-        .window
-        .batch_size
-        .checked_mul(a.read.world_size)
-        .ok_or("--batch-size x --world-size overflows")?;
-    let (source, next_batch) = megatron_resume_source(source, o.consumed_samples, global)?;
-    let offset = o.consumed_samples % global;
-    let mut builder = Loader::builder(source)
-        .batch_size(a.read.window.batch_size)
+    if a.read.window.batch_size.checked_mul(a.read.world_size).is_none() {
+        return Err("--batch-size x --world-size overflows".into());
+    }
+    let mut run = MegatronRunOptions::new(a.read.window.batch_size)
         .shard(a.read.rank, a.read.world_size)
         .epochs(a.epochs)
-        // Megatron's MegatronPretrainingSampler drops the incomplete last global batch.
-        .drop_remainder(true)
-        .workers(a.read.window.workers);
+        .workers(a.read.window.workers)
+        .consumed_samples(o.consumed_samples);
     if datasets.iter().any(|(_, d)| crate::open::location::is_remote(d.path())) {
-        builder = builder.readahead(crate::open::location::REMOTE_READAHEAD);
+        run = run.readahead(crate::open::location::REMOTE_READAHEAD);
     }
-    let loader = builder.build()?;
+    let megatron = MegatronRun::open(&datasets, &config, &run, read_options(a.read.window.backend)?)?;
     let state = match &a.resume {
         Some(p) => {
             // A state saved before issue 18 holds the fingerprint of the same samples over
@@ -147,21 +117,21 @@ pub(crate) fn megatron(a: &BatchesArgs) -> CliResult<MegatronRun> {
                 let old: Vec<Weighted> =
                     datasets.iter().map(|(w, d)| (*w, d.with_legacy_fingerprint())).collect();
                 let source = megatron_source(&old, &config, read_options(a.read.window.backend)?)?;
+                let global = a.read.window.batch_size * a.read.world_size;
                 Ok(megatron_resume_source(source, o.consumed_samples, global)?.0.fingerprint())
             };
-            resume_state(p, loader.source().fingerprint(), legacy)?
+            resume_state(p, megatron.fingerprint(), legacy)?
         }
-        None => State { next_batch, ..loader.initial_state() },
+        None => megatron.state,
     };
-    Ok(MegatronRun { loader, state, offset, blend: datasets.len() > 1 })
+    Ok((megatron, state))
 }
 
 /// The loader state that continues llm.c's run: `--resume` (a guideloom state), an llm.c
 /// checkpoint (`--llmc-state`) or position (`--llmc-shard-idx`/`--llmc-sample-idx`), or the
 /// start.
-fn llmc_state(a: &BatchesArgs, data: &ForeignDataset, initial: &State, epochs: u64) -> CliResult<State> {
-    let (o, w, rank, world) = (&a.order, &a.read.window, a.read.rank, a.read.world_size);
-    let shape = (w.batch_size, w.seq_len, world);
+fn llmc_state(a: &BatchesArgs, data: &ForeignDataset, run: &LlmcRun) -> CliResult<State> {
+    let (o, w, rank, world, epochs) = (&a.order, &a.read.window, a.read.rank, a.read.world_size, a.epochs);
     if let Some(p) = &a.resume {
         return read_state(p);
     }
@@ -195,13 +165,9 @@ fn llmc_state(a: &BatchesArgs, data: &ForeignDataset, initial: &State, epochs: u
         }
         (o.llmc_epoch, shard, sample)
     } else {
-        return Ok(*initial);
+        return Ok(run.loader.initial_state());
     };
-    Ok(if o.llmc_shuffle {
-        llmc_shuffled_resume_state(initial, data, shape, rank, (epoch, shard, sample))?
-    } else {
-        llmc_resume_state(initial, data, shape, shard, sample)?
-    })
+    Ok(run.position_state(data, (epoch, shard, sample))?)
 }
 
 /// The header of llm.c's checkpoint at `path` and its last bytes (as many as its shuffle
@@ -226,76 +192,47 @@ fn read_llmc_checkpoint(
     Ok((c, tail))
 }
 
-/// The most windows `--llmc-shuffle` lists (16 bytes each).
-const MAX_SHUFFLED_WINDOWS: u64 = 1 << 27;
-
-/// `batches --order llmc` ready to print: the loader over llm.c's batches, the state it
-/// starts from, and how its batch numbers map to llm.c's epochs.
-pub(crate) struct LlmcRun {
-    /// The loader: one llm.c batch (a span of B x T + 1 tokens) per loader batch.
-    pub(crate) loader: Loader<Spans<StreamReader<IntTokenFormat>>>,
-    /// `--resume`'s state, the position of an llm.c run or checkpoint, or the start.
-    pub(crate) state: State,
-    /// `--llmc-shuffle`: every process has its own order, one loader epoch for all epochs.
-    pub(crate) shuffle: bool,
-    /// With `shuffle`, batches per llm.c epoch (`u64::MAX` otherwise).
-    pub(crate) per_epoch: u64,
-}
-
-/// The run of `batches --order llmc`.
+/// The run of `batches --order llmc` and the state it starts from.
 ///
 /// # Errors
-/// The shards cannot be opened, more windows than [`MAX_SHUFFLED_WINDOWS`] to list, or a
+/// The shards cannot be opened, more windows than [`LLMC_MAX_SHUFFLED_WINDOWS`] to list, or a
 /// state or checkpoint that does not fit the run.
-pub(crate) fn llmc(a: &BatchesArgs) -> CliResult<LlmcRun> {
+pub(crate) fn llmc(a: &BatchesArgs) -> CliResult<(LlmcRun, State)> {
     let (w, rank, world) = (&a.read.window, a.read.rank, a.read.world_size);
     let mut options = crate::open::foreign::options(&w.foreign);
     options.format = Some(ForeignFormat::Llmc);
     let data = crate::open::foreign::open_with(&w.dir, &options)?;
-    let format = guideloom::formats::IntTokenFormat::new(data.dtype())?;
-    let reader = data.reader(format, read_options(w.backend)?)?;
-    let shuffle = a.order.llmc_shuffle;
-    // Shuffled, every process has its own order and every epoch another: the windows of
-    // --rank for all --epochs, one loader epoch, one loader rank.
-    let (windows, rank, world, epochs) = if shuffle {
-        let per_epoch = data.files().iter().map(|f| f.elements.saturating_sub(1)).sum::<u64>()
-            / w.batch_size.saturating_mul(w.seq_len).saturating_mul(world).max(1);
-        if per_epoch.saturating_mul(a.epochs) > MAX_SHUFFLED_WINDOWS {
-            return Err(format!(
-                "--llmc-shuffle lists every epoch's windows: {} epochs of about {per_epoch} are more than \
-                 {MAX_SHUFFLED_WINDOWS}; ask for fewer --epochs",
-                a.epochs
-            )
-            .into());
-        }
-        let windows = llmc_shuffled_windows(&data, (w.batch_size, w.seq_len, world), rank, a.epochs)?;
-        (windows, 0, 1, 1)
-    } else {
-        (llmc_windows(&data, w.batch_size, w.seq_len, world)?, rank, world, a.epochs)
-    };
-    let per_epoch = if shuffle { (windows.len() as u64 / a.epochs.max(1)).max(1) } else { u64::MAX };
-    let mut builder = Loader::builder(Spans::new(reader, windows)?)
-        .batch_size(1)
+    let mut run = LlmcRunOptions::new(w.batch_size, w.seq_len)
         .shard(rank, world)
-        .epochs(epochs)
+        .epochs(a.epochs)
+        .shuffle(a.order.llmc_shuffle)
         .workers(w.workers);
     if crate::open::location::is_remote(&w.dir) {
-        builder = builder.readahead(crate::open::location::REMOTE_READAHEAD);
+        run = run.readahead(crate::open::location::REMOTE_READAHEAD);
     }
-    let loader = builder.build()?;
-    if loader.source().is_empty() {
+    let llmc = LlmcRun::open(&data, &run, read_options(w.backend)?).map_err(|e| match e {
+        // Name the flag that fixes it.
+        InteropError::InvalidConfig { field: "epochs", detail } => {
+            let e: Box<dyn std::error::Error + Send + Sync> =
+                format!("--llmc-shuffle: {}", detail.replace("fewer epochs", "fewer --epochs")).into();
+            e
+        }
+        e => Box::new(e),
+    })?;
+    if llmc.loader.source().is_empty() {
         eprintln!("note: no batch: the shards hold fewer than B x T x processes + 1 tokens each");
     }
-    let mut state = llmc_state(a, &data, &loader.initial_state(), a.epochs)?;
+    let mut state = llmc_state(a, &data, &llmc)?;
     if a.resume.is_some() {
         // A state saved before issue 18 holds the fingerprint of the same spans over the
         // shards fingerprinted with their path.
         let legacy = || -> CliResult<u64> {
+            let format = IntTokenFormat::new(data.dtype())?;
             let reader = data.with_legacy_fingerprint().reader(format, read_options(w.backend)?)?;
-            Ok(Spans::new(reader, loader.source().spans().to_vec())?.fingerprint())
+            Ok(Spans::new(reader, llmc.loader.source().spans().to_vec())?.fingerprint())
         };
-        let current = loader.source().fingerprint();
+        let current = llmc.loader.source().fingerprint();
         adopt_legacy_fingerprint(&mut state, current, legacy)?;
     }
-    Ok(LlmcRun { loader, state, shuffle, per_epoch })
+    Ok((llmc, state))
 }

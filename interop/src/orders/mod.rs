@@ -1,5 +1,7 @@
 //! Other trainers' sample orders, computed in Rust: Megatron-Core's ([`megatron`]) and llm.c's
-//! ([`llmc`]), with the states that continue their runs.
+//! ([`llmc`]), with the states that continue their runs, and each run as a loader ([`megatron::run`],
+//! [`llmc_run`]).
 
 pub(crate) mod llmc;
+pub(crate) mod llmc_run;
 pub(crate) mod megatron;
