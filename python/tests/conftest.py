@@ -88,3 +88,29 @@ def run_cli(*args: str) -> str:
 
 def cli_batches(*args: str) -> list[dict]:
     return [json.loads(line) for line in run_cli("batches", *args).splitlines() if line.strip()]
+
+
+def write_megatron(prefix: Path, documents: list[np.ndarray]) -> Path:
+    """A Megatron-Core ``.bin``/``.idx`` pair of uint16 documents (one sequence per document), in
+    the layout megatron-core's ``IndexedDatasetBuilder`` writes (magic ``MMIDIDX\\0\\0``, version 1,
+    dtype code 8 = uint16, sizes, byte pointers, document indices)."""
+    prefix.parent.mkdir(parents=True, exist_ok=True)
+    docs = [np.asarray(d, np.uint16) for d in documents]
+    Path(f"{prefix}.bin").write_bytes(b"".join(d.tobytes() for d in docs))
+    sizes = np.array([len(d) for d in docs], np.int32)
+    pointers = np.concatenate([[0], np.cumsum(sizes[:-1], dtype=np.int64) * 2]).astype(np.int64)
+    doc_index = np.arange(len(docs) + 1, dtype=np.int64)
+    header = b"MMIDIDX\x00\x00" + np.array([1], "<u8").tobytes() + bytes([8])
+    header += np.array([len(docs), len(doc_index)], "<u8").tobytes()
+    Path(f"{prefix}.idx").write_bytes(header + sizes.tobytes() + pointers.tobytes() + doc_index.tobytes())
+    return prefix
+
+
+def write_llmc(path: Path, tokens: np.ndarray) -> Path:
+    """An llm.c v1 token shard (a 256-int32 header: magic 20240520, version 1, token count; then
+    uint16 tokens), as llm.c's ``dev/data`` scripts write it."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    header = np.zeros(256, "<i4")
+    header[:3] = [20240520, 1, len(tokens)]
+    path.write_bytes(header.tobytes() + np.asarray(tokens, "<u2").tobytes())
+    return path

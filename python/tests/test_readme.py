@@ -7,7 +7,7 @@ import re
 import numpy as np
 import pytest
 
-from conftest import ROOT, write_tokens
+from conftest import ROOT, write_llmc, write_megatron, write_tokens
 
 BLOCK = re.compile(r"```python\n(.*?)```", re.S)
 
@@ -23,6 +23,12 @@ def test_readme_python_examples(path, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     rng = np.random.default_rng(0)
     write_tokens(tmp_path / "data" / "tokens", [rng.integers(0, 1000, 5000, dtype=np.uint16) for _ in range(3)])
+    # Megatron datasets and llm.c shards for the examples of the other trainers' orders.
+    for name in ("gpt2", "web", "code"):
+        docs = [rng.integers(0, 50000, int(n), dtype=np.uint16) for n in rng.integers(100, 3000, 150)]
+        write_megatron(tmp_path / "data" / f"{name}_text_document", docs)
+    for shard in range(1, 4):
+        write_llmc(tmp_path / "data" / f"fineweb_train_{shard:06d}.bin", rng.integers(0, 50000, 100_000, dtype=np.uint16))
     namespace = {"__name__": "readme"}  # the blocks of a file run in order, as one session
     for code in found:
         exec(compile(code, f"{path} example", "exec"), namespace)
