@@ -7,14 +7,15 @@ are appended to benches/out/results.jsonl; the whole set is kept in benches/out/
 each record tagged with the run (`run_id`) that produced it.
 
     python benches/compare.py [--all] [--quick] [--runs N] [--runs-other N]
-                              [--sections main,u32,verify,sweep,cold,scaling,memory,startup,resume]
+                              [--sections main,u32,verify,sweep,cold,scaling,memory,startup,resume,python]
                               [--backends auto,mmap] [--keep-data] [--workers 0,1,2]
                               [--skip SYSTEM,...] [--report-to FILE] [--merge] [--report-only]
 
 `--sections interop` alone (benches/interop.sh) measures foreign datasets read in place (a
 Megatron .bin/.idx and a nanoGPT train.bin over the same 1 GiB of u16 tokens) against the
 native storage, megatron-core's IndexedDataset and nanoGPT's memmap gather, and rewrites only
-the INTEROP block of docs/BENCHMARKS.md.
+the INTEROP block of docs/BENCHMARKS.md. `--sections python` (also the last section of a full
+run) runs benches/python.py in the binding's venv and rewrites the PYTHON block.
 """
 import argparse
 import json
@@ -49,7 +50,7 @@ GIB = 1 << 30
 # Bytes of each token data set (1 GiB; --quick: 64 MiB).
 DATA_BYTES = GIB
 # Every section, in the order they run (the default of --sections).
-ALL_SECTIONS = ("main", "u32", "verify", "sweep", "cold", "scaling", "memory", "startup", "resume")
+ALL_SECTIONS = ("main", "u32", "verify", "sweep", "cold", "scaling", "memory", "startup", "resume", "python")
 # Start-up at scale: shards of the many-shard storage (1,000 u16 tokens each) and sparse shard
 # files of 10^6 u16 tokens (10^11 elements at 100,000); --quick makes them smaller.
 MANY_SHARDS = 100_000
@@ -491,6 +492,17 @@ def interop_section(runs, results):
     for s in ("megatron", "nanogpt"):
         cs.append(dict(system=s, dtype="u16", seq=seq, workers=0, k=k_py))
     measure("interop", cs, runs, results)
+
+
+def python_section(quick):
+    """The Python binding's section (benches/python.py, in the binding's venv target/py-venv with
+    torch and Grain, made by python/setup-venv.sh): guideloom from Python against the CLI and the
+    Python peers, and the GIL test; it rewrites the PYTHON block of the report itself."""
+    env = dict(os.environ, GUIDELOOM_PY_TORCH="1")
+    py = sh(["bash", os.path.join(ROOT, "python", "setup-venv.sh")], env=env, cwd=ROOT).strip().splitlines()[-1]
+    args = ["--mib", "64", "--seconds", "1"] if quick else ["--mib", "256", "--seconds", "3"]
+    subprocess.run([os.path.join(ROOT, py), os.path.join(ROOT, "benches", "python.py"), *args,
+                    "--cli", CLI, "--report", DOC], check=True, cwd=ROOT, env=dict(os.environ, GUIDELOOM_BENCH_CLI=CLI))
 
 
 def write_interop_report(results, args):
@@ -966,6 +978,9 @@ def main():
         write_report(results, args)
         plot(results)
         return
+    if secs == ["python"]:
+        python_section(args.quick)
+        return
     if secs == ["interop"]:
         make_data(("u16",))
         results = []
@@ -1044,6 +1059,8 @@ def main():
     run_section("memory", "peak RSS against prefetch and batch size", lambda: memory_section(results))
     run_section("startup", "start-up against shards (1 to 100,000; 10^11 elements)", lambda: startup_section(ro, results))
     run_section("resume", "checkpoint size and resume time", lambda: resume_section(ro, results))
+    run_section("python", "the Python binding against the CLI and the Python peers, the GIL test",
+                lambda: python_section(args.quick))
     total = time.time() - t_start
     results.append(dict(section="_meta", run_id=RUN_ID, cmd=os.environ.get("GUIDELOOM_BENCH_CMD", "benches/compare.py " + " ".join(sys.argv[1:])),
                         sections=secs, runs=args.runs, runs_other=ro, seconds=total, load_start=load_start,

@@ -6,7 +6,8 @@
 # (benches/burn_loader) in release under $CARGO_TARGET_DIR (default target/), writes 1 GiB u16
 # and u32 token data sets from the bundled Austen corpus under benches/out/data, runs every
 # section (main, u32, verify, sweep, cold, scaling, memory, startup, resume; each system
-# interleaved with the others), prints its progress and the total time, and deletes the data
+# interleaved with the others; then python: the Python binding, benches/python.py, in the binding's
+# venv target/py-venv made by python/setup-venv.sh with torch), prints its progress and the total time, and deletes the data
 # sets at the end (unless --keep-data). About 25 minutes on 2 vCPUs once built.
 #
 #   benches/run.sh [--all]          every section, 5 interleaved runs per figure

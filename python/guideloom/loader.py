@@ -30,7 +30,7 @@ class Batch:
     (1-D, ``int64``), ``inputs``/``targets`` are the ``[B, T]`` views llm.c's ``inputs`` and
     ``targets`` are, and ``indices`` the window's number."""
 
-    __slots__ = ("data", "indices", "number", "epoch", "padding", "sources", "_rows")
+    __slots__ = ("data", "indices", "number", "epoch", "_padding", "sources", "_rows")
 
     def __init__(
         self,
@@ -38,7 +38,7 @@ class Batch:
         indices: np.ndarray,
         number: int,
         epoch: int,
-        padding: np.ndarray,
+        padding: np.ndarray | None,
         sources: np.ndarray | None = None,
         rows: int | None = None,
     ) -> None:
@@ -46,9 +46,17 @@ class Batch:
         self.indices = indices
         self.number = number
         self.epoch = epoch
-        self.padding = padding
+        self._padding = padding
         self.sources = sources
         self._rows = rows
+
+    @property
+    def padding(self) -> np.ndarray:
+        """Per record, ``True`` when it repeats a record to complete the final global batch of an
+        epoch (``bool``; all ``False`` in every other batch)."""
+        if self._padding is None:
+            self._padding = np.zeros(len(self.indices), dtype=np.bool_)
+        return self._padding
 
     @property
     def inputs(self) -> np.ndarray:

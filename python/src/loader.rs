@@ -273,7 +273,7 @@ impl PyLoader {
     fn next(
         &self,
         py: Python<'_>,
-    ) -> PyResult<Option<(Py<PyAny>, Py<PyAny>, u64, u64, Py<PyAny>, Option<Py<PyAny>>)>> {
+    ) -> PyResult<Option<(Py<PyAny>, Py<PyAny>, u64, u64, Option<Py<PyAny>>, Option<Py<PyAny>>)>> {
         let got = self.with_running(py, |running| running.as_mut().map(|r| r.next_batch()))?;
         match got {
             None => Err(raise("LoaderError", "the loader is not started")),
@@ -282,7 +282,10 @@ impl PyLoader {
             Some(Some(Ok(out))) => {
                 let data = out.data.into_python(py)?;
                 let indices = out.indices.into_pyarray(py).into_any().unbind();
-                let padding = out.padding.into_pyarray(py).into_any().unbind();
+                // Padding is rare (a final global batch completed by repetition): `None` for
+                // all-false, which `Batch.padding` turns into a zero array when asked.
+                let padding =
+                    out.padding.iter().any(|&p| p).then(|| out.padding.into_pyarray(py).into_any().unbind());
                 let sources = out.sources.map(|s| s.into_pyarray(py).into_any().unbind());
                 Ok(Some((data, indices, out.number, out.epoch, padding, sources)))
             }

@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use numpy::{IntoPyArray, PyArrayMethods};
+use numpy::IntoPyArray;
 use pyo3::prelude::*;
 
 use crate::errors::{py_err, raise};
@@ -56,8 +56,10 @@ pub(crate) fn batch_to_numpy<E: Element + numpy::Element>(
     b: TokenBatch<E>,
 ) -> PyResult<Py<PyAny>> {
     let [rows, cols] = b.shape();
-    let flat = b.into_vec().into_pyarray(py);
-    Ok(flat.reshape([rows, cols])?.into_any().unbind())
+    // One array object over the Vec (moved, not copied), already `[rows, cols]`.
+    let a = numpy::ndarray::Array2::from_shape_vec((rows, cols), b.into_vec())
+        .map_err(|e| crate::errors::raise("LoaderError", format!("a batch of the wrong size: {e}")))?;
+    Ok(a.into_pyarray(py).into_any().unbind())
 }
 
 fn foreign_windows(data: &ForeignDataset, seq_len: u64, stride: u64) -> Result<AnyWindows, LoaderError> {
