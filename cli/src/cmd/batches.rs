@@ -239,18 +239,20 @@ fn sequential_line(line: &mut String, batch: &SequentialBatch<Vec<Vec<u32>>>, to
 /// `batches` with `--mix` and/or `--pack`.
 fn mix_pack(a: &BatchesArgs, args: LoaderArgs<'_>) -> CliResult {
     let mp = &a.read.mix_pack;
-    let (records, mixed) = mixpack::records(&a.read.window, mp)?;
     let Some((config, streaming)) = mixpack::pack_config(&a.read.window, mp) else {
-        return print_records(a, args, records, |line, rows: &Vec<Record>| {
+        let (records, sources) = mixpack::records(&a.read.window, mp)?;
+        return print_records(a, args, records, move |line, rows: &Vec<Record>| {
             write_rows(line, "tokens", rows.iter().map(|r| &r.tokens));
-            if mixed {
+            if sources.is_some() {
                 line.push_str(",\"sources\":");
                 write_list(line, rows.iter().map(|r| r.source.unwrap_or(0)));
             }
         });
     };
-    let sources_of = mixpack::sources_of(&records, mixed)?;
     if streaming {
+        let (records, sources) = mixpack::records(&a.read.window, mp)?;
+        // The stage's pieces name positions of the mixture: their sources from its plan.
+        let sources = sources.unwrap_or_default();
         let stage = mixpack::stream_stage(&args, records, config, mp.pad_id)?;
         let mut it = match &a.resume {
             Some(p) => stage.iter_from(&read_state::<StageState>(p)?)?,
@@ -264,7 +266,9 @@ fn mix_pack(a: &BatchesArgs, args: LoaderArgs<'_>) -> CliResult {
                 let _ = write!(line, "{{\"batch\":{},\"epoch\":{},\"records\":", batch.number, batch.epoch);
                 write_list(line, batch.indices.iter());
                 if !a.no_tokens {
-                    packed_fields(line, &batch.data, &sources_of);
+                    packed_fields(line, &batch.data, &|r: &PackedRow<u32>| {
+                        r.pieces.iter().map(|p| sources.get(p.doc as usize).copied().unwrap_or(0)).collect()
+                    });
                 }
                 line.push('}');
             },
@@ -275,17 +279,19 @@ fn mix_pack(a: &BatchesArgs, args: LoaderArgs<'_>) -> CliResult {
         }
         return result;
     }
-    let packed = mixpack::planned(records, config, mp.pad_id)?;
-    if packed.plan().dropped_tokens() > 0 {
-        eprintln!("note: --overflow truncate dropped {} tokens", packed.plan().dropped_tokens());
+    // The library's mix-then-pack: rows carry the source of each piece (empty unmixed).
+    let (packed, dropped) = mixpack::planned(&a.read.window, mp, config)?;
+    if dropped > 0 {
+        eprintln!("note: --overflow truncate dropped {dropped} tokens");
     }
-    print_records(a, args, Arc::new(packed), move |line, rows: &Vec<PackedRow<u32>>| {
-        packed_fields(line, rows, &sources_of);
+    print_records(a, args, packed, move |line, rows: &Vec<PackedRow<u32>>| {
+        packed_fields(line, rows, &|r: &PackedRow<u32>| r.sources.clone());
     })
 }
 
-/// Appends the `[B, L]` fields of packed `rows` to a JSON line (`sources` when mixed).
-fn packed_fields(line: &mut String, rows: &[PackedRow<u32>], sources_of: &[Option<u32>]) {
+/// Appends the `[B, L]` fields of packed `rows` to a JSON line; `sources` (the source of each
+/// piece, from `sources_of`) when mixed, that is when any row has a source.
+fn packed_fields(line: &mut String, rows: &[PackedRow<u32>], sources_of: &dyn Fn(&PackedRow<u32>) -> Vec<u32>) {
     let grid = |line: &mut String, name: &str, f: &dyn Fn(&PackedRow<u32>) -> Vec<i64>| {
         write_rows(line, name, rows.iter().map(f));
     };
@@ -295,13 +301,9 @@ fn packed_fields(line: &mut String, rows: &[PackedRow<u32>], sources_of: &[Optio
     grid(line, "targets", &|r| {
         r.targets.iter().map(|&t| if t == u32::MAX { -100 } else { i64::from(t) }).collect()
     });
-    if !sources_of.is_empty() {
-        grid(line, "sources", &|r| {
-            r.pieces
-                .iter()
-                .map(|p| i64::from(sources_of.get(p.doc as usize).copied().flatten().unwrap_or(0)))
-                .collect()
-        });
+    let sources: Vec<Vec<u32>> = rows.iter().map(sources_of).collect();
+    if sources.iter().any(|s| !s.is_empty()) {
+        write_rows(line, "sources", &sources);
     }
 }
 

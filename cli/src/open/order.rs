@@ -115,7 +115,7 @@ pub(crate) fn megatron(a: &BatchesArgs) -> CliResult<MegatronRun> {
         &o.megatron_split_name,
         o.train_samples,
         a.read.window.seq_len,
-        a.read.window.seed,
+        a.read.window.seed.unwrap_or(GptConfig::DEFAULT_SEED),
     )?;
     let source = megatron_source(&datasets, &config, read_options(a.read.window.backend)?)?;
     // Megatron's sampler deals whole global batches from consumed_samples on: the source
