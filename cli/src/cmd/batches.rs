@@ -11,7 +11,7 @@ use guideloom::interop::ForeignDataset;
 use guideloom::loader::pack::PackedRow;
 use guideloom::loader::sequential::{Dropped, SequentialBatch};
 use guideloom::loader::stage::{StageBatch, StageState};
-use guideloom::loader::{Batch, DataSource, Loader, MetaWindows, ResumeOptions, State, StreamWindows};
+use guideloom::loader::{Batch, DataSource, Loader, LoaderError, MetaWindows, ResumeOptions, State, StreamWindows};
 use guideloom::storage::{ReadOptions, StreamReader, StreamWithMetaReader};
 
 use crate::cli::{BatchesArgs, OrderKind, Plan};
@@ -240,19 +240,20 @@ fn sequential_line(line: &mut String, batch: &SequentialBatch<Vec<Vec<u32>>>, to
 fn mix_pack(a: &BatchesArgs, args: LoaderArgs<'_>) -> CliResult {
     let mp = &a.read.mix_pack;
     let Some((config, streaming)) = mixpack::pack_config(&a.read.window, mp) else {
-        let (records, sources) = mixpack::records(&a.read.window, mp)?;
+        let (records, plan) = mixpack::records(&a.read.window, mp)?;
         return print_records(a, args, records, move |line, rows: &Vec<Record>| {
             write_rows(line, "tokens", rows.iter().map(|r| &r.tokens));
-            if sources.is_some() {
+            if plan.is_some() {
                 line.push_str(",\"sources\":");
                 write_list(line, rows.iter().map(|r| r.source.unwrap_or(0)));
             }
         });
     };
     if streaming {
-        let (records, sources) = mixpack::records(&a.read.window, mp)?;
+        let (records, plan) = mixpack::records(&a.read.window, mp)?;
         // The stage's pieces name positions of the mixture: their sources from its plan.
-        let sources = sources.unwrap_or_default();
+        let locate = |i: u64| plan.as_ref().and_then(|p| p.locate(i)).map_or((0, i), |s| (s.source as usize, s.record));
+        let sources: Vec<u32> = (0..plan.as_ref().map_or(0, |p| p.len())).map(|i| locate(i).0 as u32).collect();
         let stage = mixpack::stream_stage(&args, records, config, mp.pad_id)?;
         let mut it = match &a.resume {
             Some(p) => stage.iter_from(&read_state::<StageState>(p)?)?,
@@ -277,7 +278,10 @@ fn mix_pack(a: &BatchesArgs, args: LoaderArgs<'_>) -> CliResult {
         if it.dropped_tokens() > 0 {
             eprintln!("note: --overflow truncate dropped {} tokens", it.dropped_tokens());
         }
-        return result;
+        return result.map_err(|e| match e.downcast::<LoaderError>() {
+            Ok(e) => mixpack::too_long(*e, &a.read.window, mp, locate),
+            Err(e) => e,
+        });
     }
     // The library's mix-then-pack: rows carry the source of each piece (empty unmixed).
     let (packed, dropped) = mixpack::planned(&a.read.window, mp, config)?;

@@ -59,10 +59,26 @@ pub(crate) fn open(path: &Path, a: &ForeignArgs) -> CliResult<Option<ForeignData
                 )
                 .into())
             }
+            Err(_) if matches!(location, StorageLocation::Local(_)) && path.is_file() => {
+                return Err(not_a_storage_file(path, "batches, bench and inspect read it in place").into())
+            }
             Err(_) => return Ok(None),
         }
     }
     Ok(Some(ForeignDataset::open_at(&location, &remote, &options(a))?))
+}
+
+/// The error for a local file given where a storage is expected, when its layout is not
+/// detected by its contents (raw token files: nanoGPT, header-less llm.c, OLMo): it names the
+/// flags that read it (`--format`, `--dtype`), and `then` says what they make possible.
+pub(crate) fn not_a_storage_file(path: &Path, then: &str) -> String {
+    format!(
+        "{} is a file, not a guideloom storage (a directory with manifest.json), and its layout is not \
+         detected from its contents: name its layout and token type with --format and --dtype \
+         (nanoGPT's train.bin: --format nanogpt --dtype u16; llm.c files before 2024-05-21: \
+         --format llmc --dtype i32; OLMo: --format olmo --dtype u32); {then}",
+        path.display()
+    )
 }
 
 /// The dataset at `path` (a local path or an object-store URL) opened with `options`.

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use guideloom::formats::{
     DocumentTokensFormat, DocumentTokensWindow, Dtype, Primitive, TokenElement, TokenFormat,
 };
-use guideloom::loader::mix::{Mix, MixConfig, MixSchedule, Sourced};
+use guideloom::loader::mix::{Mix, MixConfig, MixPlan, MixSchedule, Sourced};
 use guideloom::loader::pack::{Overflow, PackConfig, PackStrategy, Packed, PackedRow};
 use guideloom::loader::stage::{StagePacked, StagePackedIter};
 use guideloom::loader::{DataSource, LoaderError, MetaDocuments, MetaWindows, StreamWindows};
@@ -192,20 +192,19 @@ fn open_all(w: &WindowArgs, mp: &MixPackArgs) -> CliResult<Opened> {
     Ok(Opened { sources, mix: Some(cfg) })
 }
 
-/// The records of `--mix` (or of the single storage), and, when mixed, the source of every
-/// position (from the mixture's plan; no record is read).
-pub(crate) fn records(w: &WindowArgs, mp: &MixPackArgs) -> CliResult<(Records, Option<Vec<u32>>)> {
+/// The records of `--mix` (or of the single storage), and, when mixed, the mixture's plan
+/// (the source and record of every position).
+pub(crate) fn records(w: &WindowArgs, mp: &MixPackArgs) -> CliResult<(Records, Option<MixPlan>)> {
     let Opened { sources, mix } = open_all(w, mp)?;
     let Some(cfg) = mix else {
         let one = sources.into_iter().next().ok_or("no storage")?;
         return Ok((Arc::new(Widen2(one)), None));
     };
     let mix = Mix::new(sources, cfg)?;
-    let plan = mix.plan();
-    let of = (0..plan.len()).filter_map(|p| plan.locate(p).map(|s| s.source)).collect();
+    let plan = mix.plan().clone();
     Ok((
         Arc::new(convert(mix, |s: Sourced<Vec<u32>>| Record { source: Some(s.source), tokens: s.item })),
-        Some(of),
+        Some(plan),
     ))
 }
 
@@ -258,17 +257,42 @@ pub(crate) fn planned(w: &WindowArgs, mp: &MixPackArgs, config: PackConfig) -> C
     let Opened { sources, mix } = open_all(w, mp)?;
     Ok(match mix {
         Some(cfg) => {
-            let packed = Mix::new(sources, cfg)?.pack(config, mp.pad_id, u32::MAX)?;
+            let mix = Mix::new(sources, cfg)?;
+            let plan = mix.plan().clone();
+            let packed = mix.pack(config, mp.pad_id, u32::MAX).map_err(|e| {
+                too_long(e, w, mp, |i| plan.locate(i).map_or((0, i), |s| (s.source as usize, s.record)))
+            })?;
             let dropped = packed.plan().dropped_tokens();
             (Arc::new(packed), dropped)
         }
         None => {
             let one = sources.into_iter().next().ok_or("no storage")?;
-            let packed = Packed::scan(one, config, mp.pad_id, u32::MAX)?;
+            let packed =
+                Packed::scan(one, config, mp.pad_id, u32::MAX).map_err(|e| too_long(e, w, mp, |i| (0, i)))?;
             let dropped = packed.plan().dropped_tokens();
             (Arc::new(packed), dropped)
         }
     })
+}
+
+/// `e`, or for a document longer than a row ([`LoaderError::DocumentTooLong`] at position `i`
+/// of the packed records, which `locate` turns into (storage, document)), an error naming the
+/// storage, the document and the flags that accept it.
+pub(crate) fn too_long(
+    e: LoaderError,
+    w: &WindowArgs,
+    mp: &MixPackArgs,
+    locate: impl Fn(u64) -> (usize, u64),
+) -> Box<dyn std::error::Error + Send + Sync> {
+    let LoaderError::DocumentTooLong { index, len, seq_len } = e else { return e.into() };
+    let (source, document) = locate(index);
+    let storage = mp.mix.get(source).map_or_else(|| w.dir.display().to_string(), |(d, _)| d.display().to_string());
+    format!(
+        "--pack: document {document} of {storage} has {len} tokens, more than a row of --seq-len {seq_len}; \
+         pass --overflow truncate (keep its first {seq_len} tokens) or --overflow split (cut it into \
+         rows of {seq_len}), or a larger --seq-len"
+    )
+    .into()
 }
 
 impl StateJson for StagePackedIter<StreamDocs, Vec<u32>, u32> {
