@@ -1383,3 +1383,41 @@ fn issue34_errors_name_the_flag_that_fixes_them() {
         "{err}"
     );
 }
+
+/// Issue 34 item 6: a state saved on a dataset read in place does not resume on its imported
+/// copy (another fingerprint, documented), and the error names both sides: this run's data
+/// (storage and path), records and fingerprint, the state's file, records and fingerprint.
+#[test]
+fn issue34_resume_on_an_imported_copy_names_both_sides() {
+    let tmp = tempfile::tempdir().unwrap();
+    let train = tmp.path().join("train.bin");
+    std::fs::write(&train, (0u16..100).flat_map(u16::to_le_bytes).collect::<Vec<u8>>()).unwrap();
+    let (t, state, copy) = (train.to_str().unwrap(), tmp.path().join("state.json"), tmp.path().join("copy"));
+    let (st, c) = (state.to_str().unwrap(), copy.to_str().unwrap());
+    let raw = ["--format", "nanogpt", "--dtype", "u16", "--seq-len", "4"];
+    run_ok(&[&["batches", t][..], &raw, &["--max-batches", "2", "--save-state", st]].concat());
+    run_ok(&["import", t, "--format", "nanogpt", "--dtype", "u16", "--out", c]);
+    let saved: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&state).unwrap()).unwrap();
+    let theirs = saved["source"]["fingerprint"].as_u64().unwrap();
+    // The copy's own fingerprint, from a state saved on it.
+    let own = tmp.path().join("own.json");
+    run_ok(&["batches", c, "--seq-len", "4", "--max-batches", "1", "--save-state", own.to_str().unwrap()]);
+    let own: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&own).unwrap()).unwrap();
+    let ours = own["source"]["fingerprint"].as_u64().unwrap();
+    assert_ne!(ours, theirs);
+    let err = run_err(&["batches", c, "--seq-len", "4", "--resume", st]);
+    assert_eq!(
+        err,
+        format!(
+            "error: --resume {st}: the state was saved over other data than this run reads. This run: the \
+             guideloom storage {c}, 25 records, source fingerprint {ours}. The state: 25 records (the same \
+             count), source fingerprint {theirs}. A state resumes only on the data it was saved on, read the \
+             same way: a dataset read in place and its `guideloom import` copy have different fingerprints \
+             (the copy's comes from its manifest: shard counts and checksums), while `guideloom upload` keeps \
+             a storage's fingerprint (the same manifest); resume on the source the state was saved on\n"
+        )
+    );
+    // On the dataset it was saved on, it resumes.
+    let rest = json_lines(&run_ok(&[&["batches", t][..], &raw, &["--resume", st]].concat()));
+    assert_eq!(rest[0]["batch"], 2);
+}

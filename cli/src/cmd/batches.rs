@@ -16,7 +16,7 @@ use guideloom::storage::{ReadOptions, StreamReader, StreamWithMetaReader};
 
 use crate::cli::{BatchesArgs, OrderKind, Plan};
 use crate::error::CliResult;
-use crate::open::foreign::resume_state;
+use crate::open::foreign::{resume_mismatch, resume_state};
 use crate::open::mixpack::{self, Record};
 use crate::open::order;
 use crate::open::print::{print_batches, write_list, write_rows};
@@ -117,11 +117,20 @@ impl Windows<'_> {
             );
         }
         let options = if self.round_down { ResumeOptions::round_down() } else { ResumeOptions::default() };
+        let what = if legacy.is_some() {
+            format!("the dataset {} read in place (another project's layout)", self.args.window().dir.display())
+        } else {
+            format!("the guideloom storage {}", self.args.window().dir.display())
+        };
         let mut it = match (&self.resume, legacy) {
             (Some(p), Some(legacy)) => {
-                loader.iter_from_with(&resume_state(p, loader.source().fingerprint(), legacy)?, options)?
+                let state = resume_state(p, loader.source().fingerprint(), legacy)?;
+                loader.iter_from_with(&state, options).map_err(|e| resume_mismatch(e, p, &what, &state, &loader))?
             }
-            (Some(p), None) => loader.iter_from_with(&read_state(p)?, options)?,
+            (Some(p), None) => {
+                let state = read_state(p)?;
+                loader.iter_from_with(&state, options).map_err(|e| resume_mismatch(e, p, &what, &state, &loader))?
+            }
             (None, _) => loader.iter(),
         };
         print_batches(

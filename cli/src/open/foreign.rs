@@ -4,7 +4,7 @@
 use std::path::Path;
 
 use guideloom::interop::{self as foreign, ForeignDataset, ForeignOptions, InteropError};
-use guideloom::loader::State;
+use guideloom::loader::{DataSource, Loader, LoaderError, State};
 use guideloom::storage::{RemoteOptions, StorageError, StorageLocation};
 
 use crate::cli::ForeignArgs;
@@ -90,6 +90,35 @@ pub(crate) fn open_with(path: &Path, options: &ForeignOptions) -> CliResult<Fore
     let location = StorageLocation::from_path(path);
     let remote = if location.is_remote() { RemoteOptions::from_env()? } else { RemoteOptions::default() };
     Ok(ForeignDataset::open_at(&location, &remote, options)?)
+}
+
+/// `e`, or for a saved state of another source ([`LoaderError::StateMismatch`] of
+/// `source.fingerprint`) an error naming both sides: the loader's data (`what`: its layout and
+/// path or URL), record count and fingerprint, and the state's (`state_path`), and why an
+/// imported copy does not take the state of the dataset read in place.
+pub(crate) fn resume_mismatch<S: DataSource, U, C>(
+    e: LoaderError,
+    state_path: &Path,
+    what: &str,
+    state: &State,
+    loader: &Loader<S, U, C>,
+) -> Box<dyn std::error::Error + Send + Sync> {
+    let LoaderError::StateMismatch { field: "source.fingerprint", .. } = e else { return e.into() };
+    let records = DataSource::len(loader.source());
+    let same = if state.source.records == records { " (the same count)" } else { "" };
+    format!(
+        "--resume {}: the state was saved over other data than this run reads. This run: {what}, {records} \
+         records, source fingerprint {}. The state: {} records{same}, source fingerprint {}. A \
+         state resumes only on the data it was saved on, read the same way: a dataset read in place and its \
+         `guideloom import` copy have different fingerprints (the copy's comes from its manifest: shard \
+         counts and checksums), while `guideloom upload` keeps a storage's fingerprint (the same manifest); \
+         resume on the source the state was saved on",
+        state_path.display(),
+        loader.source().fingerprint(),
+        state.source.records,
+        state.source.fingerprint,
+    )
+    .into()
 }
 
 /// Lets a state saved before issue 18 resume: those versions hashed a foreign dataset's path
