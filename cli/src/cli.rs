@@ -110,10 +110,10 @@ pub(crate) struct WindowArgs {
     /// Shuffle each epoch (keyed by --seed).
     #[arg(long)]
     pub(crate) shuffle: bool,
-    /// Seed of the shuffle and of per-record randomness (with --order megatron: Megatron's
-    /// --seed, whose own default is 1234).
-    #[arg(long, default_value_t = 0)]
-    pub(crate) seed: u64,
+    /// Seed of the shuffle and of per-record randomness [default: 0; with --order megatron:
+    /// Megatron's --seed, default 1234 as in Megatron-LM].
+    #[arg(long)]
+    pub(crate) seed: Option<u64>,
     /// Worker threads (0 = on the calling thread).
     #[arg(long, default_value_t = 0)]
     pub(crate) workers: usize,
@@ -127,6 +127,14 @@ pub(crate) struct WindowArgs {
     /// reader with SIGBUS; use io-uring or pread when another process may do so.
     #[arg(long, default_value = "auto", value_parser = parse_backend)]
     pub(crate) backend: BackendKind,
+}
+
+impl WindowArgs {
+    /// `--seed`, 0 when not given (`--order megatron` defaults to Megatron's own seed instead:
+    /// [`guideloom::interop::GptConfig::DEFAULT_SEED`]).
+    pub(crate) fn seed(&self) -> u64 {
+        self.seed.unwrap_or(0)
+    }
 }
 
 /// `guideloom batches`.
@@ -218,9 +226,15 @@ pub(crate) enum Plan {
 #[derive(clap::Args, Debug, Clone)]
 pub(crate) struct MixPackArgs {
     /// A storage and its weight, DIR=WEIGHT; repeat for every source of the mixture (then the
-    /// positional DIR is left out). Weights are exact decimals (0.29 is 29/100).
+    /// positional DIR is left out). Weights are exact decimals (0.29 is 29/100) and shares of
+    /// the mixture's records: windows, or documents with --pack (see --mix-unit).
     #[arg(long, value_parser = parse_mix)]
     pub(crate) mix: Vec<(PathBuf, f64)>,
+    /// What a --mix weight is a share of: records (windows, or documents with --pack; the
+    /// library's MixConfig::new) or tokens (each weight divided by its storage's mean record
+    /// length; MixConfig::by_tokens: 0.7 is 70 % of the tokens).
+    #[arg(long, value_enum, default_value = "records", requires = "mix")]
+    pub(crate) mix_unit: MixUnitArg,
     /// How positions are dealt to the sources: greedy (Megatron's blend) or proportional.
     #[arg(long, value_enum, default_value = "proportional", requires = "mix")]
     pub(crate) mix_schedule: MixScheduleArg,
@@ -248,6 +262,15 @@ impl MixPackArgs {
     pub(crate) fn on(&self) -> bool {
         !self.mix.is_empty() || self.pack.is_some()
     }
+}
+
+/// `--mix-unit`.
+#[derive(ValueEnum, Clone, Copy, Debug)]
+pub(crate) enum MixUnitArg {
+    /// Shares of records (windows, or documents with --pack).
+    Records,
+    /// Shares of tokens.
+    Tokens,
 }
 
 /// `--mix-schedule`.
@@ -672,8 +695,8 @@ pub(crate) struct InspectOrderArgs {
     /// Megatron's --seq-length.
     #[arg(long, requires = "order", required_if_eq("order", "megatron"))]
     pub(crate) seq_length: Option<u64>,
-    /// Megatron's --seed (default 0, as `batches --seed`; Megatron's own default is 1234).
-    #[arg(long, default_value_t = 0)]
+    /// Megatron's --seed (Megatron-LM's default).
+    #[arg(long, default_value_t = guideloom::interop::GptConfig::DEFAULT_SEED)]
     pub(crate) seed: u64,
 }
 

@@ -1243,3 +1243,181 @@ fn issue17_sequential_batches_resume_two_ranks_on_three() {
     tokens.sort_unstable();
     assert_eq!(tokens, all, "every token printed once or reported as a tail");
 }
+
+/// The library's mix then pack of two `--doc-meta` storages (u16 ids, as `ingest jsonl`
+/// wrote them), widened as the CLI prints them: per row, its tokens and the source of each
+/// piece.
+fn library_mix_pack(dirs: &[&Path], config: guideloom::loader::mix::MixConfig, seq_len: u64) -> Vec<(Vec<i64>, Vec<i64>)> {
+    use guideloom::formats::DocumentTokensFormat;
+    use guideloom::loader::mix::Mix;
+    use guideloom::loader::pack::{PackConfig, PackStrategy};
+    use guideloom::loader::{DataSource, MetaDocuments};
+    use guideloom::storage::StreamWithMetaReader;
+    let sources: Vec<MetaDocuments<u16>> = dirs
+        .iter()
+        .map(|d| MetaDocuments::new(StreamWithMetaReader::open(d, DocumentTokensFormat::<u16>::new()).unwrap()).unwrap())
+        .collect();
+    let packed = Mix::new(sources, config)
+        .unwrap()
+        .pack(PackConfig::new(seq_len, PackStrategy::BestFitDecreasing), 0u16, u16::MAX)
+        .unwrap();
+    (0..packed.len())
+        .map(|r| {
+            let row = packed.get(r).unwrap();
+            (row.tokens.iter().map(|&t| i64::from(t)).collect(), row.sources.iter().map(|&s| i64::from(s)).collect())
+        })
+        .collect()
+}
+
+/// Issue 34 item 5: `batches --mix A=0.7 --mix B=0.3 --pack` realizes the mix the library's
+/// `MixConfig::new(&[0.7, 0.3])` + `Mix::pack` does (the same rows, the same sources, so the same
+/// share of tokens), in records (documents) by default and in tokens with `--mix-unit tokens`
+/// (`MixConfig::by_tokens`).
+#[test]
+fn issue34_cli_and_library_realize_the_same_mix() {
+    use guideloom::loader::mix::MixConfig;
+    let tmp = tempfile::tempdir().unwrap();
+    // Source a: 40 documents of 2 tokens; source b: 20 documents of 6 tokens.
+    let da: Vec<Vec<u32>> = (0..40u32).map(|i| vec![100 + i; 2]).collect();
+    let db: Vec<Vec<u32>> = (0..20u32).map(|i| vec![200 + i; 6]).collect();
+    let ra: Vec<&[u32]> = da.iter().map(Vec::as_slice).collect();
+    let rb: Vec<&[u32]> = db.iter().map(Vec::as_slice).collect();
+    let a = jsonl_storage(tmp.path(), "a", &ra, true);
+    let b = jsonl_storage(tmp.path(), "b", &rb, true);
+    let (ma, mb) = (format!("{}=0.7", a.display()), format!("{}=0.3", b.display()));
+    let cli = |unit: &str| -> Vec<(Vec<i64>, Vec<i64>)> {
+        let args = ["batches", "--mix", &ma, "--mix", &mb, "--mix-unit", unit, "--pack", "planned-bfd"];
+        let lines = json_lines(&run_ok(&[&args[..], &["--seq-len", "8", "--batch-size", "1"]].concat()));
+        let grid = |v: &serde_json::Value| -> Vec<i64> { v[0].as_array().unwrap().iter().map(|x| x.as_i64().unwrap()).collect() };
+        lines.iter().map(|l| (grid(&l["tokens"]), grid(&l["sources"]))).collect()
+    };
+    let token_share = |rows: &[(Vec<i64>, Vec<i64>)]| {
+        let (mut from_a, mut all) = (0, 0);
+        for (tokens, _) in rows {
+            from_a += tokens.iter().filter(|&&t| (100..200).contains(&t)).count();
+            all += tokens.iter().filter(|&&t| t >= 100).count();
+        }
+        (from_a, all)
+    };
+    let records = cli("records");
+    assert_eq!(records, library_mix_pack(&[&a, &b], MixConfig::new(&[0.7, 0.3]).unwrap(), 8));
+    // floor(min(40 / 0.7, 20 / 0.3)) = 57 documents, ceil(57 * 0.7) = 40 of a: 80 of 182 tokens.
+    assert_eq!(token_share(&records), (80, 80 + 17 * 6));
+    let tokens = cli("tokens");
+    let by_tokens = MixConfig::by_tokens(&[0.7, 0.3], &[40, 20], &[80, 120]).unwrap();
+    // Record weights 0.7 * 40 / 80 : 0.3 * 20 / 120 = 0.35 : 0.05 = 7 : 1.
+    assert_eq!(by_tokens.ratios(), [7, 1]);
+    assert_eq!(tokens, library_mix_pack(&[&a, &b], by_tokens, 8));
+    // floor(min(40 * 8 / 7, 20 * 8)) = 45 documents, ceil(45 * 7 / 8) = 40 of a: 80 tokens of
+    // a and 5 * 6 = 30 of b (73 % of the tokens from a, against 44 % by records).
+    assert_eq!(token_share(&tokens), (80, 110));
+}
+
+/// `guideloom ARGS`, which must fail: its stderr.
+fn run_err(args: &[&str]) -> String {
+    let out = bin().args(args).output().unwrap();
+    assert!(!out.status.success(), "guideloom {args:?} succeeded");
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// Issue 34 item 7: errors that a flag fixes name the flag. A raw token file without
+/// `--format` (it said "manifest.json: Not a directory"), `upload` of a file (the same), a
+/// document longer than a packed row (it named neither the storage nor `--overflow`), an MDS
+/// dataset whose token column is ambiguous (it said "3 candidates" but listed all 9 columns).
+#[test]
+fn issue34_errors_name_the_flag_that_fixes_them() {
+    let tmp = tempfile::tempdir().unwrap();
+    let train = tmp.path().join("train.bin");
+    std::fs::write(&train, (0u16..100).flat_map(u16::to_le_bytes).collect::<Vec<u8>>()).unwrap();
+    let t = train.to_str().unwrap();
+    let err = run_err(&["batches", t, "--seq-len", "4"]);
+    assert_eq!(
+        err,
+        format!(
+            "error: {t} is a file, not a guideloom storage (a directory with manifest.json), and its layout is \
+             not detected from its contents: name its layout and token type with --format and --dtype \
+             (nanoGPT's train.bin: --format nanogpt --dtype u16; llm.c files before 2024-05-21: --format llmc \
+             --dtype i32; OLMo: --format olmo --dtype u32); batches, bench and inspect read it in place\n"
+        )
+    );
+    // The flags it names read the file.
+    let ok = run_ok(&["batches", t, "--format", "nanogpt", "--dtype", "u16", "--seq-len", "4", "--max-batches", "1"]);
+    assert_eq!(json_lines(&ok)[0]["tokens"][0][0], 0);
+    let err = run_err(&["upload", t, "s3://bucket/train"]);
+    assert_eq!(
+        err,
+        format!(
+            "error: upload copies a guideloom storage (a directory with manifest.json) and {t} is a file; to \
+             store a dataset in another project's layout, convert it with `guideloom import {t} --out \
+             s3://bucket/train` (with --format and --dtype for a raw token file such as nanoGPT's train.bin: \
+             --format nanogpt --dtype u16)\n"
+        )
+    );
+    // Packing: the storage and the document, and --overflow.
+    let docs = jsonl_storage(tmp.path(), "docs", &[&[1, 2], &[1, 2, 3, 4, 5, 6, 7, 8, 9]], true);
+    let d = docs.to_str().unwrap();
+    for pack in ["first-fit", "stream-first-fit"] {
+        let err = run_err(&["batches", d, "--pack", pack, "--seq-len", "4"]);
+        assert_eq!(
+            err,
+            format!(
+                "error: --pack: document 1 of {d} has 9 tokens, more than a row of --seq-len 4; pass --overflow \
+                 truncate (keep its first 4 tokens) or --overflow split (cut it into rows of 4), or a larger \
+                 --seq-len\n"
+            ),
+            "{pack}"
+        );
+    }
+    // In a mixture, the storage of the document (position 1 of the mixture is b's document 0).
+    let other = jsonl_storage(tmp.path(), "other", &[&[7; 6]], true);
+    let (ma, mb) = (format!("{d}=1"), format!("{}=1", other.display()));
+    let err = run_err(&["batches", "--mix", &ma, "--mix", &mb, "--pack", "best-fit", "--seq-len", "4"]);
+    assert!(err.starts_with(&format!("error: --pack: document 0 of {} has 6 tokens", other.display())), "{err}");
+    let mds = guideloom_testkit::repo_root().join("storage/tests/data/interop/mds/encodings");
+    let err = run_err(&["inspect", mds.to_str().unwrap()]);
+    assert!(
+        err.ends_with(
+            "token column: no `tokens` column, and 3 of the 9 columns can hold tokens (bytes or ndarray \
+             encodings): [\"c_nd\", \"d_ndfix\", \"f_bytes\"]; name one with --column (ForeignOptions::column)\n"
+        ),
+        "{err}"
+    );
+}
+
+/// Issue 34 item 6: a state saved on a dataset read in place does not resume on its imported
+/// copy (another fingerprint, documented), and the error names both sides: this run's data
+/// (storage and path), records and fingerprint, the state's file, records and fingerprint.
+#[test]
+fn issue34_resume_on_an_imported_copy_names_both_sides() {
+    let tmp = tempfile::tempdir().unwrap();
+    let train = tmp.path().join("train.bin");
+    std::fs::write(&train, (0u16..100).flat_map(u16::to_le_bytes).collect::<Vec<u8>>()).unwrap();
+    let (t, state, copy) = (train.to_str().unwrap(), tmp.path().join("state.json"), tmp.path().join("copy"));
+    let (st, c) = (state.to_str().unwrap(), copy.to_str().unwrap());
+    let raw = ["--format", "nanogpt", "--dtype", "u16", "--seq-len", "4"];
+    run_ok(&[&["batches", t][..], &raw, &["--max-batches", "2", "--save-state", st]].concat());
+    run_ok(&["import", t, "--format", "nanogpt", "--dtype", "u16", "--out", c]);
+    let saved: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&state).unwrap()).unwrap();
+    let theirs = saved["source"]["fingerprint"].as_u64().unwrap();
+    // The copy's own fingerprint, from a state saved on it.
+    let own = tmp.path().join("own.json");
+    run_ok(&["batches", c, "--seq-len", "4", "--max-batches", "1", "--save-state", own.to_str().unwrap()]);
+    let own: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&own).unwrap()).unwrap();
+    let ours = own["source"]["fingerprint"].as_u64().unwrap();
+    assert_ne!(ours, theirs);
+    let err = run_err(&["batches", c, "--seq-len", "4", "--resume", st]);
+    assert_eq!(
+        err,
+        format!(
+            "error: --resume {st}: the state was saved over other data than this run reads. This run: the \
+             guideloom storage {c}, 25 records, source fingerprint {ours}. The state: 25 records (the same \
+             count), source fingerprint {theirs}. A state resumes only on the data it was saved on, read the \
+             same way: a dataset read in place and its `guideloom import` copy have different fingerprints \
+             (the copy's comes from its manifest: shard counts and checksums), while `guideloom upload` keeps \
+             a storage's fingerprint (the same manifest); resume on the source the state was saved on\n"
+        )
+    );
+    // On the dataset it was saved on, it resumes.
+    let rest = json_lines(&run_ok(&[&["batches", t][..], &raw, &["--resume", st]].concat()));
+    assert_eq!(rest[0]["batch"], 2);
+}

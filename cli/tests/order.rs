@@ -403,3 +403,32 @@ fn fails_with(args: &[&str], why: &str) {
     assert!(!out.status.success(), "{args:?}");
     assert!(String::from_utf8_lossy(&out.stderr).contains(why), "{}", String::from_utf8_lossy(&out.stderr));
 }
+
+/// Issue 34 item 2: `--order megatron` without `--seed` is Megatron's own default seed (1234,
+/// megatron-core's `RNGConfig.seed`), not the loader's 0; the other Megatron-mode defaults
+/// (split "969,30,1", surplus 0.005, the extra token) are megatron-core's too.
+#[test]
+fn issue34_megatron_order_defaults_to_megatrons_seed() {
+    let prefix = sample("megatron/gpt2_text_document");
+    let base = ["batches", "--order", "megatron", "--data-path", &prefix, "--megatron-split", "1,0,0"];
+    let base = [&base[..], &["--seq-length", "4", "--train-samples", "4", "--batch-size", "2"]].concat();
+    let with = |seed: Option<&str>| {
+        let mut args = base.clone();
+        if let Some(s) = seed {
+            args.extend(["--seed", s]);
+        }
+        lines(&args)
+    };
+    assert_eq!(with(None), with(Some("1234")));
+    assert_ne!(with(None), with(Some("0")));
+    // The seed megatron-core's test order above was computed with (seed 1234): the first batch.
+    assert_eq!(
+        with(None)[0],
+        r#"{"batch":0,"epoch":0,"samples":[0,1],"tokens":[[101,102,103,50256,201],[302,303,304,50256,401]]}"#
+    );
+    // inspect --order megatron reports the defaults it used.
+    let out = String::from_utf8(run_ok(&["inspect", &prefix, "--order", "megatron", "--seq-length", "4"]).stdout)
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
+    assert_eq!((v["seed"].as_u64(), v["split"].as_str()), (Some(1234), Some("969,30,1")));
+}

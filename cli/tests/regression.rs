@@ -50,8 +50,8 @@ fn issue8_batches_with_no_batch_print_nothing_and_exit_zero() {
     assert!(std::fs::read_to_string(&state).unwrap().contains("\"next_batch\":0"));
 }
 
-/// `guideloom inspect` of a missing path says it does not exist; of a file, that it is not a
-/// directory.
+/// `guideloom inspect` of a missing path says it does not exist; of a file, that it is a file
+/// and no storage (issue 34: with the flags that read a raw token file).
 #[test]
 fn issue12_inspect_of_a_missing_path_or_a_file_says_which() {
     let tmp = tempfile::tempdir().unwrap();
@@ -63,7 +63,13 @@ fn issue12_inspect_of_a_missing_path_or_a_file_says_which() {
     std::fs::write(&file, "not a storage").unwrap();
     let o = bin().arg("inspect").arg(&file).output().unwrap();
     assert_eq!(o.status.code(), Some(1));
-    assert_eq!(String::from_utf8_lossy(&o.stderr), format!("error: {} is not a directory\n", file.display()));
+    // Issue 34 item 7: a file is named as such, with the flags that read a raw token file.
+    let err = String::from_utf8_lossy(&o.stderr).to_string();
+    assert!(
+        err.starts_with(&format!("error: {} is a file, not a guideloom storage (a directory with manifest.json)", file.display())),
+        "{err}"
+    );
+    assert!(err.contains("--format nanogpt --dtype u16"), "{err}");
     assert!(o.stdout.is_empty());
 }
 

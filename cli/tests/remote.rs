@@ -961,3 +961,31 @@ fn remote_issue26_moto_answers_conditional_puts_with_412() {
     assert!(String::from_utf8_lossy(&refused.body).contains("PreconditionFailed"), "{refused:?}");
     assert_eq!(s3.direct("cond").read_file("key", 10).unwrap().as_deref(), Some(&b"two"[..]));
 }
+
+/// Issue 34 item 7: `upload` to a bucket that does not exist says so (it said "the object does
+/// not exist"), naming the object's URL.
+#[test]
+fn issue34_upload_to_a_missing_bucket_says_the_bucket_is_missing() {
+    let Some(s3) = S3::start("issue34_upload_to_a_missing_bucket_says_the_bucket_is_missing") else { return };
+    let out = s3.run(&["upload", s3.local.path().to_str().unwrap(), "s3://no-such-bucket/train"], &[]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("s3://no-such-bucket/train/"), "{err}");
+    assert!(err.contains("the bucket (or container) does not exist"), "{err}");
+    assert!(!err.contains("the object does not exist"), "{err}");
+}
+
+/// Issue 34 item 6: `upload` keeps a storage's fingerprint (the same manifest), so a state saved
+/// on the local storage resumes on its uploaded copy.
+#[test]
+fn issue34_a_state_saved_locally_resumes_on_the_uploaded_copy() {
+    let Some(s3) = S3::start("issue34_a_state_saved_locally_resumes_on_the_uploaded_copy") else { return };
+    let expected = local_batches(&s3, "0");
+    let tmp = tempfile::tempdir().unwrap();
+    let state = tmp.path().join("state.json");
+    let state_s = state.to_str().unwrap();
+    let local = s3.local.path().to_str().unwrap();
+    let first = s3.run_ok(&batches_args(local, "0", &["--max-batches", "10", "--save-state", state_s]), &[]);
+    let rest = s3.run_ok(&batches_args(URL, "0", &["--resume", state_s]), &[]);
+    assert_eq!(format!("{first}{rest}"), expected);
+}

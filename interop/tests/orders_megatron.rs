@@ -418,3 +418,23 @@ fn unweighted_prefixes_blend_one_epoch_components_exhaustively() {
             .unwrap();
     assert_ne!(weighted.fingerprint(), blend.fingerprint());
 }
+
+/// Issue 34 item 2: every default of [`GptConfig`] is megatron-core's (values read from
+/// Megatron-LM: `RNGConfig.seed` 1234 in `megatron/training/config/common_config.py`, the
+/// legacy `--split` "969, 30, 1" of `megatron/training/arguments.py`, and `GPTDatasetConfig` /
+/// `BlendedMegatronDatasetConfig`'s `add_extra_token_to_sequence = True`,
+/// `drop_last_partial_validation_sequence = True`, `mid_level_dataset_surplus = 0.005`,
+/// `_PAD_TOKEN_ID = -1`).
+#[test]
+fn issue34_gpt_config_defaults_are_megatron_cores() {
+    assert_eq!(GptConfig::DEFAULT_SEED, 1234);
+    let c = GptConfig::new(4, GptConfig::DEFAULT_SEED);
+    assert_eq!(c.seed, 1234);
+    assert_eq!(megatron_split_ranges(&c.split, 1000).unwrap(), megatron_split_ranges("969, 30, 1", 1000).unwrap());
+    assert_eq!(c.which, MegatronSplit::Train);
+    assert_eq!(c.num_samples, None);
+    assert!(c.add_extra_token);
+    assert!(c.drop_last_partial_validation);
+    assert_eq!(c.surplus, 0.005);
+    assert_eq!(c.pad_token_id, -1);
+}

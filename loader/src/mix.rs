@@ -1,5 +1,6 @@
 //! Weighted mixtures of sources in the index stage: a pure function of the position.
 
+use crate::pack::{PackConfig, Packed};
 use crate::{DataSource, LoaderError, Permutation};
 
 /// Positions between two stored greedy checkpoints (per-source counts).
@@ -59,6 +60,16 @@ pub enum MixStop {
 
 /// Weights, schedule and stop policy of a mixture; [`MixConfig::plan`] applies it to source
 /// sizes.
+///
+/// **Unit.** A weight is a share of the mixture's *records* (positions): windows of a
+/// [`TokenWindows`](crate::TokenWindows) or documents of a
+/// [`MetaDocuments`](crate::MetaDocuments), whatever the sources' records are. Weights
+/// 0.7 / 0.3 give 70 % of the records to source 0; when the sources' records differ in length
+/// (documents), that is not 70 % of the tokens. [`MixConfig::by_tokens`] turns shares of
+/// tokens into record weights. The command line's `--mix DIR=WEIGHT` is this same weight
+/// (`--mix-unit tokens` is [`MixConfig::by_tokens`]), and `batches --mix ... --shuffle --seed S`
+/// is [`MixConfig::shuffle_sources`]`(S)`: the same configuration here gives the same
+/// records.
 ///
 /// Weights are exact: an `f64` weight is the shortest decimal that prints as it (`0.29` is
 /// `29/100`, never rounded to an integer ratio as Grain does), and [`MixConfig::from_ratios`]
@@ -126,6 +137,72 @@ impl MixConfig {
         Self::from_u128(nums)
     }
 
+    /// A mixture whose `weights` are shares of **tokens** (one per source, any positive
+    /// scale), for sources of `records[i]` records holding `tokens[i]` tokens in all: each is
+    /// turned into the record weight `weights[i] * records[i] / tokens[i]` (the share of tokens
+    /// over the source's mean record length), so over the mixture the expected tokens of
+    /// source `i` are `weights[i] / sum(weights)` of the total, exactly so when every record of
+    /// a source has the same length (windows). The record weights are exact ratios when
+    /// their common denominator fits the 62 bits [`MixConfig::new`] allows, else each is
+    /// rounded to 40 significant bits (relative error below `2^-40`).
+    ///
+    /// ```
+    /// use guideloom_loader::mix::MixConfig;
+    /// // 70 % of the tokens from 100 records of 4 tokens, 30 % from 60 records of 10 tokens:
+    /// // record weights 0.7 / 4 : 0.3 / 10 = 35 : 6.
+    /// let c = MixConfig::by_tokens(&[0.7, 0.3], &[100, 60], &[400, 600])?;
+    /// assert_eq!(c.ratios(), [35, 6]);
+    /// # Ok::<(), guideloom_loader::LoaderError>(())
+    /// ```
+    ///
+    /// # Errors
+    /// [`LoaderError::InvalidConfig`] (`weights`) as [`MixConfig::new`], for `records` or
+    /// `tokens` of another length than `weights`, and for a source without a record or a
+    /// token (its mean record length is undefined).
+    pub fn by_tokens(weights: &[f64], records: &[u64], tokens: &[u64]) -> Result<Self, LoaderError> {
+        let scaled = Self::new(weights)?;
+        if records.len() != weights.len() || tokens.len() != weights.len() {
+            return Err(invalid(
+                "weights",
+                format!(
+                    "{} token weights for {} record counts and {} token counts",
+                    weights.len(),
+                    records.len(),
+                    tokens.len()
+                ),
+            ));
+        }
+        if let Some(i) = (0..weights.len()).find(|&i| records[i] == 0 || tokens[i] == 0) {
+            return Err(invalid(
+                "weights",
+                format!(
+                    "source {i} holds {} records and {} tokens: a token weight needs both",
+                    records[i], tokens[i]
+                ),
+            ));
+        }
+        // Record weight i = a_i * records_i / tokens_i, reduced, over a common denominator.
+        let fractions: Vec<(u128, u128)> = (0..weights.len())
+            .map(|i| {
+                let (p, q) = (u128::from(scaled.weights[i]) * u128::from(records[i]), u128::from(tokens[i]));
+                let g = gcd(p, q);
+                (p / g, q / g)
+            })
+            .collect();
+        let exact = fractions.iter().try_fold(1u128, |l, &(_, q)| l.checked_mul(q / gcd(l, q))).and_then(|l| {
+            fractions.iter().map(|&(p, q)| p.checked_mul(l / q)).collect::<Option<Vec<u128>>>()
+        });
+        match exact.map(Self::from_u128) {
+            Some(Ok(c)) => Ok(c),
+            _ => {
+                let f: Vec<f64> = fractions.iter().map(|&(p, q)| p as f64 / q as f64).collect();
+                let max = f.iter().copied().fold(0.0, f64::max);
+                let bits = (1u64 << 40) as f64;
+                Self::from_u128(f.iter().map(|&x| ((x / max * bits).round() as u128).max(1)).collect())
+            }
+        }
+    }
+
     /// A mixture with integer weights (exact ratios).
     ///
     /// # Errors
@@ -157,7 +234,7 @@ impl MixConfig {
         })
     }
 
-    /// The weights as exact integer ratios (reduced).
+    /// The weights as exact integer ratios (reduced), in records.
     pub fn ratios(&self) -> &[u64] {
         &self.weights
     }
@@ -534,6 +611,32 @@ impl MixPlan {
         &self.config
     }
 
+    /// The lengths of the mixture's records in position order, from each source's record
+    /// lengths (`per_source[s][r]`: the tokens of record `r` of source `s`, for example
+    /// [`MetaDocuments::lengths`](crate::MetaDocuments::lengths)); what
+    /// [`Packed::with_lengths`] takes, without reading a record.
+    ///
+    /// # Errors
+    /// [`LoaderError::InvalidConfig`] (`lengths`) when `per_source` does not hold one list of
+    /// the source's size for every source.
+    pub fn lengths(&self, per_source: &[Vec<u64>]) -> Result<Vec<u64>, LoaderError> {
+        let fits = per_source.len() == self.sizes.len()
+            && per_source.iter().zip(&self.sizes).all(|(l, &n)| l.len() as u64 == n);
+        if !fits {
+            let given: Vec<usize> = per_source.iter().map(Vec::len).collect();
+            return Err(invalid(
+                "lengths",
+                format!("record lengths of sources of {given:?} records for sources of {:?}", self.sizes),
+            ));
+        }
+        (0..self.len())
+            .map(|p| {
+                let slot = self.locate(p).ok_or(LoaderError::IndexOutOfRange { index: p, len: self.len() })?;
+                Ok(per_source[slot.source as usize][slot.record as usize])
+            })
+            .collect()
+    }
+
     /// Per-source counts of one stratified group (empty unless [`MixConfig::stratified`]).
     pub fn group_counts(&self) -> &[u64] {
         &self.group
@@ -633,6 +736,13 @@ pub struct Sourced<T> {
     pub item: T,
 }
 
+/// A mixed document packs as its record ([`Mix::pack`]).
+impl<T, I: AsRef<[T]>> AsRef<[T]> for Sourced<I> {
+    fn as_ref(&self) -> &[T] {
+        self.item.as_ref()
+    }
+}
+
 /// A weighted mixture of sources as a [`DataSource`]: position `p` reads the record
 /// [`MixPlan::locate`] names, tagged with its source ([`Sourced`]).
 ///
@@ -671,6 +781,66 @@ impl<S: DataSource> Mix<S> {
     /// The sources.
     pub fn sources(&self) -> &[S] {
         &self.sources
+    }
+
+    /// The mixture's documents packed into rows, in one call: a [`Packed`] whose rows
+    /// carry the source of every piece ([`PackedRow::sources`](crate::pack::PackedRow::sources)),
+    /// reading every document once (1,024 at a time) to learn its length, as
+    /// [`Packed::scan`] does. The documents are packed in the mixture's position order (its
+    /// weights are in documents: [`MixConfig`]); a loader over the result shuffles, shards and
+    /// resumes rows.
+    ///
+    /// ```
+    /// use guideloom_loader::mix::{Mix, MixConfig};
+    /// use guideloom_loader::pack::{PackConfig, PackStrategy};
+    /// use guideloom_loader::{DataSource, VecSource};
+    /// let a = VecSource::new(vec![vec![1u32, 2], vec![3, 4, 5]]);
+    /// let b = VecSource::new(vec![vec![9u32]]);
+    /// let packed = Mix::new(vec![a, b], MixConfig::new(&[2.0, 1.0])?)?
+    ///     .pack(PackConfig::new(4, PackStrategy::ConcatSplit), 0, u32::MAX)?;
+    /// let row = packed.get(0)?; // documents a0, b0, a1 in mixture order
+    /// assert_eq!(row.tokens, [1, 2, 9, 3]);
+    /// assert_eq!(row.sources, [0, 1, 0]); // one per piece
+    /// # Ok::<(), guideloom_loader::LoaderError>(())
+    /// ```
+    ///
+    /// # Errors
+    /// The first read error; as [`Packed::with_lengths`].
+    pub fn pack<T>(self, config: PackConfig, pad: T, ignore: T) -> Result<Packed<Self, T>, LoaderError>
+    where
+        S::Item: AsRef<[T]>,
+        T: Copy + Send + Sync,
+    {
+        let sources = self.position_sources();
+        Ok(Packed::scan(self, config, pad, ignore)?.with_sources(sources))
+    }
+
+    /// As [`Mix::pack`], with each source's document lengths given (`per_source[s][r]`: the
+    /// tokens of document `r` of source `s`, for example
+    /// [`MetaDocuments::lengths`](crate::MetaDocuments::lengths)): no document is read before
+    /// the first row.
+    ///
+    /// # Errors
+    /// As [`MixPlan::lengths`] and [`Packed::with_lengths`].
+    pub fn pack_with_lengths<T>(
+        self,
+        per_source: &[Vec<u64>],
+        config: PackConfig,
+        pad: T,
+        ignore: T,
+    ) -> Result<Packed<Self, T>, LoaderError>
+    where
+        S::Item: AsRef<[T]>,
+        T: Copy + Send + Sync,
+    {
+        let lengths = self.plan.lengths(per_source)?;
+        let sources = self.position_sources();
+        Ok(Packed::with_lengths(self, lengths, config, pad, ignore)?.with_sources(sources))
+    }
+
+    /// The source of every position (no record is read).
+    fn position_sources(&self) -> Vec<u32> {
+        (0..self.plan.len()).filter_map(|p| self.plan.locate(p).map(|s| s.source)).collect()
     }
 }
 

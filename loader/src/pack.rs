@@ -335,6 +335,13 @@ pub struct PackedRow<T> {
     pub cu_seqlens: Vec<u32>,
     /// The pieces of the row (document, first token, length).
     pub pieces: Vec<Piece>,
+    /// Per piece (parallel to `pieces`), the mixture source its document came from: the
+    /// source's index in the [`Mix`](crate::mix::Mix) that [`Mix::pack`](crate::mix::Mix::pack)
+    /// packed. Empty when the packed documents are not a mixture's (a [`Packed`] over any
+    /// other source, and the rows of the streaming packer
+    /// [`StagePacked`](crate::stage::StagePacked), whose pieces name positions of its source:
+    /// [`MixPlan::locate`](crate::mix::MixPlan::locate) gives their sources).
+    pub sources: Vec<u32>,
 }
 
 /// A document source packed into rows by a [`PackPlan`]: a [`DataSource`] of [`PackedRow`]s
@@ -362,6 +369,8 @@ pub struct Packed<S, T> {
     inner: S,
     plan: PackPlan,
     lengths: Vec<u64>,
+    /// Per document, its mixture source ([`Mix::pack`](crate::mix::Mix::pack)); empty otherwise.
+    sources: Vec<u32>,
     pad: T,
     ignore: T,
 }
@@ -392,7 +401,7 @@ where
             });
         }
         let plan = PackPlan::new(&lengths, config)?;
-        Ok(Packed { inner, plan, lengths, pad, ignore })
+        Ok(Packed { inner, plan, lengths, sources: Vec::new(), pad, ignore })
     }
 
     /// Packs `inner`, reading every document once (1,024 at a time) to learn its length.
@@ -416,6 +425,24 @@ where
         &self.plan
     }
 
+    /// The inner (document) source.
+    pub fn inner(&self) -> &S {
+        &self.inner
+    }
+
+    /// Tokens per document of the inner source, in its position order.
+    pub fn lengths(&self) -> &[u64] {
+        &self.lengths
+    }
+
+    /// Records `sources[d]` as the mixture source of document `d` ([`PackedRow::sources`]);
+    /// the caller passes one per document.
+    pub(crate) fn with_sources(mut self, sources: Vec<u32>) -> Self {
+        debug_assert_eq!(sources.len(), self.lengths.len());
+        self.sources = sources;
+        self
+    }
+
     fn layout(&self, pieces: &[Piece], docs: &[S::Item]) -> Result<PackedRow<T>, LoaderError> {
         let mut refs: Vec<&[T]> = Vec::with_capacity(docs.len());
         for (p, doc) in pieces.iter().zip(docs) {
@@ -430,7 +457,11 @@ where
             }
             refs.push(doc);
         }
-        Ok(lay_out(&self.plan.config, self.pad, self.ignore, pieces, &refs))
+        let mut row = lay_out(&self.plan.config, self.pad, self.ignore, pieces, &refs);
+        if !self.sources.is_empty() {
+            row.sources = pieces.iter().map(|p| self.sources.get(p.doc as usize).copied().unwrap_or(0)).collect();
+        }
+        Ok(row)
     }
 }
 
@@ -469,6 +500,7 @@ pub(crate) fn lay_out<T: Copy>(
         loss_mask: vec![0; l],
         cu_seqlens: vec![0],
         pieces: pieces.to_vec(),
+        sources: Vec::new(),
     };
     let mut at = 0usize;
     for (s, (p, doc)) in pieces.iter().zip(docs).enumerate() {
@@ -539,6 +571,9 @@ pub struct PackedBatch<T> {
     pub loss_mask: Vec<u8>,
     /// Per row, `[segments + 1]` boundaries.
     pub cu_seqlens: Vec<Vec<u32>>,
+    /// Per row, the mixture source of each of its pieces ([`PackedRow::sources`]; empty rows
+    /// when the documents are not a mixture's).
+    pub sources: Vec<Vec<u32>>,
 }
 
 /// Stacks [`PackedRow`]s into a [`PackedBatch`].
@@ -558,6 +593,7 @@ impl<T: Copy + Send + 'static> Collate<PackedRow<T>> for PackCollate {
             positions: Vec::with_capacity(items.len() * seq_len),
             loss_mask: Vec::with_capacity(items.len() * seq_len),
             cu_seqlens: Vec::with_capacity(items.len()),
+            sources: Vec::with_capacity(items.len()),
         };
         for r in items {
             b.tokens.extend(r.tokens);
@@ -566,6 +602,7 @@ impl<T: Copy + Send + 'static> Collate<PackedRow<T>> for PackCollate {
             b.positions.extend(r.positions);
             b.loss_mask.extend(r.loss_mask);
             b.cu_seqlens.push(r.cu_seqlens);
+            b.sources.push(r.sources);
         }
         Ok(b)
     }

@@ -11,12 +11,12 @@ use guideloom::interop::ForeignDataset;
 use guideloom::loader::pack::PackedRow;
 use guideloom::loader::sequential::{Dropped, SequentialBatch};
 use guideloom::loader::stage::{StageBatch, StageState};
-use guideloom::loader::{Batch, DataSource, Loader, MetaWindows, ResumeOptions, State, StreamWindows};
+use guideloom::loader::{Batch, DataSource, Loader, LoaderError, MetaWindows, ResumeOptions, State, StreamWindows};
 use guideloom::storage::{ReadOptions, StreamReader, StreamWithMetaReader};
 
 use crate::cli::{BatchesArgs, OrderKind, Plan};
 use crate::error::CliResult;
-use crate::open::foreign::resume_state;
+use crate::open::foreign::{resume_mismatch, resume_state};
 use crate::open::mixpack::{self, Record};
 use crate::open::order;
 use crate::open::print::{print_batches, write_list, write_rows};
@@ -117,11 +117,20 @@ impl Windows<'_> {
             );
         }
         let options = if self.round_down { ResumeOptions::round_down() } else { ResumeOptions::default() };
+        let what = if legacy.is_some() {
+            format!("the dataset {} read in place (another project's layout)", self.args.window().dir.display())
+        } else {
+            format!("the guideloom storage {}", self.args.window().dir.display())
+        };
         let mut it = match (&self.resume, legacy) {
             (Some(p), Some(legacy)) => {
-                loader.iter_from_with(&resume_state(p, loader.source().fingerprint(), legacy)?, options)?
+                let state = resume_state(p, loader.source().fingerprint(), legacy)?;
+                loader.iter_from_with(&state, options).map_err(|e| resume_mismatch(e, p, &what, &state, &loader))?
             }
-            (Some(p), None) => loader.iter_from_with(&read_state(p)?, options)?,
+            (Some(p), None) => {
+                let state = read_state(p)?;
+                loader.iter_from_with(&state, options).map_err(|e| resume_mismatch(e, p, &what, &state, &loader))?
+            }
             (None, _) => loader.iter(),
         };
         print_batches(
@@ -239,18 +248,21 @@ fn sequential_line(line: &mut String, batch: &SequentialBatch<Vec<Vec<u32>>>, to
 /// `batches` with `--mix` and/or `--pack`.
 fn mix_pack(a: &BatchesArgs, args: LoaderArgs<'_>) -> CliResult {
     let mp = &a.read.mix_pack;
-    let (records, mixed) = mixpack::records(&a.read.window, mp)?;
     let Some((config, streaming)) = mixpack::pack_config(&a.read.window, mp) else {
-        return print_records(a, args, records, |line, rows: &Vec<Record>| {
+        let (records, plan) = mixpack::records(&a.read.window, mp)?;
+        return print_records(a, args, records, move |line, rows: &Vec<Record>| {
             write_rows(line, "tokens", rows.iter().map(|r| &r.tokens));
-            if mixed {
+            if plan.is_some() {
                 line.push_str(",\"sources\":");
                 write_list(line, rows.iter().map(|r| r.source.unwrap_or(0)));
             }
         });
     };
-    let sources_of = mixpack::sources_of(&records, mixed)?;
     if streaming {
+        let (records, plan) = mixpack::records(&a.read.window, mp)?;
+        // The stage's pieces name positions of the mixture: their sources from its plan.
+        let locate = |i: u64| plan.as_ref().and_then(|p| p.locate(i)).map_or((0, i), |s| (s.source as usize, s.record));
+        let sources: Vec<u32> = (0..plan.as_ref().map_or(0, |p| p.len())).map(|i| locate(i).0 as u32).collect();
         let stage = mixpack::stream_stage(&args, records, config, mp.pad_id)?;
         let mut it = match &a.resume {
             Some(p) => stage.iter_from(&read_state::<StageState>(p)?)?,
@@ -264,7 +276,9 @@ fn mix_pack(a: &BatchesArgs, args: LoaderArgs<'_>) -> CliResult {
                 let _ = write!(line, "{{\"batch\":{},\"epoch\":{},\"records\":", batch.number, batch.epoch);
                 write_list(line, batch.indices.iter());
                 if !a.no_tokens {
-                    packed_fields(line, &batch.data, &sources_of);
+                    packed_fields(line, &batch.data, &|r: &PackedRow<u32>| {
+                        r.pieces.iter().map(|p| sources.get(p.doc as usize).copied().unwrap_or(0)).collect()
+                    });
                 }
                 line.push('}');
             },
@@ -273,19 +287,24 @@ fn mix_pack(a: &BatchesArgs, args: LoaderArgs<'_>) -> CliResult {
         if it.dropped_tokens() > 0 {
             eprintln!("note: --overflow truncate dropped {} tokens", it.dropped_tokens());
         }
-        return result;
+        return result.map_err(|e| match e.downcast::<LoaderError>() {
+            Ok(e) => mixpack::too_long(*e, &a.read.window, mp, locate),
+            Err(e) => e,
+        });
     }
-    let packed = mixpack::planned(records, config, mp.pad_id)?;
-    if packed.plan().dropped_tokens() > 0 {
-        eprintln!("note: --overflow truncate dropped {} tokens", packed.plan().dropped_tokens());
+    // The library's mix-then-pack: rows carry the source of each piece (empty unmixed).
+    let (packed, dropped) = mixpack::planned(&a.read.window, mp, config)?;
+    if dropped > 0 {
+        eprintln!("note: --overflow truncate dropped {dropped} tokens");
     }
-    print_records(a, args, Arc::new(packed), move |line, rows: &Vec<PackedRow<u32>>| {
-        packed_fields(line, rows, &sources_of);
+    print_records(a, args, packed, move |line, rows: &Vec<PackedRow<u32>>| {
+        packed_fields(line, rows, &|r: &PackedRow<u32>| r.sources.clone());
     })
 }
 
-/// Appends the `[B, L]` fields of packed `rows` to a JSON line (`sources` when mixed).
-fn packed_fields(line: &mut String, rows: &[PackedRow<u32>], sources_of: &[Option<u32>]) {
+/// Appends the `[B, L]` fields of packed `rows` to a JSON line; `sources` (the source of each
+/// piece, from `sources_of`) when mixed, that is when any row has a source.
+fn packed_fields(line: &mut String, rows: &[PackedRow<u32>], sources_of: &dyn Fn(&PackedRow<u32>) -> Vec<u32>) {
     let grid = |line: &mut String, name: &str, f: &dyn Fn(&PackedRow<u32>) -> Vec<i64>| {
         write_rows(line, name, rows.iter().map(f));
     };
@@ -295,13 +314,9 @@ fn packed_fields(line: &mut String, rows: &[PackedRow<u32>], sources_of: &[Optio
     grid(line, "targets", &|r| {
         r.targets.iter().map(|&t| if t == u32::MAX { -100 } else { i64::from(t) }).collect()
     });
-    if !sources_of.is_empty() {
-        grid(line, "sources", &|r| {
-            r.pieces
-                .iter()
-                .map(|p| i64::from(sources_of.get(p.doc as usize).copied().flatten().unwrap_or(0)))
-                .collect()
-        });
+    let sources: Vec<Vec<u32>> = rows.iter().map(sources_of).collect();
+    if sources.iter().any(|s| !s.is_empty()) {
+        write_rows(line, "sources", &sources);
     }
 }
 

@@ -290,7 +290,7 @@ impl Bench<'_> {
             "workers": w.workers,
             "seq_len": w.seq_len,
             "stride": self.args.stride(),
-            "seed": w.seed,
+            "seed": w.seed(),
             "batch_size": w.batch_size,
         })
     }
@@ -389,7 +389,6 @@ fn mix_pack(a: &BenchArgs, args: LoaderArgs<'_>) -> CliResult {
         std::fs::write(path, text).map_err(|e| context(format!("--lengths-out {}", path.display()), e))?;
     }
     let start = Instant::now();
-    let (records, _mixed) = mixpack::records(w, mp)?;
     let row_counts = |rows: &[PackedRow<u32>]| {
         let real = rows.iter().map(|r| r.segment_ids.iter().filter(|&&s| s != 0).count() as u64).sum();
         (rows.len() as u64, rows.iter().map(|r| r.tokens.len() as u64).sum(), real)
@@ -411,6 +410,7 @@ fn mix_pack(a: &BenchArgs, args: LoaderArgs<'_>) -> CliResult {
     };
     let (mut report, name) = match mixpack::pack_config(w, mp) {
         None => {
+            let (records, _) = mixpack::records(w, mp)?;
             let loader = args.builder(records).build()?;
             let mut it = loader.iter().map(|b| {
                 b.map(|b| {
@@ -421,12 +421,13 @@ fn mix_pack(a: &BenchArgs, args: LoaderArgs<'_>) -> CliResult {
             (measure(&mut it)?, "records".to_string())
         }
         Some((config, true)) => {
+            let (records, _) = mixpack::records(w, mp)?;
             let stage = mixpack::stream_stage(&args, records, config, mp.pad_id)?;
             let mut it = stage.iter().map(|b| b.map(|b| row_counts(&b.data)));
             (measure(&mut it)?, format!("stream {:?}", config.strategy))
         }
         Some((config, false)) => {
-            let packed = mixpack::planned(records, config, mp.pad_id)?;
+            let (packed, _) = mixpack::planned(w, mp, config)?;
             let loader = args.builder(packed).build()?;
             let mut it = loader.iter().map(|b| b.map(|b| row_counts(&b.data)));
             (measure(&mut it)?, format!("planned {:?}", config.strategy))
@@ -438,7 +439,7 @@ fn mix_pack(a: &BenchArgs, args: LoaderArgs<'_>) -> CliResult {
         o.insert("workers".into(), json!(w.workers));
         o.insert("seq_len".into(), json!(w.seq_len));
         o.insert("batch_size".into(), json!(w.batch_size));
-        o.insert("seed".into(), json!(w.seed));
+        o.insert("seed".into(), json!(w.seed()));
     }
     if a.json {
         outln!("{report}");

@@ -4,7 +4,7 @@
 use std::path::Path;
 
 use guideloom::interop::{self as foreign, ForeignDataset, ForeignOptions, InteropError};
-use guideloom::loader::State;
+use guideloom::loader::{DataSource, Loader, LoaderError, State};
 use guideloom::storage::{RemoteOptions, StorageError, StorageLocation};
 
 use crate::cli::ForeignArgs;
@@ -59,10 +59,26 @@ pub(crate) fn open(path: &Path, a: &ForeignArgs) -> CliResult<Option<ForeignData
                 )
                 .into())
             }
+            Err(_) if matches!(location, StorageLocation::Local(_)) && path.is_file() => {
+                return Err(not_a_storage_file(path, "batches, bench and inspect read it in place").into())
+            }
             Err(_) => return Ok(None),
         }
     }
     Ok(Some(ForeignDataset::open_at(&location, &remote, &options(a))?))
+}
+
+/// The error for a local file given where a storage is expected, when its layout is not
+/// detected by its contents (raw token files: nanoGPT, header-less llm.c, OLMo): it names the
+/// flags that read it (`--format`, `--dtype`), and `then` says what they make possible.
+pub(crate) fn not_a_storage_file(path: &Path, then: &str) -> String {
+    format!(
+        "{} is a file, not a guideloom storage (a directory with manifest.json), and its layout is not \
+         detected from its contents: name its layout and token type with --format and --dtype \
+         (nanoGPT's train.bin: --format nanogpt --dtype u16; llm.c files before 2024-05-21: \
+         --format llmc --dtype i32; OLMo: --format olmo --dtype u32); {then}",
+        path.display()
+    )
 }
 
 /// The dataset at `path` (a local path or an object-store URL) opened with `options`.
@@ -74,6 +90,35 @@ pub(crate) fn open_with(path: &Path, options: &ForeignOptions) -> CliResult<Fore
     let location = StorageLocation::from_path(path);
     let remote = if location.is_remote() { RemoteOptions::from_env()? } else { RemoteOptions::default() };
     Ok(ForeignDataset::open_at(&location, &remote, options)?)
+}
+
+/// `e`, or for a saved state of another source ([`LoaderError::StateMismatch`] of
+/// `source.fingerprint`) an error naming both sides: the loader's data (`what`: its layout and
+/// path or URL), record count and fingerprint, and the state's (`state_path`), and why an
+/// imported copy does not take the state of the dataset read in place.
+pub(crate) fn resume_mismatch<S: DataSource, U, C>(
+    e: LoaderError,
+    state_path: &Path,
+    what: &str,
+    state: &State,
+    loader: &Loader<S, U, C>,
+) -> Box<dyn std::error::Error + Send + Sync> {
+    let LoaderError::StateMismatch { field: "source.fingerprint", .. } = e else { return e.into() };
+    let records = DataSource::len(loader.source());
+    let same = if state.source.records == records { " (the same count)" } else { "" };
+    format!(
+        "--resume {}: the state was saved over other data than this run reads. This run: {what}, {records} \
+         records, source fingerprint {}. The state: {} records{same}, source fingerprint {}. A \
+         state resumes only on the data it was saved on, read the same way: a dataset read in place and its \
+         `guideloom import` copy have different fingerprints (the copy's comes from its manifest: shard \
+         counts and checksums), while `guideloom upload` keeps a storage's fingerprint (the same manifest); \
+         resume on the source the state was saved on",
+        state_path.display(),
+        loader.source().fingerprint(),
+        state.source.records,
+        state.source.fingerprint,
+    )
+    .into()
 }
 
 /// Lets a state saved before issue 18 resume: those versions hashed a foreign dataset's path

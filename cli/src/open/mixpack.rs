@@ -8,15 +8,15 @@ use std::sync::Arc;
 use guideloom::formats::{
     DocumentTokensFormat, DocumentTokensWindow, Dtype, Primitive, TokenElement, TokenFormat,
 };
-use guideloom::loader::mix::{Mix, MixConfig, MixSchedule, Sourced};
-use guideloom::loader::pack::{Overflow, PackConfig, PackStrategy, Packed};
+use guideloom::loader::mix::{Mix, MixConfig, MixPlan, MixSchedule, Sourced};
+use guideloom::loader::pack::{Overflow, PackConfig, PackStrategy, Packed, PackedRow};
 use guideloom::loader::stage::{StagePacked, StagePackedIter};
 use guideloom::loader::{DataSource, LoaderError, MetaDocuments, MetaWindows, StreamWindows};
 use guideloom::storage::{
     Manifest, ReadOptions, StorageDir, StorageKind, StreamReader, StreamWithMetaReader,
 };
 
-use crate::cli::{MixPackArgs, MixScheduleArg, OverflowArg, PackArg, WindowArgs};
+use crate::cli::{MixPackArgs, MixScheduleArg, MixUnitArg, OverflowArg, PackArg, WindowArgs};
 use crate::error::CliResult;
 use crate::open::backend::read_options;
 use crate::open::print::StateJson;
@@ -135,8 +135,16 @@ pub(crate) struct Record {
 /// The records of `--mix` or of the single storage.
 pub(crate) type Records = Arc<dyn DataSource<Item = Record>>;
 
-/// The records of `--mix` (or of the single storage), and whether they are mixed.
-pub(crate) fn records(w: &WindowArgs, mp: &MixPackArgs) -> CliResult<(Records, bool)> {
+/// The storages of `--mix` (or the single storage) opened: their records and, when mixed,
+/// the mixture's configuration.
+struct Opened {
+    sources: Vec<Tokens>,
+    mix: Option<MixConfig>,
+}
+
+/// Opens the storages of `--mix` (or the single storage), and the mixture's configuration
+/// when mixed (`--mix-unit tokens`: [`MixConfig::by_tokens`]).
+fn open_all(w: &WindowArgs, mp: &MixPackArgs) -> CliResult<Opened> {
     let documents = mp.pack.is_some();
     let mixed = !mp.mix.is_empty();
     if mixed && w.dir != Path::new("-") {
@@ -157,22 +165,46 @@ pub(crate) fn records(w: &WindowArgs, mp: &MixPackArgs) -> CliResult<(Records, b
         .into());
     }
     if !mixed {
-        let one = sources.into_iter().next().ok_or("no storage")?;
-        return Ok((Arc::new(Widen2(one)), false));
+        return Ok(Opened { sources, mix: None });
     }
     let weights: Vec<f64> = dirs.iter().map(|d| d.1).collect();
     let schedule = match mp.mix_schedule {
         MixScheduleArg::Greedy => MixSchedule::Greedy,
         MixScheduleArg::Proportional => MixSchedule::Proportional,
     };
-    let mut cfg = MixConfig::new(&weights)?.schedule(schedule).stop(mp.mix_stop);
+    let mut cfg = match mp.mix_unit {
+        MixUnitArg::Records => MixConfig::new(&weights)?,
+        MixUnitArg::Tokens => {
+            let records: Vec<u64> = sources.iter().map(|s| s.len()).collect();
+            // A window holds --seq-len tokens; a document its own.
+            let tokens: Vec<u64> = if documents {
+                tokens
+            } else {
+                records.iter().map(|&n| n.saturating_mul(w.seq_len)).collect()
+            };
+            MixConfig::by_tokens(&weights, &records, &tokens)?
+        }
+    };
+    cfg = cfg.schedule(schedule).stop(mp.mix_stop);
     if w.shuffle {
-        cfg = cfg.shuffle_sources(w.seed);
+        cfg = cfg.shuffle_sources(w.seed());
     }
+    Ok(Opened { sources, mix: Some(cfg) })
+}
+
+/// The records of `--mix` (or of the single storage), and, when mixed, the mixture's plan
+/// (the source and record of every position).
+pub(crate) fn records(w: &WindowArgs, mp: &MixPackArgs) -> CliResult<(Records, Option<MixPlan>)> {
+    let Opened { sources, mix } = open_all(w, mp)?;
+    let Some(cfg) = mix else {
+        let one = sources.into_iter().next().ok_or("no storage")?;
+        return Ok((Arc::new(Widen2(one)), None));
+    };
     let mix = Mix::new(sources, cfg)?;
+    let plan = mix.plan().clone();
     Ok((
         Arc::new(convert(mix, |s: Sourced<Vec<u32>>| Record { source: Some(s.source), tokens: s.item })),
-        true,
+        Some(plan),
     ))
 }
 
@@ -215,18 +247,52 @@ pub(crate) fn stream_stage(
     Ok(StagePacked::new(loader, config, rows, pad, u32::MAX)?.drop_remainder(args.drop_remainder))
 }
 
-/// The planned packing of `--pack` (not streaming) over `records`: scanned and planned
-/// before the first batch.
-pub(crate) fn planned(records: Records, config: PackConfig, pad: u32) -> CliResult<Packed<AsTokens, u32>> {
-    Ok(Packed::scan(AsTokens(records), config, pad, u32::MAX)?)
+/// Packed rows of the planned packing of `--pack` (not streaming).
+pub(crate) type Rows = Arc<dyn DataSource<Item = PackedRow<u32>>>;
+
+/// The planned packing of `--pack` (not streaming) of `--mix` or the single storage, scanned
+/// and planned before the first batch, through the library's one call ([`Mix::pack`]: rows
+/// carry the source of each piece), and the tokens `--overflow truncate` dropped.
+pub(crate) fn planned(w: &WindowArgs, mp: &MixPackArgs, config: PackConfig) -> CliResult<(Rows, u64)> {
+    let Opened { sources, mix } = open_all(w, mp)?;
+    Ok(match mix {
+        Some(cfg) => {
+            let mix = Mix::new(sources, cfg)?;
+            let plan = mix.plan().clone();
+            let packed = mix.pack(config, mp.pad_id, u32::MAX).map_err(|e| {
+                too_long(e, w, mp, |i| plan.locate(i).map_or((0, i), |s| (s.source as usize, s.record)))
+            })?;
+            let dropped = packed.plan().dropped_tokens();
+            (Arc::new(packed), dropped)
+        }
+        None => {
+            let one = sources.into_iter().next().ok_or("no storage")?;
+            let packed =
+                Packed::scan(one, config, mp.pad_id, u32::MAX).map_err(|e| too_long(e, w, mp, |i| (0, i)))?;
+            let dropped = packed.plan().dropped_tokens();
+            (Arc::new(packed), dropped)
+        }
+    })
 }
 
-/// The source of every record of a mixture (read once, for the `sources` of packed rows).
-pub(crate) fn sources_of(records: &Records, mixed: bool) -> CliResult<Vec<Option<u32>>> {
-    if !mixed {
-        return Ok(Vec::new());
-    }
-    Ok((0..records.len()).map(|i| records.get(i).map(|r| r.source)).collect::<Result<_, _>>()?)
+/// `e`, or for a document longer than a row ([`LoaderError::DocumentTooLong`] at position `i`
+/// of the packed records, which `locate` turns into (storage, document)), an error naming the
+/// storage, the document and the flags that accept it.
+pub(crate) fn too_long(
+    e: LoaderError,
+    w: &WindowArgs,
+    mp: &MixPackArgs,
+    locate: impl Fn(u64) -> (usize, u64),
+) -> Box<dyn std::error::Error + Send + Sync> {
+    let LoaderError::DocumentTooLong { index, len, seq_len } = e else { return e.into() };
+    let (source, document) = locate(index);
+    let storage = mp.mix.get(source).map_or_else(|| w.dir.display().to_string(), |(d, _)| d.display().to_string());
+    format!(
+        "--pack: document {document} of {storage} has {len} tokens, more than a row of --seq-len {seq_len}; \
+         pass --overflow truncate (keep its first {seq_len} tokens) or --overflow split (cut it into \
+         rows of {seq_len}), or a larger --seq-len"
+    )
+    .into()
 }
 
 impl StateJson for StagePackedIter<StreamDocs, Vec<u32>, u32> {

@@ -95,7 +95,7 @@ pub(crate) fn megatron(a: &BatchesArgs) -> CliResult<(MegatronRun, State)> {
         &o.megatron_split_name,
         o.train_samples,
         a.read.window.seq_len,
-        a.read.window.seed,
+        a.read.window.seed.unwrap_or(GptConfig::DEFAULT_SEED),
     )?;
     if a.read.window.batch_size.checked_mul(a.read.world_size).is_none() {
         return Err("--batch-size x --world-size overflows".into());

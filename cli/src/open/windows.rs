@@ -48,13 +48,13 @@ impl LoaderArgs<'_> {
     /// of the loader's one [`Builder`]).
     pub(crate) fn apply<K: BuilderKind, U, C>(&self, builder: Builder<K, U, C>) -> Builder<K, U, C> {
         let w = self.window();
-        let mut b = builder.seed(w.seed).shard(self.read.rank, self.read.world_size).workers(w.workers);
+        let mut b = builder.seed(w.seed()).shard(self.read.rank, self.read.world_size).workers(w.workers);
         b = match self.epochs {
             Some(e) => b.epochs(e),
             None => b.unbounded(),
         };
         if w.shuffle {
-            b = b.shuffle(w.seed);
+            b = b.shuffle(w.seed());
         }
         if let Some(p) = w.prefetch {
             b = b.prefetch(p);

@@ -276,3 +276,79 @@ fn peers_packing_bugs_do_not_happen_here() {
     .unwrap();
     assert_eq!(plan.dropped_tokens(), 4 + 5);
 }
+
+/// Issue 34 item 4: mix then pack in one call; rows and batches carry each piece's source,
+/// and `pack_with_lengths` (no document read to plan) packs the same rows.
+#[test]
+fn issue34_mix_then_pack_in_one_call_with_sources_on_rows() {
+    use guideloom_loader::mix::{Mix, MixConfig};
+    // Source 0: documents of tokens 10.., source 1: documents of tokens 20.. .
+    let a = VecSource::new(vec![vec![10u32, 10], vec![11, 11, 11], vec![12]]);
+    let b = VecSource::new(vec![vec![20u32], vec![21, 21]]);
+    let mix = || Mix::new(vec![a.clone(), b.clone()], MixConfig::new(&[0.6, 0.4]).unwrap()).unwrap();
+    // Proportional 3:2 over 5 positions: a0 a1 b0 a2 b1.
+    let order: Vec<(u32, u64)> = (0..5).map(|p| mix().get(p).map(|s| (s.source, s.record)).unwrap()).collect();
+    assert_eq!(order, [(0, 0), (0, 1), (1, 0), (0, 2), (1, 1)]);
+    let config = PackConfig::new(4, PackStrategy::BestFitDecreasing);
+    let packed = mix().pack(config, 0, I).unwrap();
+    let rows: Vec<PackedRow<u32>> = (0..packed.len()).map(|r| packed.get(r).unwrap()).collect();
+    // BFD over the positions' lengths [2, 3, 1, 1, 2]: a1 + b0 | a0 + b1 | a2.
+    assert_eq!(field(&rows, |r| r.tokens.clone()), [vec![11, 11, 11, 20], vec![10, 10, 21, 21], vec![12, 0, 0, 0]]);
+    assert_eq!(field(&rows, |r| r.sources.clone()), [vec![0, 1], vec![0, 1], vec![0]]);
+    let planned = mix().pack_with_lengths(&[vec![2, 3, 1], vec![1, 2]], config, 0, I).unwrap();
+    assert_eq!((0..planned.len()).map(|r| planned.get(r).unwrap()).collect::<Vec<_>>(), rows);
+    assert_eq!(planned.fingerprint(), packed.fingerprint());
+    // Batches carry them too, through the loader.
+    let loader = Loader::builder(packed).batch_size(3).collate(PackCollate).build().unwrap();
+    let batch: Batch<PackedBatch<u32>> = loader.iter().next().unwrap().unwrap();
+    assert_eq!(batch.data.sources, [vec![0, 1], vec![0, 1], vec![0]]);
+    // Lengths of the wrong shape are refused, naming both.
+    let err = mix().pack_with_lengths::<u32>(&[vec![2, 3], vec![1, 2]], config, 0, I).unwrap_err();
+    assert!(matches!(err, LoaderError::InvalidConfig { field: "lengths", .. }), "{err}");
+    // An unmixed packing has no sources.
+    assert!(rows_of(&Packed::scan(a.clone(), config, 0, I).unwrap())[0].sources.is_empty());
+}
+
+fn rows_of<S: DataSource<Item = Vec<u32>>>(p: &Packed<S, u32>) -> Vec<PackedRow<u32>> {
+    (0..p.len()).map(|r| p.get(r).unwrap()).collect()
+}
+
+/// Issue 34 item 5: token-weighted mixing. Source 0 holds documents of 3 to 5 tokens (mean 4),
+/// source 1 documents of 10; token weights 0.7 / 0.3 become record weights 0.7 / 4 : 0.3 / 10
+/// = 35 : 6, and the realized counts and token totals are computed independently here.
+#[test]
+fn issue34_token_weighted_mix_realizes_the_token_share() {
+    use guideloom_loader::mix::{Mix, MixConfig};
+    let a_lens: Vec<u64> = (0..735).map(|i| 3 + i % 3).collect(); // 3, 4, 5, ...: 2940 tokens
+    let b_lens: Vec<u64> = vec![10; 200]; // 2000 tokens
+    let a = docs(&a_lens);
+    let b = VecSource::new(b_lens.iter().map(|&n| vec![99u32; n as usize]).collect());
+    let (ta, tb): (u64, u64) = (a_lens.iter().sum(), b_lens.iter().sum());
+    assert_eq!((ta, tb), (2940, 2000));
+    let config = MixConfig::by_tokens(&[0.7, 0.3], &[735, 200], &[ta, tb]).unwrap();
+    assert_eq!(config.ratios(), [35, 6]);
+    let mix = Mix::new(vec![a, b], config).unwrap();
+    // First exhausted: floor(min(735 * 41 / 35, 200 * 41 / 6)) = 861 positions; the
+    // proportional schedule gives source 0 ceil(861 * 35 / 41) = 735 of them, source 1 126.
+    assert_eq!(mix.len(), 861);
+    let mut counts = [0u64; 2];
+    let mut tokens = [0u64; 2];
+    for p in 0..mix.len() {
+        let s = mix.get(p).unwrap();
+        counts[s.source as usize] += 1;
+        tokens[s.source as usize] += s.item.len() as u64;
+    }
+    assert_eq!(counts, [735, 126]);
+    assert_eq!(tokens, [2940, 1260]); // exactly 70 % of the 4200 tokens
+    // Record-weighted 0.7 / 0.3 over the same sources gives 70 % of the documents instead:
+    // floor(min(735 / 0.7, 200 / 0.3)) = 666 positions, ceil(666 * 0.7) = 467 from source 0.
+    let by_records = Mix::new(vec![docs(&a_lens), docs(&b_lens)], MixConfig::new(&[0.7, 0.3]).unwrap()).unwrap();
+    assert_eq!(by_records.len(), 666);
+    let from_a = (0..666).filter(|&p| by_records.get(p).unwrap().source == 0).count();
+    assert_eq!(from_a, 467);
+    // Bad inputs are refused.
+    for (records, tokens) in [(&[735u64, 0][..], &[ta, tb][..]), (&[735, 200][..], &[ta][..])] {
+        let err = MixConfig::by_tokens(&[0.7, 0.3], records, tokens).unwrap_err();
+        assert!(matches!(err, LoaderError::InvalidConfig { field: "weights", .. }), "{err}");
+    }
+}

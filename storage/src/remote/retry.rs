@@ -75,6 +75,19 @@ pub(super) fn classify(e: &object_store::Error) -> Attempt {
     }
 }
 
+/// As [`classify`], for a `PUT`: a put creates its object, so "not found" there means the
+/// bucket (or container) is missing.
+pub(super) fn classify_put(e: &object_store::Error) -> Attempt {
+    match e {
+        object_store::Error::NotFound { .. } => Attempt::Fatal(
+            "the bucket (or container) does not exist: a put answered not found; create the bucket first \
+             or check its name"
+                .into(),
+        ),
+        _ => classify(e),
+    }
+}
+
 /// The retry loop of one directory: its policy and the sequence its waits are drawn from.
 #[derive(Debug)]
 pub(super) struct Retrier {

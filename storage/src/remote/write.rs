@@ -9,7 +9,7 @@ use bytes::Bytes;
 use object_store::{PutMode, PutOptions, PutPayload, UpdateVersion};
 
 use super::fetch::{Inner, Whole};
-use super::retry::classify;
+use super::retry::{classify, classify_put};
 use super::store::RemoteDir;
 use crate::dir::{BufferedFile, DirLock, WriteDir, WriteFile};
 use crate::{Result, StorageError};
@@ -21,7 +21,7 @@ fn put_object(inner: &Inner, rt: &tokio::runtime::Handle, name: &str, bytes: Byt
     let r = rt.block_on(inner.retry("put", name, None, || {
         let payload = PutPayload::from_bytes(bytes.clone());
         let path = path.clone();
-        async move { inner.store.put(&path, payload).await.map(drop).map_err(|e| classify(&e)) }
+        async move { inner.store.put(&path, payload).await.map(drop).map_err(|e| classify_put(&e)) }
     }));
     inner.forget(name);
     r.map_err(|f| f.error())
@@ -89,7 +89,7 @@ fn put_versioned(
                 Ok(done) => Ok(Ok(Version::of(done.into()))),
                 Err(E::Precondition { .. } | E::AlreadyExists { .. }) => Ok(Err(Some(tried))),
                 Err(E::NotImplemented | E::NotSupported { .. }) => Ok(Err(None)),
-                Err(e) => Err(classify(&e)),
+                Err(e) => Err(classify_put(&e)),
             }
         }
     }));

@@ -101,7 +101,7 @@ pub(crate) fn token_column(
     let can_hold = |e: &str| e == "bytes" || e == "ndarray" || e.starts_with("ndarray:");
     if let Some(c) = &options.column {
         return names.iter().position(|n| n == c).ok_or_else(|| ForeignError::TokenColumn {
-            reason: format!("no column {c:?} (columns: {names:?})"),
+            reason: format!("no column {c:?} (--column; the columns: {names:?})"),
         });
     }
     if let Some(i) = names.iter().position(|n| n == "tokens") {
@@ -110,12 +110,17 @@ pub(crate) fn token_column(
     let candidates: Vec<usize> = (0..names.len()).filter(|&i| can_hold(&encodings[i])).collect();
     match candidates.as_slice() {
         [i] => Ok(*i),
-        _ => Err(ForeignError::TokenColumn {
-            reason: format!(
-                "no `tokens` column and {} candidates among {names:?}: name one",
-                candidates.len()
-            ),
-        }),
+        _ => {
+            let named: Vec<&str> = candidates.iter().map(|&i| names[i].as_str()).collect();
+            Err(ForeignError::TokenColumn {
+                reason: format!(
+                    "no `tokens` column, and {} of the {} columns can hold tokens (bytes or ndarray \
+                     encodings): {named:?}; name one with --column (ForeignOptions::column)",
+                    candidates.len(),
+                    names.len()
+                ),
+            })
+        }
     }
 }
 

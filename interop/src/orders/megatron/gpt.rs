@@ -55,7 +55,15 @@ pub struct GptConfig {
 }
 
 impl GptConfig {
-    /// `seq_length` and `seed` with Megatron's defaults for the rest.
+    /// Megatron-LM's default `--seed` (`RNGConfig.seed` in `megatron/training/config/common_config.py`):
+    /// what `batches --order megatron` and `inspect --order megatron` use without `--seed`.
+    pub const DEFAULT_SEED: u64 = 1234;
+
+    /// `seq_length` and `seed` with Megatron's defaults for the rest: `--split "969,30,1"`
+    /// (Megatron-LM's legacy default when `--data-path` comes without `--split`), the train split,
+    /// one epoch, `add_extra_token_to_sequence` and `drop_last_partial_validation_sequence` on,
+    /// `mid_level_dataset_surplus` 0.005 and pad id -1 (megatron-core's `GPTDatasetConfig` and
+    /// `BlendedMegatronDatasetConfig` defaults).
     pub fn new(seq_length: u64, seed: u64) -> Self {
         GptConfig {
             seq_length,
