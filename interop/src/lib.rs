@@ -100,6 +100,7 @@ mod open;
 mod options;
 mod orders;
 mod parts;
+mod records;
 mod windows;
 
 pub use dataset::ForeignDataset;
@@ -124,4 +125,5 @@ pub use orders::megatron::samples::{
 };
 pub use orders::megatron::split::{megatron_split_ranges, MegatronSplit};
 pub use parts::{ForeignDetails, ForeignFile};
+pub use records::{open_token_records, RecordUnit, TokenRecords, U32Records};
 pub use windows::token_windows;

@@ -30,9 +30,9 @@ use crate::options::ForeignOptions;
 #[derive(Debug, Clone, Default)]
 #[non_exhaustive]
 pub struct OpenOptions {
-    read: ReadOptions,
+    pub(crate) read: ReadOptions,
     remote: Option<RemoteOptions>,
-    foreign: ForeignOptions,
+    pub(crate) foreign: ForeignOptions,
 }
 
 impl OpenOptions {
@@ -59,7 +59,7 @@ impl OpenOptions {
     }
 
     /// The remote options set, or those of the environment.
-    fn remote_options(&self, location: &StorageLocation) -> Result<RemoteOptions> {
+    pub(crate) fn remote_options(&self, location: &StorageLocation) -> Result<RemoteOptions> {
         Ok(match (&self.remote, location.is_remote()) {
             (Some(r), _) => r.clone(),
             (None, true) => RemoteOptions::from_env()?,

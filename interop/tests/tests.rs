@@ -18,5 +18,6 @@ mod open;
 mod orders_llmc;
 mod orders_megatron;
 mod raw;
+mod records;
 mod regression;
 mod windows;

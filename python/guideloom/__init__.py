@@ -3,7 +3,8 @@ core.
 
 - Storages: :class:`StreamStorage`, :class:`DocumentStorage`, :class:`StreamWithMetaStorage`,
   configured with a format (:mod:`guideloom.storage_format`, :mod:`guideloom.types`).
-- Data sources (Grain's random-access protocol): :class:`TokenWindows`, :class:`RangeDataSource`.
+- Data sources (Grain's random-access protocol): :class:`TokenWindows`, :class:`RangeDataSource`,
+  :class:`TokenDocuments`; mixing and packing: :class:`Mixture`, :class:`Packed`.
 - :class:`Loader`: batches as numpy arrays owned by Rust, with a state shared with the CLI.
 - Exceptions: :mod:`guideloom.errors`, rooted at :class:`GuideloomError`.
 """
@@ -14,6 +15,7 @@ from . import _guideloom, errors, storage_format, types
 from ._guideloom import STATE_VERSION, __version__
 from .errors import GuideloomError
 from .loader import Batch, Loader
+from .mixing import Mixture, Packed, TokenDocuments
 from .sources import RangeDataSource, TokenWindows
 from .storage import DocumentStorage, StreamStorage, StreamWithMetaStorage
 from .storage_format import DocumentPickleFormat, StreamNumpyFormat
@@ -28,10 +30,13 @@ __all__ = [
     "DocumentStorage",
     "GuideloomError",
     "Loader",
+    "Mixture",
+    "Packed",
     "RangeDataSource",
     "StreamNumpyFormat",
     "StreamStorage",
     "StreamWithMetaStorage",
+    "TokenDocuments",
     "TokenWindows",
     "__version__",
     "errors",

@@ -21,6 +21,9 @@ __all__ = [
     "_after_fork_in_child",
     "_TokenWindows",
     "_Loader",
+    "_Mixture",
+    "_Packed",
+    "_TokenRecords",
 ]
 
 __version__: str
@@ -137,3 +140,53 @@ class _Loader:
     ): ...
     def state(self) -> str: ...
     def close(self) -> None: ...
+
+@final
+class _TokenRecords:
+    def __new__(
+        cls,
+        location: str,
+        seq_len: int | None = None,
+        stride: int | None = None,
+        format: str | None = None,
+        dtype: str | None = None,
+        column: str | None = None,
+    ) -> _TokenRecords:
+        """Windows (``seq_len`` given) or documents (``seq_len`` ``None``) of the dataset at ``location``."""
+    def __len__(self) -> int: ...
+    @property
+    def tokens(self) -> int:
+        """Tokens in the dataset."""
+    @property
+    def documents(self) -> bool:
+        """Whether the records are documents (else windows)."""
+    def fingerprint(self) -> int:
+        """The source's fingerprint (what a loader state records)."""
+    def read(self, indices: list[int]) -> list[npt.NDArray[np.uint32]]:
+        """Records ``indices`` as ``uint32`` arrays (one Rust read call)."""
+
+@final
+class _Mixture:
+    def __new__(cls, sources: list[tuple[_TokenRecords, float]], options: dict[str, Any]) -> _Mixture:
+        """The mixture of ``sources`` (``(records, weight)``; weights in records or tokens, ``options``)."""
+    def __len__(self) -> int: ...
+    @property
+    def documents(self) -> bool:
+        """Whether the mixed records are documents."""
+    def fingerprint(self) -> int:
+        """The source's fingerprint."""
+    def read(self, indices: list[int]) -> tuple[list[npt.NDArray[np.uint32]], list[int], list[int]]:
+        """Positions ``indices``: ``(records as uint32 arrays, their sources, their indices in them)``."""
+
+@final
+class _Packed:
+    def __new__(cls, source: _TokenRecords | _Mixture, options: dict[str, Any]) -> _Packed:
+        """Packs the documents of ``source`` (a ``_TokenRecords`` of documents or a ``_Mixture`` of them)."""
+    def __len__(self) -> int: ...
+    @property
+    def dropped_tokens(self) -> int:
+        """Tokens ``overflow="truncate"`` dropped."""
+    def fingerprint(self) -> int:
+        """The source's fingerprint."""
+    def read(self, indices: list[int]) -> dict[str, npt.NDArray[np.int64]]:
+        """Rows ``indices`` as one batch: a dict of ``[len(indices), seq_len]`` arrays (see ``Packed``)."""

@@ -13,6 +13,7 @@ import numpy as np
 
 from . import _guideloom as _rs
 from .errors import ConfigError, StateError
+from .mixing import Mixture, Packed
 from .sources import TokenWindows
 
 __all__ = ["Loader", "Batch"]
@@ -24,7 +25,9 @@ class Batch:
     records for a Python source), ``indices`` (record indices, ``uint64``), ``number`` (the batch
     number of this rank from the first batch of epoch 0), ``epoch`` and ``padding`` (``True``
     for records repeated to complete the final global batch of an epoch) and ``sources`` (per
-    record, the dataset of a Megatron blend it came from, ``uint32``; ``None`` without a blend).
+    record, the source of a Megatron blend or a :class:`~guideloom.Mixture` it came from,
+    ``uint32``; ``None`` otherwise; packed rows of a mixture carry theirs per token in
+    ``data["sources"]``).
 
     A batch of :meth:`Loader.llmc` is one llm.c batch: ``data`` holds its ``B * T + 1`` tokens
     (1-D, ``int64``), ``inputs``/``targets`` are the ``[B, T]`` views llm.c's ``inputs`` and
@@ -61,17 +64,21 @@ class Batch:
     @property
     def inputs(self) -> np.ndarray:
         """``data[:, :-1]``: a language model's inputs (a view); for an llm.c batch
-        ``data[:-1]`` as ``[B, T]``."""
+        ``data[:-1]`` as ``[B, T]``; for packed rows ``data["tokens"]``."""
         if self._rows is not None:
             return self.data[:-1].reshape(self._rows, -1)  # type: ignore[no-any-return]
+        if isinstance(self.data, dict):
+            return self.data["tokens"]  # type: ignore[no-any-return]
         return self.data[:, :-1]  # type: ignore[no-any-return]
 
     @property
     def targets(self) -> np.ndarray:
         """``data[:, 1:]``: the next-token targets (a view); for an llm.c batch ``data[1:]`` as
-        ``[B, T]``."""
+        ``[B, T]``; for packed rows ``data["targets"]`` (per document, -100 where none)."""
         if self._rows is not None:
             return self.data[1:].reshape(self._rows, -1)  # type: ignore[no-any-return]
+        if isinstance(self.data, dict):
+            return self.data["targets"]  # type: ignore[no-any-return]
         return self.data[:, 1:]  # type: ignore[no-any-return]
 
     def __len__(self) -> int:
@@ -94,7 +101,8 @@ def _count(value: Any, what: str, minimum: int = 0, limit: int = 2**63) -> int:
 class Loader:
     """Batches of ``source`` in a deterministic order.
 
-    ``source`` is a :class:`~guideloom.TokenWindows` (read in Rust: the fast path) or any Python
+    ``source`` is a :class:`~guideloom.TokenWindows`, a :class:`~guideloom.Mixture` or a
+    :class:`~guideloom.Packed` (read in Rust: the fast path) or any Python
     object with ``__len__`` and ``__getitem__`` (and optionally ``__getitems__``): the slow path,
     its records fetched by the Rust workers under the GIL.
 
@@ -134,8 +142,9 @@ class Loader:
         round_down: bool = False,
     ) -> None:
         self.source = source
-        rust_source = source._rust() if isinstance(source, TokenWindows) else source
-        if not isinstance(source, TokenWindows) and not (hasattr(source, "__len__") and hasattr(source, "__getitem__")):
+        fast = isinstance(source, (TokenWindows, Mixture, Packed))
+        rust_source = source._rust() if fast else source
+        if not fast and not (hasattr(source, "__len__") and hasattr(source, "__getitem__")):
             raise ConfigError(f"a source needs __len__ and __getitem__, {type(source).__name__} has not", field="source")
         options = {
             "batch_size": _count(batch_size, "batch_size"),

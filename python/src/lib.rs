@@ -11,6 +11,8 @@
 //!   in Rust into one `[n, seq_len]` numpy array;
 //! - `loader`: `_Loader`, guideloom's loader over `_TokenWindows` (batches as numpy arrays owned
 //!   by Rust) or over any Python object with `__len__`/`__getitem__` (the slow path);
+//! - `mixpack`: `_TokenRecords`, `_Mixture`, `_Packed`: windows or documents of any dataset, their
+//!   weighted mixture and packed rows, as sources of `_Loader`;
 //! - `orders`: `_Loader.megatron` / `_Loader.llmc`, Megatron-Core's and llm.c's orders (the
 //!   interop crate's runs);
 //! - `errors`: Rust errors raised as the `guideloom.errors` classes.
@@ -21,6 +23,7 @@ mod errors;
 mod fork;
 mod formats;
 mod loader;
+mod mixpack;
 mod orders;
 mod rust_api;
 mod sources;
@@ -37,5 +40,6 @@ fn _guideloom(m: &Bound<'_, PyModule>) -> PyResult<()> {
     storage::register(m)?;
     sources::register(m)?;
     loader::register(m)?;
+    mixpack::register(m)?;
     Ok(())
 }

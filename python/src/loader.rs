@@ -24,6 +24,10 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
 /// A collated batch that becomes one Python object (an array, or a list for the slow path).
 pub(crate) trait IntoPython: Send {
     fn into_python(self: Box<Self>, py: Python<'_>) -> PyResult<Py<PyAny>>;
+    /// Per record, the source it came from, where the batch is a mixture's.
+    fn sources(&self) -> Option<Vec<u32>> {
+        None
+    }
 }
 
 impl<E: Element + numpy::Element> IntoPython for TokenBatch<E> {
@@ -67,12 +71,12 @@ where
     fn next_batch(&mut self) -> Option<Result<Out, LoaderError>> {
         self.next().map(|r| {
             r.map(|b| Out {
+                sources: b.data.sources(),
                 data: Box::new(b.data),
                 indices: b.indices,
                 padding: b.padding,
                 number: b.number,
                 epoch: b.epoch,
-                sources: None,
             })
         })
     }
@@ -224,6 +228,17 @@ impl PyLoader {
         let built: Box<dyn Built> = if let Ok(w) = source.cast::<PyTokenWindows>() {
             let w = w.get();
             py.detach(|| each_windows!(&w.windows, w => token_loader(w, &o))).map_err(py_err)?
+        } else if let Ok(m) = source.cast::<crate::mixpack::PyMixture>() {
+            let mix = Arc::clone(&m.get().mix);
+            let loader: Loader<_, _, crate::mixpack::MixCollate> =
+                py.detach(|| build(mix, &o).collate(crate::mixpack::MixCollate).build()).map_err(py_err)?;
+            Box::new(loader)
+        } else if let Ok(p) = source.cast::<crate::mixpack::PyPacked>() {
+            let p = p.get();
+            let (rows, collate) = (Arc::clone(&p.rows), crate::mixpack::PackCollate { mixed: p.is_mixed() });
+            let loader: Loader<_, _, crate::mixpack::PackCollate> =
+                py.detach(|| build(rows, &o).collate(collate).build()).map_err(py_err)?;
+            Box::new(loader)
         } else {
             let len = source.len()? as u64;
             let s = PySource { object: source.clone().unbind(), len };

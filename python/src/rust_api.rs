@@ -6,9 +6,12 @@ pub(crate) use guideloom::formats::{
     StreamFormat, StreamWithMetaFormat, TokenElement, TokenFormat,
 };
 pub(crate) use guideloom::interop::{
-    token_windows, ForeignDataset, ForeignError, ForeignFormat, ForeignOptions, GptConfig, InteropError,
-    LlmcRun, LlmcRunOptions, MegatronRun, MegatronRunOptions, MegatronSample, MegatronSamples, MegatronSplit,
+    open_token_records, token_windows, ForeignDataset, ForeignError, ForeignFormat, ForeignOptions,
+    GptConfig, InteropError, LlmcRun, LlmcRunOptions, MegatronRun, MegatronRunOptions, MegatronSample,
+    MegatronSamples, MegatronSplit, OpenOptions, RecordUnit, U32Records,
 };
+pub(crate) use guideloom::loader::mix::{Mix, MixConfig, MixSchedule, MixStop, Sourced};
+pub(crate) use guideloom::loader::pack::{Overflow, PackConfig, PackStrategy, Packed, PackedRow};
 pub(crate) use guideloom::loader::transforms::Slice;
 pub(crate) use guideloom::loader::{
     Collate, DataSource, Loader, LoaderBuilder, LoaderError, LoaderIter, ResumeOptions, Spans, State,
