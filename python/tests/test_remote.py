@@ -73,3 +73,22 @@ def test_a_missing_remote_storage_is_not_found(s3):
     with pytest.raises(gl.errors.GuideloomError) as e:
         gl.TokenWindows("s3://bucket/nothing-here", seq_len=8)
     assert isinstance(e.value, FileNotFoundError), repr(e.value)
+
+
+def test_remote_reads_go_through_the_block_cache(s3, tokens, tmp_path, monkeypatch):
+    """GUIDELOOM_CACHE_DIR (as the CLI reads it): the blocks a Python read fetched are kept in the
+    cache, and a second reader over the same URL gives the same windows."""
+    run_cli("upload", str(tokens), "s3://bucket/cached")
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("GUIDELOOM_CACHE_DIR", str(cache))
+    local = gl.TokenWindows(tokens, seq_len=16)
+    first = gl.TokenWindows("s3://bucket/cached", seq_len=16)
+    want = local.read_batch(range(len(local))).tolist()
+    assert first.read_batch(range(len(first))).tolist() == want
+    cached = [p for p in cache.rglob("*") if p.is_file()]
+    assert cached, "the cache holds the fetched blocks"
+    size = sum(p.stat().st_size for p in cached)
+    assert size >= local.elements * 2 * 0.9  # about every token's bytes (u16)
+    again = gl.TokenWindows("s3://bucket/cached", seq_len=16)
+    mix = gl.Mixture([(again, 1.0)])
+    assert [r.tolist() for r in mix.__getitems__(range(len(mix)))] == want
