@@ -14,9 +14,8 @@ use crate::errors::{py_err, raise};
 use crate::fork::read_options;
 use crate::loader::IntoPython;
 use crate::rust_api::{
-    open_token_records, Collate, DataSource, ForeignFormat, ForeignOptions, LoaderError, Mix, MixConfig,
-    MixSchedule, MixStop, OpenOptions, Overflow, PackConfig, PackStrategy, Packed, PackedRow, Primitive,
-    RecordUnit, Sourced, U32Records,
+    open_token_records, Collate, DataSource, LoaderError, Mix, MixConfig, MixSchedule, MixStop, OpenOptions,
+    Overflow, PackConfig, PackStrategy, Packed, PackedRow, RecordUnit, Sourced, U32Records,
 };
 
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -54,15 +53,7 @@ impl PyTokenRecords {
         dtype: Option<&str>,
         column: Option<String>,
     ) -> PyResult<Self> {
-        let mut foreign = ForeignOptions::new();
-        if let Some(f) = format {
-            foreign.format =
-                Some(f.parse::<ForeignFormat>().map_err(|e| raise("ConfigError", e.to_string()))?);
-        }
-        if let Some(d) = dtype {
-            foreign.dtype = Some(Primitive::from_descr(d).map_err(py_err)?);
-        }
-        foreign.column = column;
+        let foreign = crate::sources::foreign_options(format, dtype, column)?;
         let unit = match seq_len {
             Some(l) => RecordUnit::Windows { seq_len: l, stride: stride.unwrap_or(l) },
             None => RecordUnit::Documents,

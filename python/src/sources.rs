@@ -118,6 +118,24 @@ fn native_windows(path: &std::path::Path, seq_len: u64, stride: u64) -> PyResult
     w.map_err(py_err)
 }
 
+/// The foreign-layout options of Python's `format` (a layout name), `dtype` (a numpy type
+/// string such as `"<u2"`) and `column` arguments.
+pub(crate) fn foreign_options(
+    format: Option<&str>,
+    dtype: Option<&str>,
+    column: Option<String>,
+) -> PyResult<ForeignOptions> {
+    let mut options = ForeignOptions::new();
+    if let Some(f) = format {
+        options.format = Some(f.parse::<ForeignFormat>().map_err(|e| raise("ConfigError", e.to_string()))?);
+    }
+    if let Some(d) = dtype {
+        options.dtype = Some(Primitive::from_descr(d).map_err(py_err)?);
+    }
+    options.column = column;
+    Ok(options)
+}
+
 /// Token windows over a storage: `location` a native storage directory, or a foreign layout
 /// (`format` names it, or it is detected; `dtype` a numpy type string such as `"<u2"`).
 #[pyclass(module = "guideloom._guideloom", name = "_TokenWindows", frozen)]
@@ -145,15 +163,7 @@ impl PyTokenWindows {
         if plain && location.join("manifest.json").is_file() {
             return Ok(PyTokenWindows { windows: native_windows(&location, seq_len, stride)? });
         }
-        let mut options = ForeignOptions::new();
-        if let Some(f) = format {
-            options.format =
-                Some(f.parse::<ForeignFormat>().map_err(|e| raise("ConfigError", e.to_string()))?);
-        }
-        if let Some(d) = dtype {
-            options.dtype = Some(Primitive::from_descr(d).map_err(py_err)?);
-        }
-        options.column = column;
+        let options = foreign_options(format, dtype, column)?;
         let remote = if at.is_remote() {
             RemoteOptions::from_env().map_err(py_err)?
         } else {
