@@ -1247,7 +1247,11 @@ fn issue17_sequential_batches_resume_two_ranks_on_three() {
 /// The library's mix then pack of two `--doc-meta` storages (u16 ids, as `ingest jsonl`
 /// wrote them), widened as the CLI prints them: per row, its tokens and the source of each
 /// piece.
-fn library_mix_pack(dirs: &[&Path], config: guideloom::loader::mix::MixConfig, seq_len: u64) -> Vec<(Vec<i64>, Vec<i64>)> {
+fn library_mix_pack(
+    dirs: &[&Path],
+    config: guideloom::loader::mix::MixConfig,
+    seq_len: u64,
+) -> Vec<(Vec<i64>, Vec<i64>)> {
     use guideloom::formats::DocumentTokensFormat;
     use guideloom::loader::mix::Mix;
     use guideloom::loader::pack::{PackConfig, PackStrategy};
@@ -1255,7 +1259,10 @@ fn library_mix_pack(dirs: &[&Path], config: guideloom::loader::mix::MixConfig, s
     use guideloom::storage::StreamWithMetaReader;
     let sources: Vec<MetaDocuments<u16>> = dirs
         .iter()
-        .map(|d| MetaDocuments::new(StreamWithMetaReader::open(d, DocumentTokensFormat::<u16>::new()).unwrap()).unwrap())
+        .map(|d| {
+            MetaDocuments::new(StreamWithMetaReader::open(d, DocumentTokensFormat::<u16>::new()).unwrap())
+                .unwrap()
+        })
         .collect();
     let packed = Mix::new(sources, config)
         .unwrap()
@@ -1264,7 +1271,10 @@ fn library_mix_pack(dirs: &[&Path], config: guideloom::loader::mix::MixConfig, s
     (0..packed.len())
         .map(|r| {
             let row = packed.get(r).unwrap();
-            (row.tokens.iter().map(|&t| i64::from(t)).collect(), row.sources.iter().map(|&s| i64::from(s)).collect())
+            (
+                row.tokens.iter().map(|&t| i64::from(t)).collect(),
+                row.sources.iter().map(|&s| i64::from(s)).collect(),
+            )
         })
         .collect()
 }
@@ -1288,7 +1298,9 @@ fn issue34_cli_and_library_realize_the_same_mix() {
     let cli = |unit: &str| -> Vec<(Vec<i64>, Vec<i64>)> {
         let args = ["batches", "--mix", &ma, "--mix", &mb, "--mix-unit", unit, "--pack", "planned-bfd"];
         let lines = json_lines(&run_ok(&[&args[..], &["--seq-len", "8", "--batch-size", "1"]].concat()));
-        let grid = |v: &serde_json::Value| -> Vec<i64> { v[0].as_array().unwrap().iter().map(|x| x.as_i64().unwrap()).collect() };
+        let grid = |v: &serde_json::Value| -> Vec<i64> {
+            v[0].as_array().unwrap().iter().map(|x| x.as_i64().unwrap()).collect()
+        };
         lines.iter().map(|l| (grid(&l["tokens"]), grid(&l["sources"]))).collect()
     };
     let token_share = |rows: &[(Vec<i64>, Vec<i64>)]| {
@@ -1341,7 +1353,18 @@ fn issue34_errors_name_the_flag_that_fixes_them() {
         )
     );
     // The flags it names read the file.
-    let ok = run_ok(&["batches", t, "--format", "nanogpt", "--dtype", "u16", "--seq-len", "4", "--max-batches", "1"]);
+    let ok = run_ok(&[
+        "batches",
+        t,
+        "--format",
+        "nanogpt",
+        "--dtype",
+        "u16",
+        "--seq-len",
+        "4",
+        "--max-batches",
+        "1",
+    ]);
     assert_eq!(json_lines(&ok)[0]["tokens"][0][0], 0);
     let err = run_err(&["upload", t, "s3://bucket/train"]);
     assert_eq!(
@@ -1372,7 +1395,10 @@ fn issue34_errors_name_the_flag_that_fixes_them() {
     let other = jsonl_storage(tmp.path(), "other", &[&[7; 6]], true);
     let (ma, mb) = (format!("{d}=1"), format!("{}=1", other.display()));
     let err = run_err(&["batches", "--mix", &ma, "--mix", &mb, "--pack", "best-fit", "--seq-len", "4"]);
-    assert!(err.starts_with(&format!("error: --pack: document 0 of {} has 6 tokens", other.display())), "{err}");
+    assert!(
+        err.starts_with(&format!("error: --pack: document 0 of {} has 6 tokens", other.display())),
+        "{err}"
+    );
     let mds = guideloom_testkit::repo_root().join("storage/tests/data/interop/mds/encodings");
     let err = run_err(&["inspect", mds.to_str().unwrap()]);
     assert!(

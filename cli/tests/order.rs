@@ -427,8 +427,9 @@ fn issue34_megatron_order_defaults_to_megatrons_seed() {
         r#"{"batch":0,"epoch":0,"samples":[0,1],"tokens":[[101,102,103,50256,201],[302,303,304,50256,401]]}"#
     );
     // inspect --order megatron reports the defaults it used.
-    let out = String::from_utf8(run_ok(&["inspect", &prefix, "--order", "megatron", "--seq-length", "4"]).stdout)
-        .unwrap();
+    let out =
+        String::from_utf8(run_ok(&["inspect", &prefix, "--order", "megatron", "--seq-length", "4"]).stdout)
+            .unwrap();
     let v: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
     assert_eq!((v["seed"].as_u64(), v["split"].as_str()), (Some(1234), Some("969,30,1")));
 }

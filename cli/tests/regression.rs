@@ -66,7 +66,10 @@ fn issue12_inspect_of_a_missing_path_or_a_file_says_which() {
     // Issue 34 item 7: a file is named as such, with the flags that read a raw token file.
     let err = String::from_utf8_lossy(&o.stderr).to_string();
     assert!(
-        err.starts_with(&format!("error: {} is a file, not a guideloom storage (a directory with manifest.json)", file.display())),
+        err.starts_with(&format!(
+            "error: {} is a file, not a guideloom storage (a directory with manifest.json)",
+            file.display()
+        )),
         "{err}"
     );
     assert!(err.contains("--format nanogpt --dtype u16"), "{err}");

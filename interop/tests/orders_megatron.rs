@@ -430,7 +430,10 @@ fn issue34_gpt_config_defaults_are_megatron_cores() {
     assert_eq!(GptConfig::DEFAULT_SEED, 1234);
     let c = GptConfig::new(4, GptConfig::DEFAULT_SEED);
     assert_eq!(c.seed, 1234);
-    assert_eq!(megatron_split_ranges(&c.split, 1000).unwrap(), megatron_split_ranges("969, 30, 1", 1000).unwrap());
+    assert_eq!(
+        megatron_split_ranges(&c.split, 1000).unwrap(),
+        megatron_split_ranges("969, 30, 1", 1000).unwrap()
+    );
     assert_eq!(c.which, MegatronSplit::Train);
     assert_eq!(c.num_samples, None);
     assert!(c.add_extra_token);

@@ -189,9 +189,10 @@ impl MixConfig {
                 (p / g, q / g)
             })
             .collect();
-        let exact = fractions.iter().try_fold(1u128, |l, &(_, q)| l.checked_mul(q / gcd(l, q))).and_then(|l| {
-            fractions.iter().map(|&(p, q)| p.checked_mul(l / q)).collect::<Option<Vec<u128>>>()
-        });
+        let exact =
+            fractions.iter().try_fold(1u128, |l, &(_, q)| l.checked_mul(q / gcd(l, q))).and_then(|l| {
+                fractions.iter().map(|&(p, q)| p.checked_mul(l / q)).collect::<Option<Vec<u128>>>()
+            });
         match exact.map(Self::from_u128) {
             Some(Ok(c)) => Ok(c),
             _ => {
@@ -631,7 +632,8 @@ impl MixPlan {
         }
         (0..self.len())
             .map(|p| {
-                let slot = self.locate(p).ok_or(LoaderError::IndexOutOfRange { index: p, len: self.len() })?;
+                let slot =
+                    self.locate(p).ok_or(LoaderError::IndexOutOfRange { index: p, len: self.len() })?;
                 Ok(per_source[slot.source as usize][slot.record as usize])
             })
             .collect()

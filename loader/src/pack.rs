@@ -459,7 +459,8 @@ where
         }
         let mut row = lay_out(&self.plan.config, self.pad, self.ignore, pieces, &refs);
         if !self.sources.is_empty() {
-            row.sources = pieces.iter().map(|p| self.sources.get(p.doc as usize).copied().unwrap_or(0)).collect();
+            row.sources =
+                pieces.iter().map(|p| self.sources.get(p.doc as usize).copied().unwrap_or(0)).collect();
         }
         Ok(row)
     }

@@ -11,7 +11,9 @@ use guideloom::interop::ForeignDataset;
 use guideloom::loader::pack::PackedRow;
 use guideloom::loader::sequential::{Dropped, SequentialBatch};
 use guideloom::loader::stage::{StageBatch, StageState};
-use guideloom::loader::{Batch, DataSource, Loader, LoaderError, MetaWindows, ResumeOptions, State, StreamWindows};
+use guideloom::loader::{
+    Batch, DataSource, Loader, LoaderError, MetaWindows, ResumeOptions, State, StreamWindows,
+};
 use guideloom::storage::{ReadOptions, StreamReader, StreamWithMetaReader};
 
 use crate::cli::{BatchesArgs, OrderKind, Plan};
@@ -118,18 +120,25 @@ impl Windows<'_> {
         }
         let options = if self.round_down { ResumeOptions::round_down() } else { ResumeOptions::default() };
         let what = if legacy.is_some() {
-            format!("the dataset {} read in place (another project's layout)", self.args.window().dir.display())
+            format!(
+                "the dataset {} read in place (another project's layout)",
+                self.args.window().dir.display()
+            )
         } else {
             format!("the guideloom storage {}", self.args.window().dir.display())
         };
         let mut it = match (&self.resume, legacy) {
             (Some(p), Some(legacy)) => {
                 let state = resume_state(p, loader.source().fingerprint(), legacy)?;
-                loader.iter_from_with(&state, options).map_err(|e| resume_mismatch(e, p, &what, &state, &loader))?
+                loader
+                    .iter_from_with(&state, options)
+                    .map_err(|e| resume_mismatch(e, p, &what, &state, &loader))?
             }
             (Some(p), None) => {
                 let state = read_state(p)?;
-                loader.iter_from_with(&state, options).map_err(|e| resume_mismatch(e, p, &what, &state, &loader))?
+                loader
+                    .iter_from_with(&state, options)
+                    .map_err(|e| resume_mismatch(e, p, &what, &state, &loader))?
             }
             (None, _) => loader.iter(),
         };
@@ -261,8 +270,11 @@ fn mix_pack(a: &BatchesArgs, args: LoaderArgs<'_>) -> CliResult {
     if streaming {
         let (records, plan) = mixpack::records(&a.read.window, mp)?;
         // The stage's pieces name positions of the mixture: their sources from its plan.
-        let locate = |i: u64| plan.as_ref().and_then(|p| p.locate(i)).map_or((0, i), |s| (s.source as usize, s.record));
-        let sources: Vec<u32> = (0..plan.as_ref().map_or(0, |p| p.len())).map(|i| locate(i).0 as u32).collect();
+        let locate = |i: u64| {
+            plan.as_ref().and_then(|p| p.locate(i)).map_or((0, i), |s| (s.source as usize, s.record))
+        };
+        let sources: Vec<u32> =
+            (0..plan.as_ref().map_or(0, |p| p.len())).map(|i| locate(i).0 as u32).collect();
         let stage = mixpack::stream_stage(&args, records, config, mp.pad_id)?;
         let mut it = match &a.resume {
             Some(p) => stage.iter_from(&read_state::<StageState>(p)?)?,
@@ -304,7 +316,11 @@ fn mix_pack(a: &BatchesArgs, args: LoaderArgs<'_>) -> CliResult {
 
 /// Appends the `[B, L]` fields of packed `rows` to a JSON line; `sources` (the source of each
 /// piece, from `sources_of`) when mixed, that is when any row has a source.
-fn packed_fields(line: &mut String, rows: &[PackedRow<u32>], sources_of: &dyn Fn(&PackedRow<u32>) -> Vec<u32>) {
+fn packed_fields(
+    line: &mut String,
+    rows: &[PackedRow<u32>],
+    sources_of: &dyn Fn(&PackedRow<u32>) -> Vec<u32>,
+) {
     let grid = |line: &mut String, name: &str, f: &dyn Fn(&PackedRow<u32>) -> Vec<i64>| {
         write_rows(line, name, rows.iter().map(f));
     };

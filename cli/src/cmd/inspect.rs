@@ -53,7 +53,9 @@ pub(crate) fn run(a: InspectArgs) -> CliResult {
 fn check_dir(dir: &Path) -> CliResult {
     match std::fs::metadata(dir) {
         Ok(m) if m.is_dir() => Ok(()),
-        Ok(m) if m.is_file() => Err(crate::open::foreign::not_a_storage_file(dir, "inspect reads it in place").into()),
+        Ok(m) if m.is_file() => {
+            Err(crate::open::foreign::not_a_storage_file(dir, "inspect reads it in place").into())
+        }
         Ok(_) => Err(format!("{} is not a directory", dir.display()).into()),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             Err(format!("{} does not exist", dir.display()).into())

@@ -286,7 +286,8 @@ pub(crate) fn too_long(
 ) -> Box<dyn std::error::Error + Send + Sync> {
     let LoaderError::DocumentTooLong { index, len, seq_len } = e else { return e.into() };
     let (source, document) = locate(index);
-    let storage = mp.mix.get(source).map_or_else(|| w.dir.display().to_string(), |(d, _)| d.display().to_string());
+    let storage =
+        mp.mix.get(source).map_or_else(|| w.dir.display().to_string(), |(d, _)| d.display().to_string());
     format!(
         "--pack: document {document} of {storage} has {len} tokens, more than a row of --seq-len {seq_len}; \
          pass --overflow truncate (keep its first {seq_len} tokens) or --overflow split (cut it into \

@@ -287,13 +287,17 @@ fn issue34_mix_then_pack_in_one_call_with_sources_on_rows() {
     let b = VecSource::new(vec![vec![20u32], vec![21, 21]]);
     let mix = || Mix::new(vec![a.clone(), b.clone()], MixConfig::new(&[0.6, 0.4]).unwrap()).unwrap();
     // Proportional 3:2 over 5 positions: a0 a1 b0 a2 b1.
-    let order: Vec<(u32, u64)> = (0..5).map(|p| mix().get(p).map(|s| (s.source, s.record)).unwrap()).collect();
+    let order: Vec<(u32, u64)> =
+        (0..5).map(|p| mix().get(p).map(|s| (s.source, s.record)).unwrap()).collect();
     assert_eq!(order, [(0, 0), (0, 1), (1, 0), (0, 2), (1, 1)]);
     let config = PackConfig::new(4, PackStrategy::BestFitDecreasing);
     let packed = mix().pack(config, 0, I).unwrap();
     let rows: Vec<PackedRow<u32>> = (0..packed.len()).map(|r| packed.get(r).unwrap()).collect();
     // BFD over the positions' lengths [2, 3, 1, 1, 2]: a1 + b0 | a0 + b1 | a2.
-    assert_eq!(field(&rows, |r| r.tokens.clone()), [vec![11, 11, 11, 20], vec![10, 10, 21, 21], vec![12, 0, 0, 0]]);
+    assert_eq!(
+        field(&rows, |r| r.tokens.clone()),
+        [vec![11, 11, 11, 20], vec![10, 10, 21, 21], vec![12, 0, 0, 0]]
+    );
     assert_eq!(field(&rows, |r| r.sources.clone()), [vec![0, 1], vec![0, 1], vec![0]]);
     let planned = mix().pack_with_lengths(&[vec![2, 3, 1], vec![1, 2]], config, 0, I).unwrap();
     assert_eq!((0..planned.len()).map(|r| planned.get(r).unwrap()).collect::<Vec<_>>(), rows);
@@ -340,9 +344,10 @@ fn issue34_token_weighted_mix_realizes_the_token_share() {
     }
     assert_eq!(counts, [735, 126]);
     assert_eq!(tokens, [2940, 1260]); // exactly 70 % of the 4200 tokens
-    // Record-weighted 0.7 / 0.3 over the same sources gives 70 % of the documents instead:
-    // floor(min(735 / 0.7, 200 / 0.3)) = 666 positions, ceil(666 * 0.7) = 467 from source 0.
-    let by_records = Mix::new(vec![docs(&a_lens), docs(&b_lens)], MixConfig::new(&[0.7, 0.3]).unwrap()).unwrap();
+                                      // Record-weighted 0.7 / 0.3 over the same sources gives 70 % of the documents instead:
+                                      // floor(min(735 / 0.7, 200 / 0.3)) = 666 positions, ceil(666 * 0.7) = 467 from source 0.
+    let by_records =
+        Mix::new(vec![docs(&a_lens), docs(&b_lens)], MixConfig::new(&[0.7, 0.3]).unwrap()).unwrap();
     assert_eq!(by_records.len(), 666);
     let from_a = (0..666).filter(|&p| by_records.get(p).unwrap().source == 0).count();
     assert_eq!(from_a, 467);
