@@ -1436,11 +1436,11 @@ fn issue34_resume_on_an_imported_copy_names_both_sides() {
         err,
         format!(
             "error: --resume {st}: the state was saved over other data than this run reads. This run: the \
-             guideloom storage {c}, 25 records, source fingerprint {ours}. The state: 25 records (the same \
-             count), source fingerprint {theirs}. A state resumes only on the data it was saved on, read the \
-             same way: a dataset read in place and its `guideloom import` copy have different fingerprints \
-             (the copy's comes from its manifest: shard counts and checksums), while `guideloom upload` keeps \
-             a storage's fingerprint (the same manifest); resume on the source the state was saved on\n"
+             guideloom storage {c}, 25 records; the state: 25 records (the same count). A state resumes only \
+             on the data it was saved on, read the same way: a dataset read in place and its `guideloom \
+             import` copy have different fingerprints (the copy's comes from its manifest: shard counts and \
+             checksums), while `guideloom upload` keeps a storage's fingerprint (the same manifest): state \
+             mismatch: source.fingerprint: the loader has {ours}, the state has {theirs}\n"
         )
     );
     // On the dataset it was saved on, it resumes.

@@ -949,6 +949,9 @@ fn issue18_foreign_dataset_state_resumes_from_another_path_or_url() {
         "3",
         "--batch-size",
         "2",
+        // The seed the previous version defaulted to (issue 34: now Megatron's 1234).
+        "--seed",
+        "0",
     ];
     let llmc = [
         "batches",

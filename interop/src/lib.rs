@@ -107,6 +107,9 @@ pub use dataset::ForeignDataset;
 pub use detect::{detect, detect_at};
 pub use error::{ForeignError, InteropError, Result};
 pub use format::ForeignFormat;
+/// The element type a raw token file is read as ([`ForeignOptions::dtype`]): re-exported so that
+/// opening a nanoGPT `train.bin` (`--format nanogpt --dtype u16`) needs no other guideloom crate.
+pub use guideloom_formats::Primitive;
 pub use layouts::megatron_index::MegatronIndex;
 pub use open::{open_tokens, OpenOptions, TokenDataset};
 pub use options::{DocumentDelimiter, ForeignOptions};

@@ -253,3 +253,60 @@ fn issue26_open_tokens_windows_and_refusals() {
     let e = open_tokens(sample("nanogpt/train.bin").to_str().unwrap(), &OpenOptions::default()).unwrap_err();
     assert!(matches!(&e, InteropError::Dataset { format: None, .. }), "{e}");
 }
+
+/// The child of [`issue34_the_library_openers_read_the_cli_environment`]: run by it in a
+/// process of its own with the store's and the cache's environment (a test changing its own
+/// process environment would race the others); does nothing when run by the harness.
+#[test]
+fn issue34_child_opens_through_the_environment() {
+    let Ok(url) = std::env::var("GUIDELOOM_ISSUE34_URL") else { return };
+    let dir = guideloom_storage::StorageLocation::parse(&url).open().unwrap();
+    let r =
+        guideloom_storage::StreamReader::open_in(dir, TokenFormat::<u16>::new(), Default::default()).unwrap();
+    assert_eq!(r.read(Window::new(1, 3)).unwrap(), [11, 12, 13]);
+    let data = open_tokens(&url, &OpenOptions::default()).unwrap();
+    assert_eq!(all_tokens(&data), (10..30).collect::<Vec<i64>>());
+}
+
+/// Issue 34 item 3: `StorageLocation::open()` and `open_tokens` with default options read the
+/// environment the command line reads (`GUIDELOOM_CACHE_DIR` and object_store's variables):
+/// the child process reaches the store through `AWS_*` alone and fills the cache directory.
+#[test]
+fn issue34_the_library_openers_read_the_cli_environment() {
+    let Some(moto) = MotoServer::start("issue34_the_library_openers_read_the_cli_environment") else {
+        return;
+    };
+    moto.create_bucket(BUCKET);
+    let remote = RemoteOptions::default().store_options(moto.store_options());
+    let native = tempfile::tempdir().unwrap();
+    let mut w = StreamWriter::open(native.path(), TokenFormat::<u16>::new()).unwrap();
+    w.append(0, &(10..30).collect::<Vec<u32>>()).unwrap();
+    w.commit().unwrap();
+    upload_tree(&remote, native.path(), "env");
+    let cache = tempfile::tempdir().unwrap();
+    let child = |cache_dir: Option<&Path>| {
+        let mut c = std::process::Command::new(std::env::current_exe().unwrap());
+        c.args([
+            "--exact",
+            "open::issue34_child_opens_through_the_environment",
+            "--nocapture",
+            "--test-threads",
+            "1",
+        ])
+        .env("GUIDELOOM_ISSUE34_URL", format!("s3://{BUCKET}/env"))
+        .envs(moto.client_env())
+        .env_remove("GUIDELOOM_CACHE_DIR");
+        if let Some(d) = cache_dir {
+            c.env("GUIDELOOM_CACHE_DIR", d);
+        }
+        let out = c.output().unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert!(out.status.success(), "{stdout}{}", String::from_utf8_lossy(&out.stderr));
+        assert!(stdout.contains("1 passed"), "{stdout}");
+    };
+    child(None);
+    assert_eq!(guideloom_testkit::files_below(cache.path()).len(), 0);
+    child(Some(cache.path()));
+    let cached = guideloom_testkit::files_below(cache.path());
+    assert!(!cached.is_empty(), "GUIDELOOM_CACHE_DIR holds the blocks the child read");
+}

@@ -800,9 +800,10 @@ impl<S: DataSource> Mix<S> {
     /// let b = VecSource::new(vec![vec![9u32]]);
     /// let packed = Mix::new(vec![a, b], MixConfig::new(&[2.0, 1.0])?)?
     ///     .pack(PackConfig::new(4, PackStrategy::ConcatSplit), 0, u32::MAX)?;
-    /// let row = packed.get(0)?; // documents a0, b0, a1 in mixture order
-    /// assert_eq!(row.tokens, [1, 2, 9, 3]);
-    /// assert_eq!(row.sources, [0, 1, 0]); // one per piece
+    /// // Documents a0, a1, b0 in mixture order, concatenated and cut every 4 tokens.
+    /// let (row0, row1) = (packed.get(0)?, packed.get(1)?);
+    /// assert_eq!((row0.tokens, row1.tokens), (vec![1, 2, 3, 4], vec![5, 9, 0, 0]));
+    /// assert_eq!((row0.sources, row1.sources), (vec![0, 0], vec![0, 1])); // one per piece
     /// # Ok::<(), guideloom_loader::LoaderError>(())
     /// ```
     ///

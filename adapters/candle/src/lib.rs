@@ -54,7 +54,11 @@ use std::path::Path;
 
 use candle_core::{Device, Tensor, WithDType};
 use guideloom_formats::Element;
-use guideloom_interop::{open_tokens, InteropError, OpenOptions};
+use guideloom_interop::{open_tokens, InteropError};
+/// What [`lm_windows_with`] takes to open a dataset in another project's layout (a nanoGPT
+/// `train.bin`: `ForeignOptions::new().format(ForeignFormat::NanoGpt).dtype(Primitive::U16)`),
+/// re-exported from guideloom-interop and guideloom-formats so that no other crate is needed.
+pub use guideloom_interop::{ForeignFormat, ForeignOptions, OpenOptions, Primitive};
 use guideloom_loader::pack::PackedBatch;
 use guideloom_loader::{
     Collate, DataSource, Loader, LoaderError, LoaderIter, State, TokenBatch, TokenWindowCollate,
@@ -258,6 +262,32 @@ pub fn lm_windows<E: Element>(
     seq_len: u64,
     options: ReadOptions,
 ) -> Result<(TokenWindows<E>, LmCollate<E>), Error> {
+    lm_windows_with(location, seq_len, &OpenOptions::default().read(options))
+}
+
+/// As [`lm_windows`], with all of [`open_tokens`]'s options: the read options, the object
+/// store's and, for a dataset whose layout is not detected (raw token files), its layout and
+/// token type.
+///
+/// ```
+/// use guideloom_candle::{lm_windows_with, ForeignFormat, ForeignOptions, OpenOptions, Primitive};
+/// let dir = tempfile::tempdir()?;
+/// let bin = dir.path().join("train.bin"); // nanoGPT: raw little-endian u16 ids
+/// std::fs::write(&bin, (0u16..20).flat_map(u16::to_le_bytes).collect::<Vec<u8>>())?;
+/// let options = OpenOptions::default()
+///     .foreign(ForeignOptions::new().format(ForeignFormat::NanoGpt).dtype(Primitive::U16));
+/// let (windows, _collate) = lm_windows_with::<u32>(&bin, 4, &options)?;
+/// assert_eq!(guideloom_loader::DataSource::len(&windows), 4); // windows of 5 tokens every 4
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+///
+/// # Errors
+/// As [`lm_windows`].
+pub fn lm_windows_with<E: Element>(
+    location: impl AsRef<Path>,
+    seq_len: u64,
+    options: &OpenOptions,
+) -> Result<(TokenWindows<E>, LmCollate<E>), Error> {
     if seq_len == 0 {
         return Err(
             LoaderError::InvalidConfig { field: "seq_len", detail: "must be at least 1".into() }.into()
@@ -268,8 +298,7 @@ pub fn lm_windows<E: Element>(
         field: "location",
         detail: format!("{} is not UTF-8", path.display()),
     })?;
-    let opened = open_tokens(text, &OpenOptions::default().read(options))
-        .and_then(|data| data.windows::<E>(seq_len + 1, seq_len));
+    let opened = open_tokens(text, options).and_then(|data| data.windows::<E>(seq_len + 1, seq_len));
     let windows = match opened {
         Ok(w) => w,
         Err(InteropError::Loader(e)) => return Err(e.into()),

@@ -103,22 +103,24 @@ pub(crate) fn resume_mismatch<S: DataSource, U, C>(
     state: &State,
     loader: &Loader<S, U, C>,
 ) -> Box<dyn std::error::Error + Send + Sync> {
-    let LoaderError::StateMismatch { field: "source.fingerprint", .. } = e else { return e.into() };
+    if !matches!(e, LoaderError::StateMismatch { field: "source.fingerprint", .. }) {
+        return e.into();
+    }
     let records = DataSource::len(loader.source());
     let same = if state.source.records == records { " (the same count)" } else { "" };
-    format!(
-        "--resume {}: the state was saved over other data than this run reads. This run: {what}, {records} \
-         records, source fingerprint {}. The state: {} records{same}, source fingerprint {}. A \
-         state resumes only on the data it was saved on, read the same way: a dataset read in place and its \
-         `guideloom import` copy have different fingerprints (the copy's comes from its manifest: shard \
-         counts and checksums), while `guideloom upload` keeps a storage's fingerprint (the same manifest); \
-         resume on the source the state was saved on",
-        state_path.display(),
-        loader.source().fingerprint(),
-        state.source.records,
-        state.source.fingerprint,
-    )
-    .into()
+    // The loader's error follows: both fingerprints, the loader's first.
+    Box::new(crate::error::context(
+        format!(
+            "--resume {}: the state was saved over other data than this run reads. This run: {what}, \
+             {records} records; the state: {} records{same}. A state resumes only on the data it was saved \
+             on, read the same way: a dataset read in place and its `guideloom import` copy have different \
+             fingerprints (the copy's comes from its manifest: shard counts and checksums), while \
+             `guideloom upload` keeps a storage's fingerprint (the same manifest)",
+            state_path.display(),
+            state.source.records,
+        ),
+        e,
+    ))
 }
 
 /// Lets a state saved before issue 18 resume: those versions hashed a foreign dataset's path
