@@ -29,6 +29,10 @@ use crate::files::Fs;
 /// block larger than it is decoded, used and dropped).
 const CACHE_BYTES: u64 = 64 << 20;
 
+/// What decoding rows gives: each row's token count and the tokens' bytes, or what is wrong
+/// with them (the outer error is the decoder's).
+type Decoded = parquet::errors::Result<std::result::Result<(Vec<u64>, Vec<u8>), ForeignError>>;
+
 /// Records read per call of the column reader.
 const BATCH_RECORDS: usize = 8192;
 
@@ -201,7 +205,7 @@ impl TokenColumn {
     /// `values`, the tokens as little-endian bytes of the dtype.
     fn read_rows(&self, g: usize, skip: u64, rows: u64, values: bool) -> Result<(Vec<u64>, Vec<u8>)> {
         let failed = Arc::new(AtomicUsize::new(usize::MAX));
-        let run = || -> parquet::errors::Result<std::result::Result<(Vec<u64>, Vec<u8>), ForeignError>> {
+        let run = || -> Decoded {
             let rg = self.metadata.row_group(g);
             let locations = self.metadata.page_index_for_row_group(g).page_locations(self.leaf).cloned();
             let inner = SerializedPageReader::new(
@@ -260,7 +264,6 @@ impl TokenColumn {
     }
 
     /// Reads rows `[skip, skip + rows)` through `reader`; see [`TokenColumn::read_rows`].
-    #[allow(clippy::type_complexity)]
     fn decode<T: DataType>(
         &self,
         mut reader: ColumnReaderImpl<T>,
@@ -268,7 +271,7 @@ impl TokenColumn {
         (skip, rows): (u64, u64),
         values: bool,
         wide: impl Fn(T::T) -> i64,
-    ) -> parquet::errors::Result<std::result::Result<(Vec<u64>, Vec<u8>), ForeignError>>
+    ) -> Decoded
     where
         T::T: Copy,
     {
