@@ -295,11 +295,14 @@ impl ForeignDataset {
                 v["items"] = json!(items);
             }
             ForeignDetails::Npy { shapes } => v["shapes"] = json!(shapes),
-            ForeignDetails::Table { column, column_type, rows, groups } => {
+            ForeignDetails::Table { column, column_type, rows, groups, blocks } => {
                 v["column"] = json!({"name": column, "type": column_type});
                 v["rows"] = json!(rows);
                 v[if self.format == ForeignFormat::Parquet { "row_groups" } else { "record_batches" }] =
                     json!(groups);
+                if self.format == ForeignFormat::Parquet {
+                    v["decode_blocks"] = json!(blocks);
+                }
             }
             ForeignDetails::None => {}
         }

@@ -66,6 +66,11 @@ pub enum ForeignDetails {
         rows: Vec<u64>,
         /// Per file: record batches (Arrow) or row groups (Parquet).
         groups: Vec<u64>,
+        /// Per file: the units a read decodes (Parquet: one per data page with an offset
+        /// index, else one per row group; a random window costs the blocks it spans, in
+        /// decoded bytes about `tokens / blocks` times the dtype's size each, plus the
+        /// dictionary page), 0 for Arrow (read in place, nothing decoded).
+        blocks: Vec<u64>,
     },
 }
 

@@ -51,7 +51,7 @@ fn issue28_hf_arrow_two_shards_in_state_json_order() {
     assert_eq!(document(&data, 17)[..8], [14868, 16250, 18913, 41848, 35917, 22429, 39810, 31348]);
     assert_eq!(document(&data, 399)[..8], [936, 29459, 19939, 41929, 637, 6464, 10728, 4285]);
     match data.details() {
-        ForeignDetails::Table { column, column_type, rows, groups } => {
+        ForeignDetails::Table { column, column_type, rows, groups, .. } => {
             assert_eq!((column.as_str(), column_type.as_str()), ("input_ids", "list<int32>"));
             assert_eq!((rows.as_slice(), groups.as_slice()), (&[200, 200][..], &[1, 1][..]));
         }

@@ -83,6 +83,14 @@ fn issue28_parquet_random_documents_equal_the_sequential_read() {
         for i in [250u64, 0, 17, 299, 101] {
             assert_eq!(document(&data, i), all[i as usize], "{name} document {i}");
         }
+        // The units of decoding: a page each with the offset index (2 KiB pages), a row
+        // group each without.
+        let blocks = data.describe()["decode_blocks"][0].as_u64().unwrap();
+        if name.contains("nopageindex") {
+            assert_eq!(blocks, 3, "{name}");
+        } else {
+            assert_eq!(blocks, 13, "{name}: one per data page");
+        }
     }
 }
 

@@ -225,7 +225,7 @@ fn find_column(schema: &Schema, column: &str) -> std::result::Result<TokenColumn
     let (kind, child) = match schema.field(at).data_type() {
         DataType::List(c) => (ListKind::List, c),
         DataType::LargeList(c) => (ListKind::Large, c),
-        DataType::FixedSizeList(c, n) => (ListKind::Fixed(u64::try_from(*n).map_err(|_| unsupported())?), c),
+        DataType::FixedSizeList(c, n) if *n > 0 => (ListKind::Fixed(*n as u64), c),
         _ => return Err(unsupported()),
     };
     let dtype = int_dtype(child).ok_or_else(unsupported)?;

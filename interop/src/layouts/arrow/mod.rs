@@ -121,7 +121,8 @@ pub(crate) fn open(place: &Place, options: &ForeignOptions) -> Result<Parts> {
     parts.dtype = dtype;
     parts.documents = Some(documents);
     parts.index_hash = hash.digest();
-    parts.details = ForeignDetails::Table { column: column.to_string(), column_type, rows, groups };
+    let blocks = vec![0; groups.len()];
+    parts.details = ForeignDetails::Table { column: column.to_string(), column_type, rows, groups, blocks };
     Ok(parts)
 }
 

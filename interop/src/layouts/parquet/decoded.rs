@@ -185,6 +185,11 @@ impl TokenColumn {
         self.metadata.num_row_groups()
     }
 
+    /// The units of decoding: data pages (with an offset index) or row groups.
+    pub(crate) fn blocks(&self) -> usize {
+        self.blocks.len()
+    }
+
     /// The decoded size: tokens times the dtype's size.
     pub(crate) fn len_bytes(&self) -> u64 {
         self.tokens() * self.dtype.size()

@@ -55,7 +55,7 @@ pub(crate) fn open(place: &Place, options: &ForeignOptions) -> Result<Parts> {
     let mut parts = Parts::new(&fs, Primitive::I32);
     let mut hash = xxhash_rust::xxh3::Xxh3::new();
     let mut documents = vec![0u64];
-    let (mut rows, mut groups) = (Vec::new(), Vec::new());
+    let (mut rows, mut groups, mut blocks) = (Vec::new(), Vec::new(), Vec::new());
     let mut first: Option<(Primitive, String)> = None;
     for (i, name) in names.iter().enumerate() {
         let file = TokenColumn::open(&fs, name, column)?;
@@ -78,6 +78,7 @@ pub(crate) fn open(place: &Place, options: &ForeignOptions) -> Result<Parts> {
         let elements = file.tokens();
         rows.push(file.ends.len() as u64);
         groups.push(file.row_groups() as u64);
+        blocks.push(file.blocks() as u64);
         if elements > 0 {
             parts.segments.push(guideloom_storage::Segment { file: i, offset: 0, elements });
         }
@@ -88,7 +89,7 @@ pub(crate) fn open(place: &Place, options: &ForeignOptions) -> Result<Parts> {
     parts.dtype = dtype;
     parts.documents = Some(documents);
     parts.index_hash = hash.digest();
-    parts.details = ForeignDetails::Table { column: column.to_string(), column_type, rows, groups };
+    parts.details = ForeignDetails::Table { column: column.to_string(), column_type, rows, groups, blocks };
     Ok(parts)
 }
 
