@@ -7,7 +7,7 @@ use guideloom_interop::{
 };
 
 use crate::common::assert_foreign;
-use crate::tables::{check_expected, document, expected, sample2};
+use crate::tables::{check_expected, document, expected, sample2, HF_ARROW_SAMPLES};
 
 fn hf() -> ForeignOptions {
     ForeignOptions::new().format(ForeignFormat::HfArrow)
@@ -21,14 +21,7 @@ fn open(rel: &str, options: &ForeignOptions) -> ForeignDataset {
 #[test]
 fn issue28_hf_arrow_samples_read_as_datasets_reads_them() {
     let want = expected("hf_arrow");
-    for name in [
-        "tokens_i32_2shards",
-        "tokens_i64",
-        "tokens_inferred",
-        "tokens_large_list",
-        "tokens_u16",
-        "shuffled_select",
-    ] {
+    for name in HF_ARROW_SAMPLES {
         let rel = format!("hf_arrow/{name}");
         assert_eq!(detect(&sample2(&rel)).unwrap(), ForeignFormat::HfArrow, "{name}");
         for options in [hf(), ForeignOptions::new()] {

@@ -101,17 +101,10 @@ fn issue28_damaged_arrow_and_parquet_samples_give_errors_never_panics() {
     use crate::tables::sample2;
     let arrow = ForeignOptions::new().format(ForeignFormat::HfArrow);
     let parquet = ForeignOptions::new().format(ForeignFormat::Parquet);
-    let mut cases: Vec<(PathBuf, ForeignOptions)> = [
-        "tokens_i32_2shards",
-        "tokens_i64",
-        "tokens_inferred",
-        "tokens_large_list",
-        "tokens_u16",
-        "shuffled_select",
-    ]
-    .iter()
-    .map(|n| (sample2(&format!("hf_arrow/{n}")), arrow.clone()))
-    .collect();
+    let mut cases: Vec<(PathBuf, ForeignOptions)> = crate::tables::HF_ARROW_SAMPLES
+        .iter()
+        .map(|n| (sample2(&format!("hf_arrow/{n}")), arrow.clone()))
+        .collect();
     cases.push((sample2("hf_arrow/dataset_dict/train"), arrow.clone()));
     cases.push((sample2("hf_arrow/dataset_dict"), arrow.clone().split("validation")));
     for f in [

@@ -12,6 +12,16 @@ use sha2::{Digest, Sha256};
 
 use crate::common::{backends, documents_with, tokens_with};
 
+/// The Hugging Face `save_to_disk` samples of a single split (`hf_arrow/<name>`).
+pub(crate) const HF_ARROW_SAMPLES: [&str; 6] = [
+    "tokens_i32_2shards",
+    "tokens_i64",
+    "tokens_inferred",
+    "tokens_large_list",
+    "tokens_u16",
+    "shuffled_select",
+];
+
 /// A file or directory of `tests/data/samples2`.
 pub(crate) fn sample2(rel: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/samples2").join(rel)

@@ -21,3 +21,5 @@ pub(crate) mod olmo;
 pub(crate) mod parquet;
 pub(crate) mod raw;
 pub(crate) mod scan;
+#[cfg(any(feature = "arrow", feature = "parquet"))]
+pub(crate) mod table;

@@ -13,14 +13,14 @@
 
 mod ipc;
 
-use guideloom_formats::Primitive;
 use serde::Deserialize;
 
 use crate::error::{ForeignError, Result};
 use crate::files::{self, Fs, Place};
 use crate::format::ForeignFormat;
+use crate::layouts::table::{TableFile, Tables};
 use crate::options::ForeignOptions;
-use crate::parts::{ForeignDetails, ForeignFile, Parts};
+use crate::parts::Parts;
 
 /// The token column when none is named.
 pub(crate) const DEFAULT_COLUMN: &str = "input_ids";
@@ -77,53 +77,27 @@ pub(crate) fn open(place: &Place, options: &ForeignOptions) -> Result<Parts> {
             (Fs::new(ForeignFormat::HfArrow, dir), names, Vec::new())
         }
     };
-    let mut parts = Parts::new(&fs, Primitive::I32);
-    let mut hash = xxhash_rust::xxh3::Xxh3::new();
-    hash.update(&listing);
-    let mut documents = vec![0u64];
-    let (mut rows, mut groups) = (Vec::new(), Vec::new());
-    let mut dtype: Option<(Primitive, String)> = None;
-    for (i, name) in names.iter().enumerate() {
+    let mut tables = Tables::new(&fs, column, &listing);
+    for name in &names {
         let size = fs.len(name)?;
         let file = ipc::scan(&fs, name, size, column)?;
-        match &dtype {
-            Some((d, _)) if *d != file.dtype => {
-                return Err(fs.err(
-                    name,
-                    ForeignError::MixedDTypes {
-                        expected: d.descr().into(),
-                        found: file.dtype.descr().into(),
-                    },
-                ))
-            }
-            Some(_) => {}
-            None => dtype = Some((file.dtype, file.column_type.clone())),
-        }
-        hash.update(&file.schema_hash.to_le_bytes());
-        let mut elements = 0u64;
-        for run in &file.runs {
-            if run.elements > 0 {
-                parts.segments.push(guideloom_storage::Segment {
-                    file: i,
-                    offset: run.offset,
-                    elements: run.elements,
-                });
-            }
-            elements += run.elements;
-        }
-        let base = documents[documents.len() - 1];
-        documents.extend(file.ends.iter().map(|e| base + e));
-        rows.push(file.ends.len() as u64);
-        groups.push(file.runs.len() as u64);
-        parts.files.push(ForeignFile { path: name.into(), bytes: size, elements });
+        let runs: Vec<(u64, u64)> = file.runs.iter().map(|r| (r.offset, r.elements)).collect();
+        tables.add(
+            &fs,
+            TableFile {
+                name,
+                dtype: file.dtype,
+                column_type: &file.column_type,
+                hash: file.schema_hash,
+                ends: &file.ends,
+                groups: file.runs.len() as u64,
+                blocks: 0,
+                bytes: size,
+                runs: &runs,
+            },
+        )?;
     }
-    let (dtype, column_type) = dtype.unwrap_or((Primitive::I32, String::new()));
-    parts.dtype = dtype;
-    parts.documents = Some(documents);
-    parts.index_hash = hash.digest();
-    let blocks = vec![0; groups.len()];
-    parts.details = ForeignDetails::Table { column: column.to_string(), column_type, rows, groups, blocks };
-    Ok(parts)
+    Ok(tables.finish())
 }
 
 /// The split of a `DatasetDict` to read: the one named, which `dataset_dict.json` must list.

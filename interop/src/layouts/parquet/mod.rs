@@ -35,8 +35,9 @@ use parquet::schema::types::ColumnDescriptor;
 use crate::error::{ForeignError, Result};
 use crate::files::{self, Fs, Place};
 use crate::format::ForeignFormat;
+use crate::layouts::table::{TableFile, Tables};
 use crate::options::ForeignOptions;
-use crate::parts::{ForeignDetails, ForeignFile, Parts};
+use crate::parts::Parts;
 
 use self::decoded::TokenColumn;
 use self::source::Source;
@@ -52,45 +53,26 @@ pub(crate) fn open(place: &Place, options: &ForeignOptions) -> Result<Parts> {
     let column = options.column.as_deref().unwrap_or(DEFAULT_COLUMN);
     let (dir, names) = files::expand(ForeignFormat::Parquet, place, &["parquet"])?;
     let fs = Fs::new(ForeignFormat::Parquet, dir);
-    let mut parts = Parts::new(&fs, Primitive::I32);
-    let mut hash = xxhash_rust::xxh3::Xxh3::new();
-    let mut documents = vec![0u64];
-    let (mut rows, mut groups, mut blocks) = (Vec::new(), Vec::new(), Vec::new());
-    let mut first: Option<(Primitive, String)> = None;
-    for (i, name) in names.iter().enumerate() {
+    let mut tables = Tables::new(&fs, column, &[]);
+    for name in &names {
         let file = TokenColumn::open(&fs, name, column)?;
-        match &first {
-            Some((d, _)) if *d != file.dtype => {
-                return Err(fs.err(
-                    name,
-                    ForeignError::MixedDTypes {
-                        expected: d.descr().into(),
-                        found: file.dtype.descr().into(),
-                    },
-                ))
-            }
-            Some(_) => {}
-            None => first = Some((file.dtype, file.type_name.clone())),
-        }
-        hash.update(&file.footer_hash.to_le_bytes());
-        let base = documents[documents.len() - 1];
-        documents.extend(file.ends.iter().map(|e| base + e));
-        let elements = file.tokens();
-        rows.push(file.ends.len() as u64);
-        groups.push(file.row_groups() as u64);
-        blocks.push(file.blocks() as u64);
-        if elements > 0 {
-            parts.segments.push(guideloom_storage::Segment { file: i, offset: 0, elements });
-        }
-        parts.files.push(ForeignFile { path: name.into(), bytes: file.len_bytes(), elements });
-        parts.decoded.insert(name.clone(), Arc::new(file));
+        tables.add(
+            &fs,
+            TableFile {
+                name,
+                dtype: file.dtype,
+                column_type: &file.type_name,
+                hash: file.footer_hash,
+                ends: &file.ends,
+                groups: file.row_groups() as u64,
+                blocks: file.blocks() as u64,
+                bytes: file.len_bytes(),
+                runs: &[(0, file.tokens())],
+            },
+        )?;
+        tables.parts_mut().decoded.insert(name.clone(), Arc::new(file));
     }
-    let (dtype, column_type) = first.unwrap_or((Primitive::I32, String::new()));
-    parts.dtype = dtype;
-    parts.documents = Some(documents);
-    parts.index_hash = hash.digest();
-    parts.details = ForeignDetails::Table { column: column.to_string(), column_type, rows, groups, blocks };
-    Ok(parts)
+    Ok(tables.finish())
 }
 
 /// Reads and checks the footer of `name`: magic at both ends, the footer length, the Thrift
