@@ -182,7 +182,9 @@ fn token_leaf(metadata: &ParquetMetaData, column: &str) -> std::result::Result<u
     }
     let leaves: Vec<usize> =
         (0..schema.num_columns()).filter(|&i| schema.column(i).path().parts()[0] == column).collect();
-    let leaf = leaves[0];
+    let Some(&leaf) = leaves.first() else {
+        return Err(ForeignError::UnsupportedTokenType { found: "a group without leaves".into() });
+    };
     let descr = schema.column(leaf);
     let type_name = leaf_type_name(&descr);
     if leaves.len() != 1 || descr.max_rep_level() != 1 || dtype_of(&descr).is_none() {
