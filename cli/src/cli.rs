@@ -712,17 +712,23 @@ pub(crate) struct ForeignArgs {
     /// The dataset's layout: megatron (PATH is the prefix of PREFIX.bin/.idx), nanogpt (a
     /// train.bin, or a glob), llmc (llm.c / modded-nanogpt shards: a file or a glob), mds or
     /// litdata (the directory of index.json), olmo (Dolma token files: a file, glob or
-    /// directory), npy (a .npy, glob or directory). Default: detected where a magic number or
-    /// an index file makes it unambiguous; raw layouts (nanogpt, olmo) need it.
+    /// directory), npy (a .npy, glob or directory), arrow (a Hugging Face `save_to_disk`
+    /// directory, or Arrow IPC stream files), parquet (a .parquet, glob or directory).
+    /// Default: detected where a magic number or an index file makes it unambiguous; raw
+    /// layouts (nanogpt, olmo) need it.
     #[arg(long, value_parser = parse_foreign_format)]
     pub(crate) format: Option<ForeignFormat>,
     /// Element dtype of raw token files (nanogpt, olmo, header-less llm.c) and of an MDS
     /// `bytes` column (default i64 there): u8, i8, u16, i16, u32, i32, u64, i64. Never guessed.
     #[arg(long, value_parser = parse_token_dtype)]
     pub(crate) dtype: Option<Primitive>,
-    /// MDS: the token column (default: `tokens`); litdata: the token leaf's index.
+    /// MDS: the token column (default: `tokens`); litdata: the token leaf's index; Hugging
+    /// Face Arrow and Parquet: the list column of token ids (default: `input_ids`).
     #[arg(long)]
     pub(crate) column: Option<String>,
+    /// Hugging Face `DatasetDict` directories: the split to read (train, validation, ...).
+    #[arg(long = "hf-split")]
+    pub(crate) hf_split: Option<String>,
     /// Megatron: rebuild sequence pointers from the lengths (indexes merged with numpy 2
     /// before Megatron's 2025-09 fix) instead of refusing them.
     #[arg(long)]

@@ -271,3 +271,74 @@ fn import_of_each_sample_batches_like_the_files_in_place() {
     assert!(!o.status.success());
     assert!(String::from_utf8_lossy(&o.stderr).contains("128000"), "{}", String::from_utf8_lossy(&o.stderr));
 }
+
+/// A sample of issue 28 (`interop/tests/data/samples2`: Hugging Face Arrow directories and
+/// Parquet files).
+fn sample2(rel: &str) -> PathBuf {
+    guideloom_testkit::repo_root().join("interop/tests/data/samples2").join(rel)
+}
+
+/// Issue 28 through the binary: `inspect` reports each Hugging Face Arrow and Parquet sample's
+/// format, counts and token column; `batches` reads them in place (shuffled, strided); an
+/// `import --doc-meta` of each batches alike and keeps its documents; `bench` reads them; a
+/// `DatasetDict` needs `--hf-split`.
+#[test]
+fn issue28_hf_arrow_and_parquet_through_the_cli() {
+    let cases: [(&str, &[&str], &str, u64, u64); 6] = [
+        ("hf_arrow/tokens_i32_2shards", &[], "arrow", 400, 9689),
+        ("hf_arrow/tokens_u16", &[], "arrow", 200, 4887),
+        ("hf_arrow/dataset_dict", &["--hf-split", "validation"], "arrow", 30, 673),
+        ("hf_parquet/data/train-*.parquet", &["--format", "parquet"], "parquet", 300, 7438),
+        ("parquet/tokens_zstd_pageindex.parquet", &[], "parquet", 400, 10084),
+        ("parquet/tokens_i64_large_list_gzip.parquet", &[], "parquet", 150, 3651),
+    ];
+    let tmp = tempfile::tempdir().unwrap();
+    for (i, (rel, flags, format, documents, tokens)) in cases.into_iter().enumerate() {
+        let path = sample2(rel);
+        let mut args = vec!["inspect", "--json", s(&path)];
+        args.extend_from_slice(flags);
+        let v: serde_json::Value = serde_json::from_slice(&run_ok(&args).stdout).unwrap();
+        assert_eq!(
+            (v["format"].as_str(), v["documents"].as_u64(), v["elements"].as_u64()),
+            (Some(format), Some(documents), Some(tokens)),
+            "{rel}"
+        );
+        assert_eq!(v["column"]["name"], "input_ids", "{rel}");
+        let out = tmp.path().join(format!("imported{i}"));
+        let mut args = vec!["import", s(&path), "--out", s(&out), "--doc-meta"];
+        args.extend_from_slice(flags);
+        run_ok(&args);
+        let m = guideloom::storage::Manifest::load(&out).unwrap();
+        assert_eq!(m.metadata()["source"]["format"], format, "{rel}");
+        assert_eq!(m.metadata()["documents"], documents, "{rel}");
+        let with_tokens =
+            ["--seq-len", "7", "--stride", "5", "--shuffle", "--seed", "28", "--batch-size", "3"];
+        let mut foreign: Vec<&str> = flags.to_vec();
+        foreign.extend_from_slice(&with_tokens);
+        let in_place = batches(&path, &foreign);
+        // The native storage's batches carry the documents too: compare the tokens.
+        let native: Vec<serde_json::Value> = batches(&out, &with_tokens)
+            .iter()
+            .map(|l| {
+                let mut v: serde_json::Value = serde_json::from_str(l).unwrap();
+                v.as_object_mut().unwrap().remove("documents");
+                v
+            })
+            .collect();
+        let in_place: Vec<serde_json::Value> =
+            in_place.iter().map(|l| serde_json::from_str(l).unwrap()).collect();
+        assert!(!in_place.is_empty(), "{rel}");
+        assert_eq!(native, in_place, "{rel}");
+        let mut args = vec!["bench", "--json", s(&path), "--seq-len", "16"];
+        args.extend_from_slice(flags);
+        let b: serde_json::Value = serde_json::from_slice(&run_ok(&args).stdout).unwrap();
+        assert_eq!(b["windows"].as_u64(), Some(tokens / 16), "{rel}");
+    }
+    let o = bin().args(["inspect", s(&sample2("hf_arrow/dataset_dict"))]).output().unwrap();
+    assert!(!o.status.success());
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("name a split (train, validation)"),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+}

@@ -295,6 +295,15 @@ impl ForeignDataset {
                 v["items"] = json!(items);
             }
             ForeignDetails::Npy { shapes } => v["shapes"] = json!(shapes),
+            ForeignDetails::Table { column, column_type, rows, groups, blocks } => {
+                v["column"] = json!({"name": column, "type": column_type});
+                v["rows"] = json!(rows);
+                v[if self.format == ForeignFormat::Parquet { "row_groups" } else { "record_batches" }] =
+                    json!(groups);
+                if self.format == ForeignFormat::Parquet {
+                    v["decode_blocks"] = json!(blocks);
+                }
+            }
             ForeignDetails::None => {}
         }
         v
@@ -381,16 +390,19 @@ impl ForeignDataset {
         // backend) unless files are held in memory or a remote file is named by a path below
         // the root (a remote directory reads the last component of a file's path).
         let plain = self.parts.files.iter().all(|f| f.path.components().count() == 1);
-        let dir: Arc<dyn StorageDir> =
-            if self.parts.mem.is_empty() && (self.parts.dir.local_dir().is_some() || plain) {
-                self.parts.dir.clone()
-            } else {
-                Arc::new(ForeignDir {
-                    root: self.parts.root.clone(),
-                    mem: self.parts.mem.clone(),
-                    inner: self.parts.dir.clone(),
-                })
-            };
+        let dir: Arc<dyn StorageDir> = if self.parts.mem.is_empty()
+            && self.parts.decoded.is_empty()
+            && (self.parts.dir.local_dir().is_some() || plain)
+        {
+            self.parts.dir.clone()
+        } else {
+            Arc::new(ForeignDir {
+                root: self.parts.root.clone(),
+                mem: self.parts.mem.clone(),
+                decoded: self.parts.decoded.clone(),
+                inner: self.parts.dir.clone(),
+            })
+        };
         StreamReader::from_layout(dir, self.layout(), format, options)
     }
 }
@@ -411,6 +423,10 @@ fn open_layout(format: ForeignFormat, place: &Place, options: &ForeignOptions) -
         #[cfg(feature = "mds")]
         ForeignFormat::Mds => crate::layouts::mds::open(place, options),
         ForeignFormat::Litdata => litdata::open(place, options),
+        #[cfg(feature = "arrow")]
+        ForeignFormat::HfArrow => crate::layouts::arrow::open(place, options),
+        #[cfg(feature = "parquet")]
+        ForeignFormat::Parquet => crate::layouts::parquet::open(place, options),
         // Reached only for a layout whose feature is off.
         #[allow(unreachable_patterns)]
         other => Err(InteropError::Dataset {

@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use guideloom_storage::{EntryKind, RemoteOptions, StorageLocation};
+use guideloom_storage::{EntryKind, RemoteOptions, StorageDir, StorageLocation};
 use serde::de::IgnoredAny;
 
 use crate::error::{ForeignError, InteropError, Result};
@@ -61,6 +61,15 @@ pub(crate) fn detect_place(place: &Place) -> Result<ForeignFormat> {
             }
             return Err(unknown("index.json is neither MDS (shards) nor litdata (chunks, config)".into()));
         }
+        if entries
+            .iter()
+            .any(|e| (e.name == "state.json" || e.name == "dataset_dict.json") && e.kind != EntryKind::Dir)
+        {
+            return Ok(ForeignFormat::HfArrow);
+        }
+        if let Some(format) = table_files(dir.as_ref(), &entries)? {
+            return Ok(format);
+        }
         let npys = files::with_ext(dir.as_ref(), &entries, "npy")?;
         if !npys.is_empty() && npys.iter().all(|f| files::starts_with(dir.as_ref(), f, npy::MAGIC)) {
             return Ok(ForeignFormat::Npy);
@@ -81,6 +90,9 @@ pub(crate) fn detect_place(place: &Place) -> Result<ForeignFormat> {
         if files::starts_with(dir.as_ref(), first, npy::MAGIC) {
             return Ok(ForeignFormat::Npy);
         }
+        if let Some(format) = table_file(dir.as_ref(), first) {
+            return Ok(format);
+        }
         if raw::has_llmc_header(dir.as_ref(), first) {
             return Ok(ForeignFormat::Llmc);
         }
@@ -94,6 +106,37 @@ pub(crate) fn detect_place(place: &Place) -> Result<ForeignFormat> {
         path: path.clone(),
         error: Box::new(ForeignError::NoFiles { pattern: path.display().to_string() }),
     })
+}
+
+/// The magic of Parquet files (at both ends).
+const PARQUET_MAGIC: &[u8] = b"PAR1";
+
+/// The first bytes of an Arrow IPC stream (the continuation marker of its schema message).
+const ARROW_STREAM_MAGIC: &[u8] = &[0xFF, 0xFF, 0xFF, 0xFF];
+
+/// Parquet when file `name` starts with `PAR1`; Hugging Face Arrow when it is a `.arrow`
+/// file starting as an IPC stream does.
+fn table_file(dir: &dyn StorageDir, name: &str) -> Option<ForeignFormat> {
+    if files::starts_with(dir, name, PARQUET_MAGIC) {
+        return Some(ForeignFormat::Parquet);
+    }
+    (name.ends_with(".arrow") && files::starts_with(dir, name, ARROW_STREAM_MAGIC))
+        .then_some(ForeignFormat::HfArrow)
+}
+
+/// The layout of a directory of `*.parquet` or `*.arrow` files (the first file's magic).
+fn table_files(
+    dir: &dyn StorageDir,
+    entries: &[guideloom_storage::DirEntry],
+) -> Result<Option<ForeignFormat>> {
+    for ext in ["parquet", "arrow"] {
+        if let Some(first) = files::with_ext(dir, entries, ext)?.first() {
+            if let Some(format) = table_file(dir, first) {
+                return Ok(Some(format));
+            }
+        }
+    }
+    Ok(None)
 }
 
 /// The top-level keys of an `index.json` (their values are skipped, not built): an error of

@@ -1,5 +1,6 @@
 //! The directory a foreign dataset's reader reads through when some of its files are held in
-//! memory (decompressed MDS shards) or named by paths below its root: [`ForeignDir`].
+//! memory (decompressed MDS shards), decoded on demand ([`DecodedFile`]: Parquet token
+//! columns) or named by paths below its root: [`ForeignDir`].
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -7,14 +8,31 @@ use std::sync::Arc;
 
 use guideloom_storage::{FileSet, ReadRequest, Result, StorageDir, StorageError};
 
-/// A foreign dataset's directory with some files held in memory (decompressed MDS shards):
-/// names relative to the root, in memory first, else on disk.
+/// A file whose bytes are made on demand (a Parquet token column decoded page by page into
+/// little-endian elements): what [`ForeignDir`] serves under its name.
+pub(crate) trait DecodedFile: std::fmt::Debug + Send + Sync {
+    /// Its size in bytes.
+    fn len(&self) -> u64;
+
+    /// Fills `out` with its bytes from `offset`.
+    ///
+    /// # Errors
+    /// [`StorageError::ShortRead`] past the end; the decoder's errors
+    /// ([`StorageError::Io`] naming the file, with the layout's error inside).
+    fn read_at(&self, offset: u64, out: &mut [u8]) -> Result<()>;
+}
+
+/// A foreign dataset's directory with some files held in memory (decompressed MDS shards) or
+/// decoded on demand: names relative to the root, in memory first, then decoded, else on
+/// disk.
 #[derive(Debug)]
 pub(crate) struct ForeignDir {
     /// The dataset's root, which names are relative to.
     pub(crate) root: PathBuf,
     /// The files held in memory, by name.
     pub(crate) mem: BTreeMap<String, Arc<[u8]>>,
+    /// The files decoded on demand, by name.
+    pub(crate) decoded: BTreeMap<String, Arc<dyn DecodedFile>>,
     /// The dataset's directory, for the files not in memory.
     pub(crate) inner: Arc<dyn StorageDir>,
 }
@@ -25,15 +43,19 @@ impl StorageDir for ForeignDir {
     }
 
     fn file_len(&self, name: &str) -> Result<Option<u64>> {
-        match self.mem.get(name) {
-            Some(b) => Ok(Some(b.len() as u64)),
-            None => self.inner.file_len(name),
+        match (self.mem.get(name), self.decoded.get(name)) {
+            (Some(b), _) => Ok(Some(b.len() as u64)),
+            (None, Some(d)) => Ok(Some(d.len())),
+            (None, None) => self.inner.file_len(name),
         }
     }
 
     fn read_at(&self, name: &str, offset: u64, out: &mut [u8]) -> Result<()> {
         let Some(bytes) = self.mem.get(name) else {
-            return self.inner.read_at(name, offset, out);
+            return match self.decoded.get(name) {
+                Some(d) => d.read_at(offset, out),
+                None => self.inner.read_at(name, offset, out),
+            };
         };
         let start = usize::try_from(offset).map_or(bytes.len(), |o| o.min(bytes.len()));
         let available = &bytes[start..];
@@ -99,6 +121,7 @@ mod tests {
             let dir = ForeignDir {
                 root: disk.path().to_path_buf(),
                 mem,
+                decoded: BTreeMap::new(),
                 inner: Arc::new(LocalDir::new(disk.path())) as Arc<dyn StorageDir>,
             };
             conformance::check_read(&dir);

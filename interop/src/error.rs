@@ -525,4 +525,176 @@ pub enum ForeignError {
         /// Bytes the shape needs.
         need: u64,
     },
+
+    // Hugging Face datasets (Arrow IPC) and Parquet (issue 28).
+    /// A file a dataset's listing (`state.json`, `dataset_dict.json`) names is not there.
+    #[error("file not found: {name}")]
+    FileNotFound {
+        /// The name as the listing gives it.
+        name: String,
+    },
+    /// A `DatasetDict` directory opened without naming one of its splits.
+    #[error("a dataset dict: name a split ({})", splits.join(", "))]
+    SplitRequired {
+        /// The splits `dataset_dict.json` lists.
+        splits: Vec<String>,
+    },
+    /// The token column is not in the file's schema.
+    #[error("column {column} not found; have {}", have.join(", "))]
+    ColumnNotFound {
+        /// The column asked for.
+        column: String,
+        /// The columns the schema holds, in order.
+        have: Vec<String>,
+    },
+    /// The token column is not a list of integers (Arrow: `list`, `large_list` or
+    /// `fixed_size_list` of an integer type; Parquet: a 1-level list of INT32/INT64).
+    #[error("unsupported token column type {found}")]
+    UnsupportedTokenType {
+        /// The type as pyarrow names it (`list<float>`, `string`, ...).
+        found: String,
+    },
+    /// Arrow IPC: a message whose metadata does not fit in the file (or is not positive).
+    #[error("message {message} at offset {offset}: metadata {metadata} bytes, file has {file}")]
+    MessageOutOfRange {
+        /// The message (0 = the schema).
+        message: u64,
+        /// Its first byte.
+        offset: u64,
+        /// The declared metadata length.
+        metadata: i64,
+        /// The file's size.
+        file: u64,
+    },
+    /// Arrow IPC: a message's flatbuffer does not verify, or is not what the stream needs.
+    #[error("message {message} at offset {offset}: {reason}")]
+    MessageDecode {
+        /// The message (0 = the schema).
+        message: u64,
+        /// Its first byte.
+        offset: u64,
+        /// What is wrong.
+        reason: String,
+    },
+    /// Arrow IPC: a record batch whose body runs past the end of the file.
+    #[error("record batch {batch}: body needs {need} bytes at offset {offset}, {present} present")]
+    TruncatedStream {
+        /// The record batch (0-based, in the file).
+        batch: u64,
+        /// The declared body length.
+        need: u64,
+        /// The body's first byte.
+        offset: u64,
+        /// Bytes of the file from there.
+        present: u64,
+    },
+    /// Arrow IPC: a buffer of the token column outside its batch's body, or shorter than its
+    /// array needs.
+    #[error("record batch {batch} buffer {buffer}: {reason}")]
+    BufferOutOfRange {
+        /// The record batch (0-based, in the file).
+        batch: u64,
+        /// The buffer (its index in the batch's buffer list).
+        buffer: u64,
+        /// The numbers that do not fit.
+        reason: String,
+    },
+    /// Arrow IPC: list offsets of the token column that decrease (or start negative).
+    #[error("{column} row {row}: {a} > {b}")]
+    InvalidOffsets {
+        /// The token column.
+        column: String,
+        /// The row (in the file) whose length would be negative.
+        row: u64,
+        /// Its start offset.
+        a: i64,
+        /// Its end offset.
+        b: i64,
+    },
+    /// Arrow IPC: a list offset past the values of the token column.
+    #[error("{column} row {row}: offset {offset} > {values} values")]
+    ListOffsetOutOfRange {
+        /// The token column.
+        column: String,
+        /// The row (in the file).
+        row: u64,
+        /// The offset.
+        offset: i64,
+        /// Values in the child array.
+        values: u64,
+    },
+    /// A null list or a null token in the token column (an empty list is an empty document;
+    /// a null is refused).
+    #[error("{column} row {row}: null tokens")]
+    NullTokens {
+        /// The token column.
+        column: String,
+        /// The row (in the file).
+        row: u64,
+    },
+    /// Parquet: a footer length that does not fit the file.
+    #[error("footer length {footer} does not fit a file of {file} bytes")]
+    FooterOutOfRange {
+        /// The footer length the file's tail declares.
+        footer: u64,
+        /// The file's size.
+        file: u64,
+    },
+    /// Parquet: the footer (Thrift `FileMetaData`) does not decode, or a page header does not.
+    #[error("footer: {reason}")]
+    FooterDecode {
+        /// The decoder's message.
+        reason: String,
+    },
+    /// Parquet: a column chunk whose byte range leaves the data (ends past the footer's start).
+    #[error("row group {row_group} column {column}: ends at {end}, data ends at {data_end}")]
+    ColumnChunkOutOfRange {
+        /// The row group.
+        row_group: u64,
+        /// The column's path (`input_ids.list.element`).
+        column: String,
+        /// The end of its byte range.
+        end: u64,
+        /// Where the footer starts.
+        data_end: u64,
+    },
+    /// Parquet: a page whose decompressed bytes differ from its header's
+    /// `uncompressed_page_size` (decompression stops there: a bomb produces nothing more).
+    #[error("row group {row_group} column {column} page {page}: declared {declared} bytes, {found}")]
+    DecompressedSizeMismatch {
+        /// The row group.
+        row_group: u64,
+        /// The column's path.
+        column: String,
+        /// The page in the column chunk (0-based, dictionary page included).
+        page: u64,
+        /// `uncompressed_page_size`.
+        declared: u64,
+        /// What the frame did (`frame holds more`, the decoder's message).
+        found: String,
+    },
+    /// Parquet: a page of the token column that does not decode (a header out of the chunk, a
+    /// codec error, levels or values that do not parse).
+    #[error("row group {row_group} column {column}: {reason}")]
+    PageDecode {
+        /// The row group.
+        row_group: u64,
+        /// The column's path.
+        column: String,
+        /// What is wrong.
+        reason: String,
+    },
+    /// Parquet: a row group whose token column holds another number of rows than it declares.
+    #[error("row group {row_group}: {found} rows, the footer says {declared}")]
+    RowCountMismatch {
+        /// The row group.
+        row_group: u64,
+        /// `num_rows`.
+        declared: u64,
+        /// Rows the levels hold.
+        found: u64,
+    },
+    /// Parquet: an encrypted footer (`PARE`).
+    #[error("encrypted Parquet files are not supported")]
+    UnsupportedEncryption,
 }

@@ -22,11 +22,18 @@ pub enum ForeignFormat {
     Olmo,
     /// NumPy `.npy` v1/v2/v3 arrays, one file or a directory of them.
     Npy,
+    /// Hugging Face `datasets` directories (`save_to_disk`: Arrow IPC stream files listed by
+    /// `state.json`; a `DatasetDict` by split), or Arrow IPC stream files; needs the `arrow`
+    /// feature.
+    HfArrow,
+    /// Parquet token tables (Hugging Face Hub and pyarrow files): one file, a glob or a
+    /// directory of `*.parquet`; needs the `parquet` feature.
+    Parquet,
 }
 
 impl ForeignFormat {
     /// Every layout, in a fixed order.
-    pub const ALL: [ForeignFormat; 7] = [
+    pub const ALL: [ForeignFormat; 9] = [
         ForeignFormat::Megatron,
         ForeignFormat::NanoGpt,
         ForeignFormat::Llmc,
@@ -34,10 +41,12 @@ impl ForeignFormat {
         ForeignFormat::Litdata,
         ForeignFormat::Olmo,
         ForeignFormat::Npy,
+        ForeignFormat::HfArrow,
+        ForeignFormat::Parquet,
     ];
 
     /// The name `FromStr` parses and messages use: `megatron`, `nanogpt`, `llmc`, `mds`,
-    /// `litdata`, `olmo`, `npy`.
+    /// `litdata`, `olmo`, `npy`, `arrow` (Hugging Face datasets), `parquet`.
     pub const fn name(self) -> &'static str {
         match self {
             ForeignFormat::Megatron => "megatron",
@@ -47,6 +56,8 @@ impl ForeignFormat {
             ForeignFormat::Litdata => "litdata",
             ForeignFormat::Olmo => "olmo",
             ForeignFormat::Npy => "npy",
+            ForeignFormat::HfArrow => "arrow",
+            ForeignFormat::Parquet => "parquet",
         }
     }
 
@@ -56,6 +67,8 @@ impl ForeignFormat {
         match self {
             ForeignFormat::Mds => Some(("mds", cfg!(feature = "mds"))),
             ForeignFormat::Olmo => Some(("olmo", cfg!(feature = "olmo"))),
+            ForeignFormat::HfArrow => Some(("arrow", cfg!(feature = "arrow"))),
+            ForeignFormat::Parquet => Some(("parquet", cfg!(feature = "parquet"))),
             _ => None,
         }
     }

@@ -1,6 +1,7 @@
 //! guideloom's interoperability with other projects: their token datasets read in place
 //! (Megatron-Core indexed datasets, nanoGPT and llm.c token files, MosaicML Streaming MDS,
-//! litdata optimized chunks, OLMo/Dolma token files and NumPy `.npy` arrays) and their
+//! litdata optimized chunks, OLMo/Dolma token files, NumPy `.npy` arrays, Hugging Face
+//! `datasets` directories (Arrow IPC) and Parquet token tables) and their
 //! trainers' sample orders computed exactly (Megatron-Core's `GPTDataset` /
 //! `BlendedDataset`, llm.c's `DataLoader`), with the states that continue their runs.
 //!
@@ -15,8 +16,13 @@
 //! boundaries with their segmentation, batches are one backend call (io_uring, pread, mmap)
 //! as for a native storage, `plan`/`fetch`/`decode` work as everywhere, and the loader's
 //! token-window fast path reads them unchanged ([`token_windows`]). Nothing is converted or written; compressed
-//! MDS shards (zstd, gzip) are the one exception: they are decompressed into memory on open
-//! and read from there.
+//! MDS shards (zstd, gzip) are decompressed into memory on open and read from there. Arrow
+//! IPC record batches are read in place (each batch's token values buffer is a segment; the
+//! list offsets become the documents). Parquet pages are encoded and compressed: the token
+//! column is decoded once on open for the row lengths, then served through a bounded cache
+//! (64 MiB per file) of decoded blocks, one data page each where the file has an offset index
+//! (a random window costs the pages it spans plus their dictionary page, in decoded bytes),
+//! else one row group each (a random window costs its row groups' token column).
 //!
 //! | layout | [`ForeignFormat`] | path | dtype | documents |
 //! | --- | --- | --- | --- | --- |
@@ -27,6 +33,8 @@
 //! | litdata optimized chunks | `litdata` | the directory of `index.json` | the token leaf's (`no_header_numpy:<i>`, `no_header_tensor:<i>`, `numpy`, `tensor`) | items |
 //! | OLMo / Dolma token files | `olmo` | a file, a glob or a directory of `*.npy` (raw, no NPY header) | required | the sibling `.csv.gz`, else a delimiter scan |
 //! | NumPy `.npy` v1/v2/v3 | `npy` | a file, a glob or a directory of `*.npy` | from the header (either byte order) | rows of a 2-D array; optionally one per file |
+//! | Hugging Face `datasets` `save_to_disk` (Arrow IPC stream) | `arrow` | the directory of `state.json` (its `_data_files` in order), of `dataset_dict.json` with [`ForeignOptions::split`], or `.arrow` files (a file, glob or directory) | the token column's (`list`/`large_list`/`fixed_size_list` of any integer type; [`ForeignOptions::column`], default `input_ids`) | rows |
+//! | Parquet (Hugging Face Hub, pyarrow) | `parquet` | a file, a glob or a directory of `*.parquet` | the token column's (a list of INT32/INT64, any integer logical type) | rows |
 //!
 //! [`ForeignDataset::open_at`] (and [`ForeignDataset::open_url`]) read the same layouts from
 //! an object-store URL (`s3://bucket/data/fineweb_train_*.bin`, `gs://bucket/mds`): a
@@ -47,7 +55,10 @@
 //! `streaming/base/format/mds/{writer,reader,encodings}.py`; Lightning-AI/litdata
 //! `src/litdata/streaming/{writer,item_loader,serializers}.py`; allenai/dolma
 //! `python/dolma/tokenizer/memmap_writer.py` and allenai/OLMo-core `src/olmo_core/data/utils.py`;
-//! numpy `numpy/lib/format.py`.
+//! numpy `numpy/lib/format.py`; huggingface/datasets `src/datasets/arrow_dataset.py`
+//! (`save_to_disk`, `load_from_disk`); the Arrow columnar format and IPC
+//! (`format/Message.fbs`, `Schema.fbs`), read with arrow-rs's `arrow-ipc`; apache/parquet-format
+//! `parquet.thrift`, read with arrow-rs's `parquet`.
 //!
 //! Validation on open: every offset and size from a file is computed in `u64` and checked
 //! against the file sizes before anything is read or allocated with it; no path from an index
@@ -86,6 +97,9 @@
 //! - `mds`: MosaicML Streaming MDS (zstd and gzip shards: `zstd`, with its C library, and
 //!   `flate2`; the shard hashes `verify_hashes` checks: `sha1`, `sha2`, `md-5`).
 //! - `olmo`: OLMo / Dolma token files (their `.csv.gz` document metadata: `flate2`).
+//! - `arrow`: Hugging Face `datasets` directories and Arrow IPC streams (`arrow-ipc`,
+//!   `arrow-schema`: the flatbuffer messages and schemas; the buffers are read in place).
+//! - `parquet`: Parquet token tables (`parquet` with the snappy, gzip and zstd codecs, `bytes`).
 
 #![forbid(unsafe_code)]
 

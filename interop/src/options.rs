@@ -28,13 +28,15 @@ impl FromStr for ForeignFormat {
             "litdata" => ForeignFormat::Litdata,
             "olmo" | "dolma" => ForeignFormat::Olmo,
             "npy" | "numpy" => ForeignFormat::Npy,
+            "arrow" | "hf" | "huggingface" | "hf-arrow" => ForeignFormat::HfArrow,
+            "parquet" => ForeignFormat::Parquet,
             _ => {
                 return Err(InteropError::Dataset {
                     format: None,
                     path: PathBuf::new(),
                     error: Box::new(ForeignError::UnknownFormat {
                         reason: format!(
-                            "{s:?} is not one of megatron, nanogpt, llmc, mds, litdata, olmo, npy"
+                            "{s:?} is not one of megatron, nanogpt, llmc, mds, litdata, olmo, npy, arrow, parquet"
                         ),
                     }),
                 })
@@ -85,8 +87,12 @@ pub struct ForeignOptions {
     /// MDS: check every shard's hashes against `index.json` on open.
     pub verify_hashes: bool,
     /// MDS / litdata: the token column (MDS column name; litdata: the leaf index as text).
-    /// Default: `tokens` when present, else the only column that can hold tokens.
+    /// Default: `tokens` when present, else the only column that can hold tokens. Hugging
+    /// Face Arrow and Parquet: the list column of token ids, default `input_ids`.
     pub column: Option<String>,
+    /// Hugging Face `DatasetDict` directories (`dataset_dict.json`): the split to read
+    /// (`train`, `validation`, ...); required there, ignored elsewhere.
+    pub split: Option<String>,
     /// nanoGPT, llm.c, OLMo (without metadata): scan the tokens on open and cut documents at
     /// this delimiter.
     pub delimiter: Option<DocumentDelimiter>,
@@ -133,6 +139,12 @@ impl ForeignOptions {
     /// Sets [`ForeignOptions::column`].
     pub fn column(mut self, column: impl Into<String>) -> Self {
         self.column = Some(column.into());
+        self
+    }
+
+    /// Sets [`ForeignOptions::split`].
+    pub fn split(mut self, split: impl Into<String>) -> Self {
+        self.split = Some(split.into());
         self
     }
 

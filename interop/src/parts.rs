@@ -8,6 +8,7 @@ use std::sync::Arc;
 use guideloom_formats::Primitive;
 use guideloom_storage::{Segment, StorageDir};
 
+use crate::dir::DecodedFile;
 use crate::files::Fs;
 use crate::layouts::megatron_index::MegatronIndex;
 
@@ -54,6 +55,23 @@ pub enum ForeignDetails {
         /// Per file.
         shapes: Vec<Vec<u64>>,
     },
+    /// Hugging Face Arrow and Parquet: the token column, and per file its rows (documents)
+    /// and its record batches (Arrow) or row groups (Parquet).
+    Table {
+        /// The token column's name.
+        column: String,
+        /// Its type as pyarrow names it (`list<int32>`, `large_list<uint16>`, ...).
+        column_type: String,
+        /// Per file: rows.
+        rows: Vec<u64>,
+        /// Per file: record batches (Arrow) or row groups (Parquet).
+        groups: Vec<u64>,
+        /// Per file: the units a read decodes (Parquet: one per data page with an offset
+        /// index, else one per row group; a random window costs the blocks it spans, in
+        /// decoded bytes about `tokens / blocks` times the dtype's size each, plus the
+        /// dictionary page), 0 for Arrow (read in place, nothing decoded).
+        blocks: Vec<u64>,
+    },
 }
 
 /// What a layout reader found: everything [`crate::ForeignDataset`] holds but the options.
@@ -77,6 +95,9 @@ pub(crate) struct Parts {
     pub(crate) details: ForeignDetails,
     /// Decompressed files, by name relative to `root`.
     pub(crate) mem: BTreeMap<String, Arc<[u8]>>,
+    /// Files whose elements are decoded on demand (Parquet token columns), by name relative
+    /// to `root`: the stream reads them as raw little-endian elements.
+    pub(crate) decoded: BTreeMap<String, Arc<dyn DecodedFile>>,
     /// xxh3 of the index bytes (part of the fingerprint).
     pub(crate) index_hash: u64,
 }
@@ -94,6 +115,7 @@ impl Parts {
             documents: None,
             details: ForeignDetails::None,
             mem: BTreeMap::new(),
+            decoded: BTreeMap::new(),
             index_hash: 0,
         }
     }

@@ -44,15 +44,82 @@ fn megatron_expected(prefix: &str) -> Vec<i64> {
 }
 
 /// One sample: its path below the samples (or a native storage's directory), its foreign
-/// options, and its tokens where known.
+/// options, and its tokens where known (or, for the issue 28 samples below
+/// `tests/data/samples2`, the SHA-256 of their stream as `expected.json` gives it).
 struct Case {
     rel: &'static str,
     foreign: ForeignOptions,
     tokens: Option<Vec<i64>>,
+    /// A sample of `tests/data/samples2` (uploaded under `samples2/`), with the
+    /// `token_stream_sha256_i64le` of its expected entry (directory, key, split).
+    samples2: Option<(&'static str, &'static str, Option<&'static str>)>,
 }
 
 fn case(rel: &'static str, foreign: ForeignOptions, tokens: Option<Vec<i64>>) -> Case {
-    Case { rel, foreign, tokens }
+    Case { rel, foreign, tokens, samples2: None }
+}
+
+/// A case of the issue 28 samples: `rel` below `tests/data/samples2`, checked against the
+/// entry `key` (and `split`) of `<dir>/expected.json`.
+#[cfg(any(feature = "arrow", feature = "parquet"))]
+fn case2(
+    rel: &'static str,
+    foreign: ForeignOptions,
+    (dir, key, split): (&'static str, &'static str, Option<&'static str>),
+) -> Case {
+    Case { rel, foreign, tokens: None, samples2: Some((dir, key, split)) }
+}
+
+/// The issue 28 samples (Hugging Face Arrow directories, Parquet files), with the features
+/// that read them.
+fn samples2_cases() -> Vec<Case> {
+    #[allow(unused_mut)]
+    let mut cases = Vec::new();
+    #[cfg(feature = "arrow")]
+    cases.extend([
+        case2("hf_arrow/tokens_i32_2shards", ForeignOptions::new(), ("hf_arrow", "tokens_i32_2shards", None)),
+        case2(
+            "hf_arrow/tokens_i32_2shards/data-*.arrow",
+            named(ForeignFormat::HfArrow),
+            ("hf_arrow", "tokens_i32_2shards", None),
+        ),
+        case2("hf_arrow/tokens_u16", ForeignOptions::new(), ("hf_arrow", "tokens_u16", None)),
+        case2("hf_arrow/tokens_large_list", ForeignOptions::new(), ("hf_arrow", "tokens_large_list", None)),
+        case2(
+            "hf_arrow/dataset_dict",
+            ForeignOptions::new().split("validation"),
+            ("hf_arrow", "dataset_dict", Some("validation")),
+        ),
+    ]);
+    #[cfg(feature = "parquet")]
+    cases.extend([
+        case2(
+            "hf_parquet/data/train-*.parquet",
+            named(ForeignFormat::Parquet),
+            ("hf_parquet", "train", None),
+        ),
+        case2(
+            "parquet/tokens_zstd_pageindex.parquet",
+            ForeignOptions::new(),
+            ("parquet", "tokens_zstd_pageindex.parquet", None),
+        ),
+        case2(
+            "parquet/tokens_snappy_nopageindex.parquet",
+            ForeignOptions::new(),
+            ("parquet", "tokens_snappy_nopageindex.parquet", None),
+        ),
+        case2(
+            "parquet/tokens_u16_uncompressed_v2.parquet",
+            ForeignOptions::new(),
+            ("parquet", "tokens_u16_uncompressed_v2.parquet", None),
+        ),
+        case2(
+            "parquet/tokens_i64_large_list_gzip.parquet",
+            ForeignOptions::new(),
+            ("parquet", "tokens_i64_large_list_gzip.parquet", None),
+        ),
+    ]);
+    cases
 }
 
 fn named(format: ForeignFormat) -> ForeignOptions {
@@ -60,7 +127,7 @@ fn named(format: ForeignFormat) -> ForeignOptions {
 }
 
 /// Every layout's samples (megatron, nanogpt, llmc and its legacy files, mds, litdata, olmo,
-/// npy).
+/// npy; Hugging Face Arrow and Parquet: [`samples2_cases`]).
 fn foreign_cases() -> Vec<Case> {
     let corpus: Vec<i64> = CORPUS_EOT.concat();
     let mut cases = vec![
@@ -146,6 +213,7 @@ fn foreign_cases() -> Vec<Case> {
             ),
         ]);
     }
+    cases.extend(samples2_cases());
     cases
 }
 
@@ -158,6 +226,8 @@ fn issue26_open_tokens_reads_every_sample_locally_and_from_s3_alike() {
     moto.create_bucket(BUCKET);
     let remote = RemoteOptions::default().block_size(4096).store_options(moto.store_options());
     upload_tree(&remote, &sample(""), "interop");
+    let samples2 = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/samples2");
+    upload_tree(&remote, &samples2, "samples2");
     // Native storages: u16 and u32 token streams.
     let native = tempfile::tempdir().unwrap();
     let u16_tokens: Vec<u32> = vec![3, 1, 4, 1, 5, 9, 2, 6];
@@ -191,9 +261,12 @@ fn issue26_open_tokens_reads_every_sample_locally_and_from_s3_alike() {
     }
     for c in foreign_cases() {
         let options = options.clone().foreign(c.foreign.clone());
-        let local = open_tokens(sample(c.rel).to_str().unwrap(), &options)
-            .unwrap_or_else(|e| panic!("{}: {e}", c.rel));
-        let url = format!("s3://{BUCKET}/interop/{}", c.rel);
+        let (local_path, url) = match c.samples2 {
+            Some(_) => (samples2.join(c.rel), format!("s3://{BUCKET}/samples2/{}", c.rel)),
+            None => (sample(c.rel), format!("s3://{BUCKET}/interop/{}", c.rel)),
+        };
+        let local =
+            open_tokens(local_path.to_str().unwrap(), &options).unwrap_or_else(|e| panic!("{}: {e}", c.rel));
         let from_s3 = open_tokens(&url, &options).unwrap_or_else(|e| panic!("{url}: {e}"));
         let (l, r) = (all_tokens(&local), all_tokens(&from_s3));
         assert!(!l.is_empty(), "{}", c.rel);
@@ -206,6 +279,14 @@ fn issue26_open_tokens_reads_every_sample_locally_and_from_s3_alike() {
         }
         if let Some(want) = &c.tokens {
             assert_eq!(&l, want, "{}: known tokens", c.rel);
+        }
+        assert_eq!(lf.documents(), rf.documents(), "{}: local and s3 documents", c.rel);
+        #[cfg(any(feature = "arrow", feature = "parquet"))]
+        if let Some((dir, key, split)) = c.samples2 {
+            let want = crate::tables::expected(dir);
+            let want = split.map_or(&want[key], |s| &want[key][s]);
+            let sha = want["token_stream_sha256_i64le"].as_str().unwrap();
+            assert_eq!(crate::tables::stream_sha256(&r), sha, "{url}: the expected stream");
         }
         checked += 1;
     }

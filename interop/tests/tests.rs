@@ -5,6 +5,8 @@
 
 mod common;
 mod features;
+#[cfg(feature = "arrow")]
+mod hf_arrow;
 mod hostile;
 mod litdata;
 mod malformed;
@@ -17,7 +19,11 @@ mod olmo;
 mod open;
 mod orders_llmc;
 mod orders_megatron;
+#[cfg(feature = "parquet")]
+mod parquet;
 mod raw;
 mod records;
 mod regression;
+#[cfg(any(feature = "arrow", feature = "parquet"))]
+mod tables;
 mod windows;

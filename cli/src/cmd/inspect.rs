@@ -172,11 +172,27 @@ fn inspect_foreign(a: &InspectArgs, data: &ForeignDataset) -> CliResult {
         outln!("{s}");
     } else {
         outln!("dataset   {}", data.path().display());
-        outln!("format    {} (read in place)", data.format());
+        let how = match data.format() {
+            ForeignFormat::Parquet => "decoded page by page",
+            _ => "read in place",
+        };
+        outln!("format    {} ({how})", data.format());
         outln!("dtype     {}{}", data.dtype().descr(), if data.big_endian() { " (big-endian)" } else { "" });
         outln!("elements  {}", data.elements());
         if let Some(d) = data.document_count() {
             outln!("documents {d}");
+        }
+        if let (Some(column), Some(rows)) =
+            (s.get("column").filter(|_| s.get("rows").is_some()), s.get("rows"))
+        {
+            let groups = s.get("row_groups").or_else(|| s.get("record_batches"));
+            let what = if s.get("row_groups").is_some() { "row groups" } else { "record batches" };
+            outln!(
+                "column    {} ({})",
+                column["name"].as_str().unwrap_or(""),
+                column["type"].as_str().unwrap_or("")
+            );
+            outln!("rows      {rows} per file; {what} {}", groups.cloned().unwrap_or_default());
         }
         outln!("files     {}", data.files().len());
         for f in data.files() {

@@ -1,5 +1,5 @@
 //! Datasets in other projects' layouts, read in place: when a path is one, and the options
-//! `--format`, `--dtype`, `--column`, `--repair-pointers`, `--multimodal` give.
+//! `--format`, `--dtype`, `--column`, `--hf-split`, `--repair-pointers`, `--multimodal` give.
 
 use std::path::Path;
 
@@ -17,6 +17,7 @@ pub(crate) fn options(a: &ForeignArgs) -> ForeignOptions {
     o.format = a.format;
     o.dtype = a.dtype;
     o.column = a.column.clone();
+    o.split = a.hf_split.clone();
     o
 }
 

@@ -1,9 +1,12 @@
 //! One reader per layout, each validating a dataset's files and finding its
 //! [`Parts`](crate::parts::Parts): [`megatron`], [`raw`] (nanoGPT, llm.c), `olmo`
-//! (the `olmo` feature), [`npy`], `mds` (the `mds` feature) and [`litdata`]; with what they
+//! (the `olmo` feature), [`npy`], `mds` (the `mds` feature), [`litdata`], `arrow` (Hugging
+//! Face datasets, the `arrow` feature) and `parquet` (the `parquet` feature); with what they
 //! share: the offset tables of chunked files ([`chunk`]), `index.json` decoding ([`json`])
 //! and the delimiter scan ([`scan`]).
 
+#[cfg(feature = "arrow")]
+pub(crate) mod arrow;
 pub(crate) mod chunk;
 pub(crate) mod json;
 pub(crate) mod litdata;
@@ -14,5 +17,9 @@ pub(crate) mod megatron_index;
 pub(crate) mod npy;
 #[cfg(feature = "olmo")]
 pub(crate) mod olmo;
+#[cfg(feature = "parquet")]
+pub(crate) mod parquet;
 pub(crate) mod raw;
 pub(crate) mod scan;
+#[cfg(any(feature = "arrow", feature = "parquet"))]
+pub(crate) mod table;

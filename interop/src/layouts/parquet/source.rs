@@ -1,0 +1,80 @@
+//! A Parquet file as arrow-rs reads it ([`ChunkReader`]): ranged reads of the dataset's
+//! directory (a local file through pread, an object through ranged `GET`s), each range
+//! checked against the file's size before anything is allocated for it.
+
+use std::io::Read;
+
+use bytes::Bytes;
+use parquet::errors::ParquetError;
+use parquet::file::reader::{ChunkReader, Length};
+
+use crate::files::Fs;
+
+/// One Parquet file of a dataset: its directory, name and size.
+#[derive(Debug, Clone)]
+pub(crate) struct Source {
+    fs: Fs,
+    name: String,
+    size: u64,
+}
+
+impl Source {
+    /// The file `name` of `fs`, `size` bytes.
+    pub(crate) fn new(fs: &Fs, name: &str, size: u64) -> Self {
+        Source { fs: fs.clone(), name: name.to_string(), size }
+    }
+
+    /// Its size in bytes.
+    pub(crate) fn size(&self) -> u64 {
+        self.size
+    }
+
+    /// `len` bytes at `start`, refused past the end of the file.
+    pub(crate) fn bytes(&self, start: u64, len: u64) -> parquet::errors::Result<Vec<u8>> {
+        if start.checked_add(len).is_none_or(|e| e > self.size) {
+            return Err(ParquetError::EOF(format!(
+                "{len} bytes at {start} are past the end of {} ({} bytes)",
+                self.name, self.size
+            )));
+        }
+        self.fs.read(&self.name, start, len).map_err(|e| ParquetError::External(Box::new(e)))
+    }
+}
+
+impl Length for Source {
+    fn len(&self) -> u64 {
+        self.size
+    }
+}
+
+impl ChunkReader for Source {
+    type T = RangeRead;
+
+    fn get_read(&self, start: u64) -> parquet::errors::Result<RangeRead> {
+        Ok(RangeRead { source: self.clone(), pos: start.min(self.size) })
+    }
+
+    fn get_bytes(&self, start: u64, length: usize) -> parquet::errors::Result<Bytes> {
+        Ok(Bytes::from(self.bytes(start, length as u64)?))
+    }
+}
+
+/// A reader of a [`Source`] from a position to its end, in reads of at most 64 KiB.
+#[derive(Debug)]
+pub(crate) struct RangeRead {
+    source: Source,
+    pos: u64,
+}
+
+impl Read for RangeRead {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = (buf.len() as u64).min(self.source.size - self.pos).min(64 << 10);
+        if n == 0 {
+            return Ok(0);
+        }
+        let bytes = self.source.bytes(self.pos, n).map_err(std::io::Error::other)?;
+        buf[..n as usize].copy_from_slice(&bytes);
+        self.pos += n;
+        Ok(n as usize)
+    }
+}
