@@ -295,6 +295,7 @@ impl ForeignDataset {
                 v["items"] = json!(items);
             }
             ForeignDetails::Npy { shapes } => v["shapes"] = json!(shapes),
+            ForeignDetails::Records { records } => v["records"] = json!(records),
             ForeignDetails::None => {}
         }
         v
@@ -411,6 +412,12 @@ fn open_layout(format: ForeignFormat, place: &Place, options: &ForeignOptions) -
         #[cfg(feature = "mds")]
         ForeignFormat::Mds => crate::layouts::mds::open(place, options),
         ForeignFormat::Litdata => litdata::open(place, options),
+        #[cfg(feature = "arrayrecord")]
+        ForeignFormat::ArrayRecord => crate::layouts::arrayrecord::open(place, options),
+        #[cfg(feature = "tfrecord")]
+        ForeignFormat::TfRecord => crate::layouts::tfrecord::open(place, options),
+        #[cfg(feature = "webdataset")]
+        ForeignFormat::WebDataset => crate::layouts::webdataset::open(place, options),
         // Reached only for a layout whose feature is off.
         #[allow(unreachable_patterns)]
         other => Err(InteropError::Dataset {

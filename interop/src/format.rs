@@ -22,11 +22,20 @@ pub enum ForeignFormat {
     Olmo,
     /// NumPy `.npy` v1/v2/v3 arrays, one file or a directory of them.
     Npy,
+    /// Grain's ArrayRecord files (riegeli/records chunks with a footer index), records as
+    /// documents; needs the `arrayrecord` feature.
+    ArrayRecord,
+    /// TFRecord files (`tf.train.Example` records or raw records, optionally gzip); needs the
+    /// `tfrecord` feature.
+    TfRecord,
+    /// WebDataset tar shards (samples grouped by key, one member as the tokens); needs the
+    /// `webdataset` feature.
+    WebDataset,
 }
 
 impl ForeignFormat {
     /// Every layout, in a fixed order.
-    pub const ALL: [ForeignFormat; 7] = [
+    pub const ALL: [ForeignFormat; 10] = [
         ForeignFormat::Megatron,
         ForeignFormat::NanoGpt,
         ForeignFormat::Llmc,
@@ -34,10 +43,13 @@ impl ForeignFormat {
         ForeignFormat::Litdata,
         ForeignFormat::Olmo,
         ForeignFormat::Npy,
+        ForeignFormat::ArrayRecord,
+        ForeignFormat::TfRecord,
+        ForeignFormat::WebDataset,
     ];
 
     /// The name `FromStr` parses and messages use: `megatron`, `nanogpt`, `llmc`, `mds`,
-    /// `litdata`, `olmo`, `npy`.
+    /// `litdata`, `olmo`, `npy`, `arrayrecord`, `tfrecord`, `webdataset`.
     pub const fn name(self) -> &'static str {
         match self {
             ForeignFormat::Megatron => "megatron",
@@ -47,6 +59,9 @@ impl ForeignFormat {
             ForeignFormat::Litdata => "litdata",
             ForeignFormat::Olmo => "olmo",
             ForeignFormat::Npy => "npy",
+            ForeignFormat::ArrayRecord => "arrayrecord",
+            ForeignFormat::TfRecord => "tfrecord",
+            ForeignFormat::WebDataset => "webdataset",
         }
     }
 
@@ -56,6 +71,9 @@ impl ForeignFormat {
         match self {
             ForeignFormat::Mds => Some(("mds", cfg!(feature = "mds"))),
             ForeignFormat::Olmo => Some(("olmo", cfg!(feature = "olmo"))),
+            ForeignFormat::ArrayRecord => Some(("arrayrecord", cfg!(feature = "arrayrecord"))),
+            ForeignFormat::TfRecord => Some(("tfrecord", cfg!(feature = "tfrecord"))),
+            ForeignFormat::WebDataset => Some(("webdataset", cfg!(feature = "webdataset"))),
             _ => None,
         }
     }

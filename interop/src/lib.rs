@@ -106,6 +106,8 @@ pub use dataset::ForeignDataset;
 pub use detect::{detect, detect_at};
 pub use error::{ForeignError, InteropError, Result};
 pub use format::ForeignFormat;
+#[cfg(feature = "arrayrecord")]
+pub use layouts::arrayrecord::{ArrayRecordReader, ArrayRecordSource};
 pub use layouts::megatron_index::MegatronIndex;
 pub use open::{open_tokens, OpenOptions, TokenDataset};
 pub use options::{DocumentDelimiter, ForeignOptions};

@@ -28,13 +28,16 @@ impl FromStr for ForeignFormat {
             "litdata" => ForeignFormat::Litdata,
             "olmo" | "dolma" => ForeignFormat::Olmo,
             "npy" | "numpy" => ForeignFormat::Npy,
+            "arrayrecord" | "array_record" | "array-record" => ForeignFormat::ArrayRecord,
+            "tfrecord" => ForeignFormat::TfRecord,
+            "webdataset" | "wds" => ForeignFormat::WebDataset,
             _ => {
                 return Err(InteropError::Dataset {
                     format: None,
                     path: PathBuf::new(),
                     error: Box::new(ForeignError::UnknownFormat {
                         reason: format!(
-                            "{s:?} is not one of megatron, nanogpt, llmc, mds, litdata, olmo, npy"
+                            "{s:?} is not one of megatron, nanogpt, llmc, mds, litdata, olmo, npy, arrayrecord, tfrecord, webdataset"
                         ),
                     }),
                 })

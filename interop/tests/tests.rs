@@ -3,6 +3,8 @@
 //! feature either way), the malformed and damaged samples, the orders (`src/orders/`), the
 //! loader's sources over foreign datasets (`src/windows.rs`) and the regressions.
 
+#[cfg(feature = "arrayrecord")]
+mod arrayrecord;
 mod common;
 mod features;
 mod hostile;
@@ -18,5 +20,7 @@ mod open;
 mod orders_llmc;
 mod orders_megatron;
 mod raw;
+#[cfg(any(feature = "arrayrecord", feature = "tfrecord", feature = "webdataset"))]
+mod records_samples;
 mod regression;
 mod windows;

@@ -2,8 +2,11 @@
 //! [`Parts`](crate::parts::Parts): [`megatron`], [`raw`] (nanoGPT, llm.c), `olmo`
 //! (the `olmo` feature), [`npy`], `mds` (the `mds` feature) and [`litdata`]; with what they
 //! share: the offset tables of chunked files ([`chunk`]), `index.json` decoding ([`json`])
-//! and the delimiter scan ([`scan`]).
+//! and the delimiter scan ([`scan`]); the record formats `arrayrecord`, `tfrecord` and
+//! `webdataset` (each behind its feature), with the token ids inside a record ([`records`]).
 
+#[cfg(feature = "arrayrecord")]
+pub(crate) mod arrayrecord;
 pub(crate) mod chunk;
 pub(crate) mod json;
 pub(crate) mod litdata;
@@ -15,4 +18,9 @@ pub(crate) mod npy;
 #[cfg(feature = "olmo")]
 pub(crate) mod olmo;
 pub(crate) mod raw;
+pub(crate) mod records;
 pub(crate) mod scan;
+#[cfg(feature = "tfrecord")]
+pub(crate) mod tfrecord;
+#[cfg(feature = "webdataset")]
+pub(crate) mod webdataset;

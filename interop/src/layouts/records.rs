@@ -1,0 +1,146 @@
+//! Token ids inside one record of a record format (an ArrayRecord record, a raw TFRecord
+//! record, a WebDataset `.npy` member): a NumPy `.npy` payload (dtype and shape in its
+//! header, `numpy/lib/format.py`) or raw little-endian elements of a declared dtype.
+
+use guideloom_formats::Primitive;
+
+use guideloom_storage::StorageDir;
+
+use crate::error::ForeignError;
+use crate::format::ForeignFormat;
+use crate::layouts::npy;
+
+/// The tokens of one record, as little-endian bytes of `dtype`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct RecordTokens {
+    /// The element dtype.
+    pub(crate) dtype: Primitive,
+    /// The elements, little-endian (a big-endian `.npy` is swapped).
+    pub(crate) bytes: Vec<u8>,
+}
+
+impl RecordTokens {
+    /// The number of elements.
+    pub(crate) fn len(&self) -> u64 {
+        self.bytes.len() as u64 / self.dtype.size()
+    }
+}
+
+/// The tokens of `record`: a `.npy` payload when it starts with the NumPy magic (its dtype
+/// must be an integer one, and `dtype`'s when one is given), else raw little-endian
+/// elements of `dtype`.
+///
+/// # Errors
+/// [`ForeignError::DTypeRequired`] for raw bytes without a dtype; the `.npy` checks of
+/// [`npy::in_memory`] ([`ForeignError::UnsupportedTokenDType`] for a float array);
+/// [`ForeignError::MixedDTypes`] for a `.npy` of another dtype than the one given;
+/// [`ForeignError::NotMultipleOfItemSize`] for raw bytes that are not whole elements.
+pub(crate) fn record_tokens(record: &[u8], dtype: Option<Primitive>) -> Result<RecordTokens, ForeignError> {
+    if record.starts_with(npy::MAGIC) {
+        let (p, big, data) = npy::in_memory(record)?;
+        if let Some(want) = dtype.filter(|&d| d != p) {
+            return Err(ForeignError::MixedDTypes { expected: p.descr().into(), found: want.descr().into() });
+        }
+        let mut bytes = data.to_vec();
+        if big {
+            let size = p.size() as usize;
+            bytes.chunks_exact_mut(size).for_each(<[u8]>::reverse);
+        }
+        return Ok(RecordTokens { dtype: p, bytes });
+    }
+    let Some(p) = dtype else {
+        return Err(ForeignError::DTypeRequired {
+            reason: format!("{} bytes without a .npy header", record.len()),
+        });
+    };
+    if record.len() as u64 % p.size() != 0 {
+        return Err(ForeignError::NotMultipleOfItemSize { bytes: record.len() as u64, itemsize: p.size() });
+    }
+    Ok(RecordTokens { dtype: p, bytes: record.to_vec() })
+}
+
+/// The ids of `tokens` widened to `i64`.
+///
+/// # Errors
+/// [`ForeignError::UnsupportedTokenDType`] for a `u64` id above `i64::MAX`.
+pub(crate) fn widen(tokens: &RecordTokens) -> Result<Vec<i64>, ForeignError> {
+    let size = tokens.dtype.size() as usize;
+    tokens
+        .bytes
+        .chunks_exact(size)
+        .map(|c| {
+            let mut b = [0u8; 8];
+            b[..size].copy_from_slice(c);
+            let signed = matches!(tokens.dtype, Primitive::I8 | Primitive::I16 | Primitive::I32 | Primitive::I64);
+            if signed && c[size - 1] & 0x80 != 0 {
+                b[size..].fill(0xff);
+            }
+            let v = i64::from_le_bytes(b);
+            if tokens.dtype == Primitive::U64 && v < 0 {
+                return Err(ForeignError::UnsupportedTokenDType { dtype: format!("<u8 id {} above i64::MAX", v as u64) });
+            }
+            Ok(v)
+        })
+        .collect()
+}
+
+/// The record format of file `name` of `dir`, where its first bytes say it unambiguously:
+/// the riegeli/records signature (ArrayRecord), the ustar magic at byte 257 (a WebDataset
+/// tar), a first TFRecord length whose masked crc32c matches; and a gzip file named
+/// `*.tar.gz`/`*.tgz` (WebDataset) or `*.tfrecord.gz` (TFRecord). `None` otherwise (and for
+/// formats this build does not read).
+pub(crate) fn detect(dir: &dyn StorageDir, name: &str) -> Option<ForeignFormat> {
+    let len = dir.file_len(name).ok()??;
+    let mut head = vec![0u8; len.min(512) as usize];
+    dir.read_at(name, 0, &mut head).ok()?;
+    #[cfg(feature = "arrayrecord")]
+    if crate::layouts::arrayrecord::is_riegeli(&head) {
+        return Some(ForeignFormat::ArrayRecord);
+    }
+    if head.get(257..262) == Some(b"ustar") {
+        return Some(ForeignFormat::WebDataset);
+    }
+    if head.starts_with(&[0x1f, 0x8b]) {
+        if name.ends_with(".tar.gz") || name.ends_with(".tgz") {
+            return Some(ForeignFormat::WebDataset);
+        }
+        if name.ends_with(".tfrecord.gz") {
+            return Some(ForeignFormat::TfRecord);
+        }
+        return None;
+    }
+    #[cfg(feature = "tfrecord")]
+    if head.len() >= 16 && crate::layouts::tfrecord::length_crc_matches(&head) {
+        return Some(ForeignFormat::TfRecord);
+    }
+    None
+}
+
+/// The record `at` wrapped around `error` ([`ForeignError::InRecord`]).
+pub(crate) fn in_record(at: impl Into<String>) -> impl FnOnce(ForeignError) -> ForeignError {
+    move |error| ForeignError::InRecord { at: at.into(), error: Box::new(error) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn raw_and_npy_records_decode_and_widen_exactly() {
+        let raw = record_tokens(&[1, 0, 0xff, 0xff], Some(Primitive::I16)).unwrap();
+        assert_eq!(widen(&raw).unwrap(), vec![1, -1]);
+        assert!(matches!(record_tokens(&[1, 2, 3], Some(Primitive::U16)), Err(ForeignError::NotMultipleOfItemSize { .. })));
+        assert!(matches!(record_tokens(&[1, 2], None), Err(ForeignError::DTypeRequired { .. })));
+        let mut npy = b"\x93NUMPY\x01\x00".to_vec();
+        let header = "{'descr': '>u2', 'fortran_order': False, 'shape': (2,), }";
+        let mut h = header.as_bytes().to_vec();
+        h.resize(118 - 10, b' ');
+        h.push(b'\n');
+        npy.extend_from_slice(&(h.len() as u16).to_le_bytes());
+        npy.extend_from_slice(&h);
+        npy.extend_from_slice(&[0x01, 0x02, 0x00, 0x07]);
+        let t = record_tokens(&npy, None).unwrap();
+        assert_eq!((t.dtype, widen(&t).unwrap()), (Primitive::U16, vec![0x0102, 7]));
+        assert!(matches!(record_tokens(&npy, Some(Primitive::I32)), Err(ForeignError::MixedDTypes { .. })));
+    }
+}

@@ -1,0 +1,8 @@
+//! Stub.
+use crate::error::Result;
+use crate::files::Place;
+use crate::options::ForeignOptions;
+use crate::parts::Parts;
+pub(crate) fn open(place: &Place, _options: &ForeignOptions) -> Result<Parts> {
+    Err(crate::error::InteropError::Dataset { format: None, path: place.label(), error: Box::new(crate::error::ForeignError::BadSignature) })
+}
