@@ -108,6 +108,8 @@ pub use error::{ForeignError, InteropError, Result};
 pub use format::ForeignFormat;
 #[cfg(feature = "arrayrecord")]
 pub use layouts::arrayrecord::{ArrayRecordReader, ArrayRecordSource};
+#[cfg(feature = "tfrecord")]
+pub use layouts::tfrecord::{TfRecordReader, TfRecordShards};
 pub use layouts::megatron_index::MegatronIndex;
 pub use open::{open_tokens, OpenOptions, TokenDataset};
 pub use options::{DocumentDelimiter, ForeignOptions};

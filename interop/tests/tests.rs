@@ -23,4 +23,6 @@ mod raw;
 #[cfg(any(feature = "arrayrecord", feature = "tfrecord", feature = "webdataset"))]
 mod records_samples;
 mod regression;
+#[cfg(feature = "tfrecord")]
+mod tfrecord;
 mod windows;

@@ -116,6 +116,50 @@ pub(crate) fn detect(dir: &dyn StorageDir, name: &str) -> Option<ForeignFormat> 
     None
 }
 
+/// A file of a dataset read in order through its directory (local or remote) from a byte
+/// offset, in reads of at most [`FileRead::STEP`] bytes.
+#[cfg(any(feature = "tfrecord", feature = "webdataset"))]
+#[derive(Debug)]
+pub(crate) struct FileRead {
+    fs: crate::files::Fs,
+    name: String,
+    pos: u64,
+    len: u64,
+}
+
+#[cfg(any(feature = "tfrecord", feature = "webdataset"))]
+impl FileRead {
+    /// Bytes per read of the file.
+    const STEP: u64 = 1 << 20;
+
+    /// File `name` of `fs`, from byte `pos` (its size read now).
+    pub(crate) fn new(fs: &crate::files::Fs, name: &str, pos: u64) -> crate::error::Result<Self> {
+        let len = fs.len(name)?;
+        Ok(FileRead { fs: fs.clone(), name: name.to_string(), pos: pos.min(len), len })
+    }
+
+    /// The file's size.
+    pub(crate) fn len(&self) -> u64 {
+        self.len
+    }
+}
+
+#[cfg(any(feature = "tfrecord", feature = "webdataset"))]
+impl std::io::Read for FileRead {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = (buf.len() as u64).min(self.len - self.pos).min(Self::STEP);
+        if n == 0 {
+            return Ok(0);
+        }
+        self.fs
+            .dir
+            .read_at(&self.name, self.pos, &mut buf[..n as usize])
+            .map_err(|e| std::io::Error::other(e.to_string()))?;
+        self.pos += n;
+        Ok(n as usize)
+    }
+}
+
 /// The record `at` wrapped around `error` ([`ForeignError::InRecord`]).
 pub(crate) fn in_record(at: impl Into<String>) -> impl FnOnce(ForeignError) -> ForeignError {
     move |error| ForeignError::InRecord { at: at.into(), error: Box::new(error) }

@@ -1,9 +1,499 @@
-//! Stub.
-use crate::error::Result;
-use crate::files::Place;
+//! TFRecord files (TensorFlow's `tensorflow/core/lib/io/record_writer.cc` framing, as the
+//! `tfrecord` package writes it: vahidk/tfrecord `tfrecord/writer.py`, `reader.py`), read in
+//! order: per record `u64 length | u32 masked_crc32c(length) | data | u32
+//! masked_crc32c(data)`, no header, no count; a `.gz` file is the gzip of the whole stream.
+//!
+//! A record is a `tf.train.Example` (TensorFlow's `example.proto` / `feature.proto`,
+//! decoded with `prost`) whose `int64_list` feature holds the ids (packed or not, entries in
+//! any order, unknown fields skipped, the last entry of a repeated key kept), or, with a
+//! dtype given, raw little-endian ids (or a `.npy` payload). Both crcs are checked before the
+//! bytes they cover are used, and a length is checked against the bytes left before anything
+//! is allocated with it (a gzip stream, whose size is unknown, is read as far as the bytes
+//! exist). The `tfrecord2idx` text index (`offset length` per line) is read and checked
+//! against the file ([`TfRecordShards::read_index`]).
+
+use std::collections::BTreeMap;
+use std::io::{BufReader, Read};
+use std::path::PathBuf;
+
+use guideloom_formats::Primitive;
+use guideloom_loader::sequential::{SequentialSource, ShardInfo, ShardPos, ShardReader};
+use guideloom_loader::LoaderError;
+use guideloom_storage::{RemoteOptions, Segment, StorageLocation};
+use prost::Message;
+
+use crate::error::{ForeignError, Result};
+use crate::files::{expand, u32_at, u64_at, Fs, Place};
+use crate::format::ForeignFormat;
+use crate::layouts::records::{in_record, record_tokens, widen, FileRead, RecordTokens};
 use crate::options::ForeignOptions;
-use crate::parts::Parts;
-pub(crate) fn open(place: &Place, _options: &ForeignOptions) -> Result<Parts> {
-    Err(crate::error::InteropError::Dataset { format: None, path: place.label(), error: Box::new(crate::error::ForeignError::BadSignature) })
+use crate::parts::{ForeignDetails, ForeignFile, Parts};
+
+/// The constant TensorFlow adds to a rotated crc32c (`crc32c::Mask`).
+const MASK_DELTA: u32 = 0xa282_ead8;
+/// The feature read by default.
+const DEFAULT_FEATURE: &str = "input_ids";
+/// The most bytes of a `.index` file.
+const MAX_INDEX_BYTES: u64 = 1 << 30;
+
+/// TensorFlow's masked crc32c (Castagnoli) of `data`.
+pub(crate) fn masked_crc(data: &[u8]) -> u32 {
+    let c = crc32c::crc32c(data);
+    c.rotate_right(15).wrapping_add(MASK_DELTA)
 }
-pub(crate) fn length_crc_matches(_h: &[u8]) -> bool { false }
+
+/// Whether the first 12 bytes of `head` are a TFRecord length with its masked crc.
+pub(crate) fn length_crc_matches(head: &[u8]) -> bool {
+    head.len() >= 12 && masked_crc(&head[..8]) == u32_at(head, 8)
+}
+
+/// `tf.train.Example`.
+#[derive(Clone, PartialEq, prost::Message)]
+struct Example {
+    #[prost(message, optional, tag = "1")]
+    features: Option<Features>,
+}
+
+/// `tf.train.Features`.
+#[derive(Clone, PartialEq, prost::Message)]
+struct Features {
+    #[prost(btree_map = "string, message", tag = "1")]
+    feature: BTreeMap<String, Feature>,
+}
+
+/// `tf.train.Feature`.
+#[derive(Clone, PartialEq, prost::Message)]
+struct Feature {
+    #[prost(oneof = "Kind", tags = "1, 2, 3")]
+    kind: Option<Kind>,
+}
+
+/// The oneof of `tf.train.Feature`.
+#[derive(Clone, PartialEq, prost::Oneof)]
+enum Kind {
+    #[prost(message, tag = "1")]
+    BytesList(BytesList),
+    #[prost(message, tag = "2")]
+    FloatList(FloatList),
+    #[prost(message, tag = "3")]
+    Int64List(Int64List),
+}
+
+/// `tf.train.BytesList`.
+#[derive(Clone, PartialEq, prost::Message)]
+struct BytesList {
+    #[prost(bytes = "vec", repeated, tag = "1")]
+    value: Vec<Vec<u8>>,
+}
+
+/// `tf.train.FloatList`.
+#[derive(Clone, PartialEq, prost::Message)]
+struct FloatList {
+    #[prost(float, repeated, tag = "1")]
+    value: Vec<f32>,
+}
+
+/// `tf.train.Int64List`.
+#[derive(Clone, PartialEq, prost::Message)]
+struct Int64List {
+    #[prost(int64, repeated, tag = "1")]
+    value: Vec<i64>,
+}
+
+/// How a record holds its ids.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum RecordKind {
+    /// A `tf.train.Example` with this `int64_list` feature.
+    Example(String),
+    /// Raw little-endian ids of this dtype (or a `.npy` payload).
+    Raw(Primitive),
+}
+
+impl RecordKind {
+    fn of(options: &ForeignOptions) -> Self {
+        match options.dtype {
+            Some(d) => RecordKind::Raw(d),
+            None => RecordKind::Example(options.column.clone().unwrap_or_else(|| DEFAULT_FEATURE.into())),
+        }
+    }
+
+    fn dtype(&self) -> Primitive {
+        match self {
+            RecordKind::Example(_) => Primitive::I64,
+            RecordKind::Raw(d) => *d,
+        }
+    }
+
+    /// The ids of record `record` (its bytes `data`).
+    fn tokens(&self, record: u64, data: &[u8]) -> std::result::Result<RecordTokens, ForeignError> {
+        let feature = match self {
+            RecordKind::Raw(d) => return record_tokens(data, Some(*d)).map_err(in_record(format!("record {record}"))),
+            RecordKind::Example(f) => f,
+        };
+        let example =
+            Example::decode(data).map_err(|e| ForeignError::ExampleDecode { record, reason: e.to_string() })?;
+        let features = example.features.map(|f| f.feature).unwrap_or_default();
+        let Some(found) = features.get(feature) else {
+            let have: Vec<&str> = features.keys().map(String::as_str).collect();
+            return Err(ForeignError::FeatureNotFound { record, feature: feature.clone(), have: have.join(", ") });
+        };
+        let wrong = |found: &str| {
+            in_record(format!("record {record} feature {feature}"))(ForeignError::UnsupportedTokenType {
+                found: found.into(),
+            })
+        };
+        match &found.kind {
+            Some(Kind::Int64List(l)) => {
+                Ok(RecordTokens { dtype: Primitive::I64, bytes: l.value.iter().flat_map(|v| v.to_le_bytes()).collect() })
+            }
+            Some(Kind::FloatList(_)) => Err(wrong("float_list")),
+            Some(Kind::BytesList(_)) => Err(wrong("bytes_list")),
+            None => Err(wrong("a feature without a list")),
+        }
+    }
+}
+
+/// The framing of one file read in order.
+struct Framing {
+    src: Box<dyn Read + Send>,
+    /// The next record's index and byte offset (in the decompressed stream for gzip).
+    record: u64,
+    offset: u64,
+    /// Bytes left in an uncompressed file.
+    left: Option<u64>,
+}
+
+impl std::fmt::Debug for Framing {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Framing").field("record", &self.record).field("offset", &self.offset).finish()
+    }
+}
+
+/// Reads up to `buf.len()` bytes; the count read (fewer only at the end).
+fn read_full(src: &mut dyn Read, buf: &mut [u8]) -> std::result::Result<usize, ForeignError> {
+    let mut n = 0;
+    while n < buf.len() {
+        match src.read(&mut buf[n..]) {
+            Ok(0) => break,
+            Ok(k) => n += k,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(ForeignError::DecompressionFailed { reason: e.to_string() }),
+        }
+    }
+    Ok(n)
+}
+
+impl Framing {
+    /// File `name` of `fs` from `at` (a position a reader reported).
+    fn open(fs: &Fs, name: &str, at: ShardPos) -> Result<Self> {
+        if name.ends_with(".gz") {
+            let file = FileRead::new(fs, name, 0)?;
+            let mut src: Box<dyn Read + Send> = Box::new(flate2::read::MultiGzDecoder::new(BufReader::new(file)));
+            // A gzip stream restarts from its beginning.
+            let skipped = std::io::copy(&mut (&mut src).take(at.offset), &mut std::io::sink())
+                .map_err(|e| fs.err(name, ForeignError::DecompressionFailed { reason: e.to_string() }))?;
+            if skipped != at.offset {
+                return Err(fs.err(
+                    name,
+                    ForeignError::InvalidIndex {
+                        reason: format!("offset {} is past the stream's {skipped} bytes", at.offset),
+                    },
+                ));
+            }
+            return Ok(Framing { src, record: at.record, offset: at.offset, left: None });
+        }
+        let file = FileRead::new(fs, name, at.offset)?;
+        let left = file.len().checked_sub(at.offset).ok_or_else(|| {
+            fs.err(name, ForeignError::InvalidIndex { reason: format!("offset {} is past the end", at.offset) })
+        })?;
+        Ok(Framing {
+            src: Box::new(BufReader::with_capacity(1 << 16, file)),
+            record: at.record,
+            offset: at.offset,
+            left: Some(left),
+        })
+    }
+
+    /// The next record's bytes (`None` at the end), both crcs checked.
+    fn next(&mut self) -> std::result::Result<Option<Vec<u8>>, ForeignError> {
+        let (record, offset) = (self.record, self.offset);
+        let mut head = [0u8; 12];
+        let n = read_full(&mut self.src, &mut head)?;
+        if n == 0 {
+            return Ok(None);
+        }
+        if n < 12 {
+            return Err(ForeignError::TruncatedRecord { record, offset, have: n as u64 });
+        }
+        if !length_crc_matches(&head) {
+            return Err(ForeignError::LengthCrcMismatch { record, offset });
+        }
+        let length = u64_at(&head, 0);
+        let out_of_range = |left: u64| ForeignError::RecordOutOfRange { record, offset, length, left };
+        if let Some(left) = self.left {
+            let after = left.saturating_sub(12);
+            if length > after.saturating_sub(4) {
+                return Err(out_of_range(after));
+            }
+        }
+        let need = length.checked_add(4).ok_or_else(|| out_of_range(0))?;
+        let mut data = Vec::new();
+        (&mut self.src)
+            .take(need)
+            .read_to_end(&mut data)
+            .map_err(|e| ForeignError::DecompressionFailed { reason: e.to_string() })?;
+        if (data.len() as u64) < need {
+            return Err(out_of_range(data.len() as u64));
+        }
+        let crc = u32_at(&data, length as usize);
+        data.truncate(length as usize);
+        if masked_crc(&data) != crc {
+            return Err(ForeignError::DataCrcMismatch { record, offset });
+        }
+        self.record += 1;
+        self.offset += 16 + length;
+        if let Some(left) = self.left.as_mut() {
+            *left -= 16 + length;
+        }
+        Ok(Some(data))
+    }
+}
+
+/// TFRecord files as a sequential source: each file one shard, each record one document of
+/// ids (`i64` from an Example's `int64_list`, or raw ids of the dtype given), in the order
+/// given (a glob or a directory: `*.tfrecord` and `*.tfrecord.gz` sorted byte-wise).
+/// Positions are byte offsets (of the decompressed stream, for gzip: resuming one reads it
+/// again from its start).
+///
+/// ```
+/// use guideloom_interop::{ForeignOptions, TfRecordShards};
+/// use guideloom_loader::sequential::{SequentialSource, ShardPos, ShardReader};
+/// // One raw record of two u16 ids: length, its masked crc32c, the data, its crc.
+/// let dir = tempfile::tempdir()?;
+/// let data = [7u8, 0, 9, 0];
+/// let mask = |b: &[u8]| crc32c::crc32c(b).rotate_right(15).wrapping_add(0xa282_ead8);
+/// let mut file = (data.len() as u64).to_le_bytes().to_vec();
+/// file.extend(mask(&file).to_le_bytes());
+/// file.extend(data);
+/// file.extend(mask(&data).to_le_bytes());
+/// std::fs::write(dir.path().join("a.tfrecord"), file)?;
+/// let options = ForeignOptions::new().dtype(guideloom_formats::Primitive::U16);
+/// let shards = TfRecordShards::open(dir.path().to_str().unwrap(), &options)?;
+/// let mut r = shards.open(0, ShardPos::START)?;
+/// assert_eq!(r.next_record()?, Some(vec![7, 9]));
+/// assert_eq!(r.next_record()?, None);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Debug, Clone)]
+pub struct TfRecordShards {
+    fs: Fs,
+    names: Vec<String>,
+    kind: RecordKind,
+    lengths: Option<Vec<u64>>,
+    fingerprint: u64,
+}
+
+impl TfRecordShards {
+    /// The TFRecord files at `location` (a file, a glob, a directory; a local path or an
+    /// object-store URL, whose options come from the environment), their records read as
+    /// `options` says: Examples' [`ForeignOptions::column`] feature (default `input_ids`),
+    /// or raw ids of [`ForeignOptions::dtype`] when one is given.
+    ///
+    /// # Errors
+    /// [`ForeignError::NoFiles`] when nothing matches; [`InteropError::Storage`] when the
+    /// files cannot be listed or their sizes read.
+    pub fn open(location: &str, options: &ForeignOptions) -> Result<Self> {
+        let at = StorageLocation::parse(location);
+        let remote = if at.is_remote() { RemoteOptions::from_env()? } else { RemoteOptions::default() };
+        Self::open_at(&at, &remote, options)
+    }
+
+    /// [`TfRecordShards::open`] with the store's options given.
+    ///
+    /// # Errors
+    /// As [`TfRecordShards::open`].
+    pub fn open_at(location: &StorageLocation, remote: &RemoteOptions, options: &ForeignOptions) -> Result<Self> {
+        let place = match location {
+            StorageLocation::Local(p) => Place::Local(p.clone()),
+            StorageLocation::Remote(url) => Place::Remote { url: url.clone(), options: remote.clone() },
+        };
+        Self::open_place(&place, options)
+    }
+
+    fn open_place(place: &Place, options: &ForeignOptions) -> Result<Self> {
+        let format = ForeignFormat::TfRecord;
+        let (dir, names) = expand(format, place, &["tfrecord", "tfrecord.gz"])?;
+        let fs = Fs::new(format, dir);
+        let mut key = Vec::new();
+        for n in &names {
+            key.extend_from_slice(n.as_bytes());
+            key.extend_from_slice(&fs.len(n)?.to_le_bytes());
+        }
+        let kind = RecordKind::of(options);
+        key.extend_from_slice(format!("{kind:?}").as_bytes());
+        Ok(TfRecordShards { fs, names, kind, lengths: None, fingerprint: xxhash_rust::xxh3::xxh3_64(&key) })
+    }
+
+    /// The same shards with their record counts as length hints (one pass over every
+    /// file, crcs checked).
+    ///
+    /// # Errors
+    /// The first damaged record's error, naming the file.
+    pub fn count_lengths(mut self) -> Result<Self> {
+        let mut lengths = Vec::with_capacity(self.names.len());
+        for name in &self.names {
+            let mut f = Framing::open(&self.fs, name, ShardPos::START)?;
+            while f.next().map_err(|e| self.fs.err(name, e))?.is_some() {}
+            lengths.push(f.record);
+        }
+        self.lengths = Some(lengths);
+        Ok(self)
+    }
+
+    /// The files, in shard order.
+    pub fn files(&self) -> Vec<PathBuf> {
+        self.names.iter().map(|n| self.fs.root.join(n)).collect()
+    }
+
+    /// The dtype of the ids (`i64` for Examples).
+    pub fn dtype(&self) -> Primitive {
+        self.kind.dtype()
+    }
+
+    /// The `tfrecord2idx` index of shard `shard` read from `index` (a local path or URL of a
+    /// text file: one `offset length` line per record, `length` counting the 16 framing
+    /// bytes), every line checked against the file: offsets follow each other from 0 and
+    /// land on a record whose length crc holds and whose length matches. The positions
+    /// ([`ShardPos`] with the record and its offset) open the shard at that record
+    /// ([`SequentialSource::open`]).
+    ///
+    /// # Errors
+    /// [`ForeignError::BadRecordIndex`] naming the index file and line; read errors.
+    pub fn read_index(&self, shard: usize, index: &str) -> Result<Vec<ShardPos>> {
+        let at = StorageLocation::parse(index);
+        let remote = if at.is_remote() { RemoteOptions::from_env()? } else { RemoteOptions::default() };
+        let place = match &at {
+            StorageLocation::Local(p) => Place::Local(p.clone()),
+            StorageLocation::Remote(url) => Place::Remote { url: url.clone(), options: remote },
+        };
+        let (dir, names) = expand(ForeignFormat::TfRecord, &place, &[])?;
+        let ifs = Fs::new(ForeignFormat::TfRecord, dir);
+        let iname = names.first().cloned().unwrap_or_default();
+        let text = ifs.read_whole(&iname, MAX_INDEX_BYTES)?;
+        let name = self.names.get(shard).ok_or_else(|| {
+            ifs.err(&iname, ForeignError::BadRecordIndex { line: 0, reason: format!("no shard {shard}") })
+        })?;
+        let size = self.fs.len(name)?;
+        let mut out = Vec::new();
+        let mut expect = 0u64;
+        for (i, line) in String::from_utf8_lossy(&text).lines().enumerate() {
+            let bad = |reason: String| ifs.err(&iname, ForeignError::BadRecordIndex { line: i as u64 + 1, reason });
+            let mut parts = line.split_ascii_whitespace().map(str::parse::<u64>);
+            let (Some(Ok(offset)), Some(Ok(length)), None) = (parts.next(), parts.next(), parts.next()) else {
+                return Err(bad(format!("{line:?} is not `offset length`")));
+            };
+            if offset != expect || length < 16 || offset.checked_add(length).is_none_or(|e| e > size) {
+                return Err(bad(format!("record at {offset} of {length} bytes: the records before end at {expect}, the file at {size}")));
+            }
+            let head = self.fs.read(name, offset, 12)?;
+            if !length_crc_matches(&head) || u64_at(&head, 0) + 16 != length {
+                return Err(bad(format!("no record of {length} bytes at offset {offset}")));
+            }
+            out.push(ShardPos { record: i as u64, offset });
+            expect = offset + length;
+        }
+        Ok(out)
+    }
+}
+
+/// The reader of one shard of [`TfRecordShards`].
+#[derive(Debug)]
+pub struct TfRecordReader {
+    framing: Framing,
+    shards: TfRecordShards,
+    shard: u64,
+}
+
+impl ShardReader for TfRecordReader {
+    type Item = Vec<i64>;
+
+    fn next_record(&mut self) -> Result<Option<Vec<i64>>, LoaderError> {
+        let record = self.framing.record;
+        let name = &self.shards.names[self.shard as usize];
+        let fail = |e: ForeignError| LoaderError::shard(self.shard, record, self.shards.fs.err(name, e));
+        let Some(data) = self.framing.next().map_err(fail)? else { return Ok(None) };
+        let tokens = self.shards.kind.tokens(record, &data).map_err(fail)?;
+        widen(&tokens).map(Some).map_err(fail)
+    }
+
+    fn pos(&self) -> ShardPos {
+        ShardPos { record: self.framing.record, offset: self.framing.offset }
+    }
+}
+
+impl SequentialSource for TfRecordShards {
+    type Item = Vec<i64>;
+    type Reader = TfRecordReader;
+
+    fn shards(&self) -> Vec<ShardInfo> {
+        (0..self.names.len())
+            .map(|i| ShardInfo { len_hint: self.lengths.as_ref().map(|l| l[i]) })
+            .collect()
+    }
+
+    fn open(&self, shard: u64, at: ShardPos) -> Result<TfRecordReader, LoaderError> {
+        let Some(name) = usize::try_from(shard).ok().and_then(|s| self.names.get(s)) else {
+            return Err(LoaderError::IndexOutOfRange { index: shard, len: self.names.len() as u64 });
+        };
+        let framing = Framing::open(&self.fs, name, at).map_err(|e| LoaderError::shard(shard, at.record, e))?;
+        Ok(TfRecordReader { framing, shards: self.clone(), shard })
+    }
+
+    fn fingerprint(&self) -> u64 {
+        self.fingerprint
+    }
+}
+
+/// Opens TFRecord files as one token stream (every record read once on open, its ids held
+/// in memory): documents are records.
+pub(crate) fn open(place: &Place, options: &ForeignOptions) -> Result<Parts> {
+    let shards = TfRecordShards::open_place(place, options)?;
+    let fs = &shards.fs;
+    let dtype = shards.kind.dtype();
+    let mut parts = Parts::new(fs, dtype);
+    let mut documents = vec![0u64];
+    let mut per_file = Vec::with_capacity(shards.names.len());
+    for (file, name) in shards.names.iter().enumerate() {
+        let mut framing = Framing::open(fs, name, ShardPos::START)?;
+        let mut bytes = Vec::new();
+        loop {
+            let record = framing.record;
+            let Some(data) = framing.next().map_err(|e| fs.err(name, e))? else { break };
+            let tokens = shards.kind.tokens(record, &data).map_err(|e| fs.err(name, e))?;
+            documents.push(documents[documents.len() - 1] + tokens.len());
+            bytes.extend_from_slice(&tokens.bytes);
+        }
+        let elements = bytes.len() as u64 / dtype.size();
+        parts.files.push(ForeignFile { path: name.into(), bytes: bytes.len() as u64, elements });
+        parts.segments.push(Segment { file, offset: 0, elements });
+        parts.mem.insert(name.clone(), bytes.into());
+        per_file.push(framing.record);
+    }
+    let bounds: Vec<u8> = documents.iter().flat_map(|b| b.to_le_bytes()).collect();
+    parts.index_hash = xxhash_rust::xxh3::xxh3_64(&bounds);
+    parts.documents = Some(documents);
+    parts.details = ForeignDetails::Records { records: per_file };
+    Ok(parts)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn masked_crc_is_tensorflows() {
+        // crc32c("123456789") = 0xe3069283 (RFC 3720 check value), masked.
+        assert_eq!(crc32c::crc32c(b"123456789"), 0xe306_9283);
+        assert_eq!(masked_crc(b"123456789"), 0xe306_9283u32.rotate_right(15).wrapping_add(MASK_DELTA));
+    }
+}

@@ -47,9 +47,6 @@ pub(crate) fn is_riegeli(head: &[u8]) -> bool {
     head.starts_with(&SIGNATURE)
 }
 
-/// The riegeli signature (for detection).
-pub(crate) const SIGNATURE_BYTES: &[u8] = &SIGNATURE;
-
 /// One user chunk's footer entry.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Entry {
@@ -332,6 +329,16 @@ impl ArrayRecordReader {
                 },
             ));
         }
+        let limit = self.limit(k);
+        if riegeli::chunk_end(e.offset, &chunk.header).is_none_or(|end| end > limit) {
+            return Err(self.fs.err(
+                &self.name,
+                ForeignError::ChunkOffsetOutOfRange {
+                    chunk: k as u64,
+                    reason: format!("the chunk at {} runs past {limit}", e.offset),
+                },
+            ));
+        }
         let records = Arc::new(riegeli::simple_records(&chunk).map_err(|x| self.fs.err(&self.name, x))?);
         self.decoded.fetch_add(1, Ordering::Relaxed);
         if let Ok(mut g) = self.cache.lock() {
@@ -501,7 +508,7 @@ mod tests {
 
     #[test]
     fn the_signature_is_riegeli() {
-        assert!(is_riegeli(SIGNATURE_BYTES));
-        assert!(!is_riegeli(&SIGNATURE_BYTES[..10]));
+        assert!(is_riegeli(&SIGNATURE));
+        assert!(!is_riegeli(&SIGNATURE[..10]));
     }
 }
