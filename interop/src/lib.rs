@@ -110,6 +110,8 @@ pub use format::ForeignFormat;
 pub use layouts::arrayrecord::{ArrayRecordReader, ArrayRecordSource};
 #[cfg(feature = "tfrecord")]
 pub use layouts::tfrecord::{TfRecordReader, TfRecordShards};
+#[cfg(feature = "webdataset")]
+pub use layouts::webdataset::{WdsSample, WebDatasetReader, WebDatasetShards};
 pub use layouts::megatron_index::MegatronIndex;
 pub use open::{open_tokens, OpenOptions, TokenDataset};
 pub use options::{DocumentDelimiter, ForeignOptions};

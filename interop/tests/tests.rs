@@ -25,4 +25,6 @@ mod records_samples;
 mod regression;
 #[cfg(feature = "tfrecord")]
 mod tfrecord;
+#[cfg(feature = "webdataset")]
+mod webdataset;
 mod windows;

@@ -4,11 +4,12 @@
 
 use guideloom_formats::Primitive;
 
-use guideloom_storage::StorageDir;
+use guideloom_storage::{Segment, StorageDir};
 
 use crate::error::ForeignError;
 use crate::format::ForeignFormat;
 use crate::layouts::npy;
+use crate::parts::{ForeignDetails, ForeignFile, Parts};
 
 /// The tokens of one record, as little-endian bytes of `dtype`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -157,6 +158,97 @@ impl std::io::Read for FileRead {
             .map_err(|e| std::io::Error::other(e.to_string()))?;
         self.pos += n;
         Ok(n as usize)
+    }
+}
+
+/// File `name` of `fs` read in order from byte `offset` (of the decompressed stream for a
+/// `.gz` / `.tgz` file, which is read again from its start and skipped forward), and the
+/// bytes left from there when they are known (not for gzip).
+///
+/// # Errors
+/// [`ForeignError::InvalidIndex`] for an offset past the end; [`ForeignError::DecompressionFailed`]
+/// for a damaged gzip stream before it; read errors.
+#[cfg(any(feature = "tfrecord", feature = "webdataset"))]
+pub(crate) fn read_from(
+    fs: &crate::files::Fs,
+    name: &str,
+    offset: u64,
+) -> crate::error::Result<(Box<dyn std::io::Read + Send>, Option<u64>)> {
+    use std::io::{BufReader, Read};
+    let past = |have: u64| {
+        fs.err(name, ForeignError::InvalidIndex { reason: format!("offset {offset} is past the {have} bytes there") })
+    };
+    if name.ends_with(".gz") || name.ends_with(".tgz") {
+        let file = FileRead::new(fs, name, 0)?;
+        let mut src: Box<dyn Read + Send> = Box::new(flate2::read::MultiGzDecoder::new(BufReader::new(file)));
+        let skipped = std::io::copy(&mut (&mut src).take(offset), &mut std::io::sink())
+            .map_err(|e| fs.err(name, ForeignError::DecompressionFailed { reason: e.to_string() }))?;
+        if skipped != offset {
+            return Err(past(skipped));
+        }
+        return Ok((src, None));
+    }
+    let file = FileRead::new(fs, name, offset)?;
+    let left = file.len().checked_sub(offset).ok_or_else(|| past(file.len()))?;
+    Ok((Box::new(BufReader::with_capacity(1 << 16, file)), Some(left)))
+}
+
+/// What a record format's reader collects into [`Parts`] on open: each file's ids (held in
+/// memory, served by name), its records, the document boundaries and the one dtype.
+#[derive(Debug)]
+pub(crate) struct Collected {
+    parts: Parts,
+    dtype: Option<Primitive>,
+    documents: Vec<u64>,
+    records: Vec<u64>,
+    bytes: Vec<u8>,
+}
+
+impl Collected {
+    /// Nothing yet, in the directory of `fs`, of `dtype` when it is known.
+    pub(crate) fn new(fs: &crate::files::Fs, dtype: Option<Primitive>) -> Self {
+        let parts = Parts::new(fs, dtype.unwrap_or(Primitive::U8));
+        Collected { parts, dtype, documents: vec![0], records: Vec::new(), bytes: Vec::new() }
+    }
+
+    /// The dtype so far.
+    pub(crate) fn dtype(&self) -> Option<Primitive> {
+        self.dtype
+    }
+
+    /// One more document of the current file; `Err` with [`ForeignError::MixedDTypes`]
+    /// when its dtype is not the one of those before.
+    pub(crate) fn push(&mut self, tokens: RecordTokens) -> Result<(), ForeignError> {
+        match self.dtype {
+            Some(d) if d != tokens.dtype => {
+                return Err(ForeignError::MixedDTypes { expected: d.descr().into(), found: tokens.dtype.descr().into() })
+            }
+            _ => self.dtype = Some(tokens.dtype),
+        }
+        self.documents.push(self.documents[self.documents.len() - 1] + tokens.len());
+        self.bytes.extend_from_slice(&tokens.bytes);
+        Ok(())
+    }
+
+    /// Ends file `name`, which held `records` records.
+    pub(crate) fn end_file(&mut self, name: &str, records: u64) {
+        let bytes = std::mem::take(&mut self.bytes);
+        let elements = bytes.len() as u64 / self.dtype.map_or(1, Primitive::size);
+        let file = self.parts.files.len();
+        self.parts.files.push(ForeignFile { path: name.into(), bytes: bytes.len() as u64, elements });
+        self.parts.segments.push(Segment { file, offset: 0, elements });
+        self.parts.mem.insert(name.to_string(), bytes.into());
+        self.records.push(records);
+    }
+
+    /// The parts: documents, the records per file, the boundaries' hash as the index hash.
+    pub(crate) fn finish(mut self) -> Parts {
+        self.parts.dtype = self.dtype.unwrap_or(Primitive::U8);
+        let bounds: Vec<u8> = self.documents.iter().flat_map(|b| b.to_le_bytes()).collect();
+        self.parts.index_hash = xxhash_rust::xxh3::xxh3_64(&bounds);
+        self.parts.documents = Some(self.documents);
+        self.parts.details = ForeignDetails::Records { records: self.records };
+        self.parts
     }
 }
 

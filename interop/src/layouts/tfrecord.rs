@@ -13,21 +13,21 @@
 //! against the file ([`TfRecordShards::read_index`]).
 
 use std::collections::BTreeMap;
-use std::io::{BufReader, Read};
+use std::io::Read;
 use std::path::PathBuf;
 
 use guideloom_formats::Primitive;
 use guideloom_loader::sequential::{SequentialSource, ShardInfo, ShardPos, ShardReader};
 use guideloom_loader::LoaderError;
-use guideloom_storage::{RemoteOptions, Segment, StorageLocation};
+use guideloom_storage::{RemoteOptions, StorageLocation};
 use prost::Message;
 
 use crate::error::{ForeignError, Result};
 use crate::files::{expand, u32_at, u64_at, Fs, Place};
 use crate::format::ForeignFormat;
-use crate::layouts::records::{in_record, record_tokens, widen, FileRead, RecordTokens};
+use crate::layouts::records::{in_record, read_from, record_tokens, widen, Collected, RecordTokens};
 use crate::options::ForeignOptions;
-use crate::parts::{ForeignDetails, ForeignFile, Parts};
+use crate::parts::Parts;
 
 /// The constant TensorFlow adds to a rotated crc32c (`crc32c::Mask`).
 const MASK_DELTA: u32 = 0xa282_ead8;
@@ -186,32 +186,8 @@ fn read_full(src: &mut dyn Read, buf: &mut [u8]) -> std::result::Result<usize, F
 impl Framing {
     /// File `name` of `fs` from `at` (a position a reader reported).
     fn open(fs: &Fs, name: &str, at: ShardPos) -> Result<Self> {
-        if name.ends_with(".gz") {
-            let file = FileRead::new(fs, name, 0)?;
-            let mut src: Box<dyn Read + Send> = Box::new(flate2::read::MultiGzDecoder::new(BufReader::new(file)));
-            // A gzip stream restarts from its beginning.
-            let skipped = std::io::copy(&mut (&mut src).take(at.offset), &mut std::io::sink())
-                .map_err(|e| fs.err(name, ForeignError::DecompressionFailed { reason: e.to_string() }))?;
-            if skipped != at.offset {
-                return Err(fs.err(
-                    name,
-                    ForeignError::InvalidIndex {
-                        reason: format!("offset {} is past the stream's {skipped} bytes", at.offset),
-                    },
-                ));
-            }
-            return Ok(Framing { src, record: at.record, offset: at.offset, left: None });
-        }
-        let file = FileRead::new(fs, name, at.offset)?;
-        let left = file.len().checked_sub(at.offset).ok_or_else(|| {
-            fs.err(name, ForeignError::InvalidIndex { reason: format!("offset {} is past the end", at.offset) })
-        })?;
-        Ok(Framing {
-            src: Box::new(BufReader::with_capacity(1 << 16, file)),
-            record: at.record,
-            offset: at.offset,
-            left: Some(left),
-        })
+        let (src, left) = read_from(fs, name, at.offset)?;
+        Ok(Framing { src, record: at.record, offset: at.offset, left })
     }
 
     /// The next record's bytes (`None` at the end), both crcs checked.
@@ -459,31 +435,18 @@ impl SequentialSource for TfRecordShards {
 pub(crate) fn open(place: &Place, options: &ForeignOptions) -> Result<Parts> {
     let shards = TfRecordShards::open_place(place, options)?;
     let fs = &shards.fs;
-    let dtype = shards.kind.dtype();
-    let mut parts = Parts::new(fs, dtype);
-    let mut documents = vec![0u64];
-    let mut per_file = Vec::with_capacity(shards.names.len());
-    for (file, name) in shards.names.iter().enumerate() {
+    let mut out = Collected::new(fs, Some(shards.kind.dtype()));
+    for name in &shards.names {
         let mut framing = Framing::open(fs, name, ShardPos::START)?;
-        let mut bytes = Vec::new();
         loop {
             let record = framing.record;
             let Some(data) = framing.next().map_err(|e| fs.err(name, e))? else { break };
             let tokens = shards.kind.tokens(record, &data).map_err(|e| fs.err(name, e))?;
-            documents.push(documents[documents.len() - 1] + tokens.len());
-            bytes.extend_from_slice(&tokens.bytes);
+            out.push(tokens).map_err(|e| fs.err(name, in_record(format!("record {record}"))(e)))?;
         }
-        let elements = bytes.len() as u64 / dtype.size();
-        parts.files.push(ForeignFile { path: name.into(), bytes: bytes.len() as u64, elements });
-        parts.segments.push(Segment { file, offset: 0, elements });
-        parts.mem.insert(name.clone(), bytes.into());
-        per_file.push(framing.record);
+        out.end_file(name, framing.record);
     }
-    let bounds: Vec<u8> = documents.iter().flat_map(|b| b.to_le_bytes()).collect();
-    parts.index_hash = xxhash_rust::xxh3::xxh3_64(&bounds);
-    parts.documents = Some(documents);
-    parts.details = ForeignDetails::Records { records: per_file };
-    Ok(parts)
+    Ok(out.finish())
 }
 
 #[cfg(test)]

@@ -23,17 +23,16 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use guideloom_formats::Primitive;
 use guideloom_loader::{DataSource, LoaderError};
-use guideloom_storage::{RemoteOptions, Segment, StorageError, StorageLocation};
+use guideloom_storage::{RemoteOptions, StorageError, StorageLocation};
 use prost::Message;
 
 use crate::error::{ForeignError, InteropError, Result};
 use crate::files::{expand, Fs, Place};
 use crate::format::ForeignFormat;
-use crate::layouts::records::{in_record, record_tokens};
+use crate::layouts::records::{in_record, record_tokens, Collected};
 use crate::options::ForeignOptions;
-use crate::parts::{ForeignDetails, ForeignFile, Parts};
+use crate::parts::Parts;
 use riegeli::{Chunks, SimpleRecords, BLOCK, SIGNATURE};
 
 /// The postscript's magic number.
@@ -466,40 +465,17 @@ pub(crate) fn open(place: &Place, options: &ForeignOptions) -> Result<Parts> {
     let format = ForeignFormat::ArrayRecord;
     let (dir, names) = expand(format, place, &["array_record"])?;
     let fs = Fs::new(format, dir);
-    let mut parts = Parts::new(&fs, options.dtype.unwrap_or(Primitive::U8));
-    let mut dtype: Option<Primitive> = options.dtype;
-    let mut documents = vec![0u64];
-    let mut per_file = Vec::with_capacity(names.len());
-    for (file, name) in names.iter().enumerate() {
+    let mut out = Collected::new(&fs, options.dtype);
+    for name in &names {
         let reader = ArrayRecordReader::open_in(fs.clone(), name)?;
-        let mut bytes = Vec::new();
         reader.for_each_record(|index, record| {
             let at = format!("record {index}");
-            let tokens = record_tokens(record, dtype).map_err(in_record(at.clone())).map_err(|e| fs.err(name, e))?;
-            match dtype {
-                Some(d) if d != tokens.dtype => {
-                    let e = ForeignError::MixedDTypes { expected: d.descr().into(), found: tokens.dtype.descr().into() };
-                    return Err(fs.err(name, in_record(at)(e)));
-                }
-                _ => dtype = Some(tokens.dtype),
-            }
-            documents.push(documents[documents.len() - 1] + tokens.len());
-            bytes.extend_from_slice(&tokens.bytes);
-            Ok(())
+            let tokens = record_tokens(record, out.dtype()).map_err(in_record(at.clone())).map_err(|e| fs.err(name, e))?;
+            out.push(tokens).map_err(|e| fs.err(name, in_record(at)(e)))
         })?;
-        let size = dtype.map_or(1, Primitive::size);
-        let elements = bytes.len() as u64 / size;
-        parts.files.push(ForeignFile { path: name.into(), bytes: bytes.len() as u64, elements });
-        parts.segments.push(Segment { file, offset: 0, elements });
-        parts.mem.insert(name.clone(), bytes.into());
-        per_file.push(reader.len());
+        out.end_file(name, reader.len());
     }
-    parts.dtype = dtype.unwrap_or(Primitive::U8);
-    let bounds: Vec<u8> = documents.iter().flat_map(|b| b.to_le_bytes()).collect();
-    parts.index_hash = xxhash_rust::xxh3::xxh3_64(&bounds);
-    parts.documents = Some(documents);
-    parts.details = ForeignDetails::Records { records: per_file };
-    Ok(parts)
+    Ok(out.finish())
 }
 
 #[cfg(test)]
