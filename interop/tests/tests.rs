@@ -8,6 +8,8 @@ mod arrayrecord;
 mod common;
 mod features;
 mod hostile;
+#[cfg(all(feature = "arrayrecord", feature = "tfrecord", feature = "webdataset"))]
+mod hostile_records;
 mod litdata;
 mod malformed;
 #[cfg(feature = "mds")]
