@@ -689,15 +689,21 @@ pub(crate) struct ForeignArgs {
     /// The dataset's layout: megatron (PATH is the prefix of PREFIX.bin/.idx), nanogpt (a
     /// train.bin, or a glob), llmc (llm.c / modded-nanogpt shards: a file or a glob), mds or
     /// litdata (the directory of index.json), olmo (Dolma token files: a file, glob or
-    /// directory), npy (a .npy, glob or directory). Default: detected where a magic number or
-    /// an index file makes it unambiguous; raw layouts (nanogpt, olmo) need it.
+    /// directory), npy (a .npy, glob or directory), arrayrecord (Grain's ArrayRecord files),
+    /// tfrecord (TFRecord files, .gz too), webdataset (tar shards: a file, glob or
+    /// directory). Default: detected where a magic number or an index file makes it
+    /// unambiguous; raw layouts (nanogpt, olmo) need it.
     #[arg(long, value_parser = parse_foreign_format)]
     pub(crate) format: Option<ForeignFormat>,
-    /// Element dtype of raw token files (nanogpt, olmo, header-less llm.c) and of an MDS
-    /// `bytes` column (default i64 there): u8, i8, u16, i16, u32, i32, u64, i64. Never guessed.
+    /// Element dtype of raw token files (nanogpt, olmo, header-less llm.c), of an MDS
+    /// `bytes` column (default i64 there), of raw ArrayRecord records, of raw TFRecord records
+    /// (instead of tf.train.Example) and of a raw WebDataset field: u8, i8, u16, i16, u32,
+    /// i32, u64, i64. Never guessed.
     #[arg(long, value_parser = parse_token_dtype)]
     pub(crate) dtype: Option<Primitive>,
-    /// MDS: the token column (default: `tokens`); litdata: the token leaf's index.
+    /// MDS: the token column (default: `tokens`); litdata: the token leaf's index; TFRecord:
+    /// the tf.train.Example int64 feature (default: `input_ids`); WebDataset: the token field
+    /// (default: `npy`; `input_ids.npy`, or `json:<key>` for a list in the json field).
     #[arg(long)]
     pub(crate) column: Option<String>,
     /// Megatron: rebuild sequence pointers from the lengths (indexes merged with numpy 2
