@@ -16,7 +16,15 @@
 //! as for a native storage, `plan`/`fetch`/`decode` work as everywhere, and the loader's
 //! token-window fast path reads them unchanged ([`token_windows`]). Nothing is converted or written; compressed
 //! MDS shards (zstd, gzip) are the one exception: they are decompressed into memory on open
-//! and read from there.
+//! and read from there, and so are the record formats (ArrayRecord, TFRecord, WebDataset), whose
+//! records are decoded on open into one token stream per file.
+//!
+//! The record formats are also read record by record: `ArrayRecordReader` reads record *i*
+//! through ArrayRecord's footer index (one chunk read, hashed and decompressed per record
+//! outside the chunk read last) and `ArrayRecordSource` is Grain's `ArrayRecordDataSource`
+//! over many files (the `arrayrecord` feature); `TfRecordShards` and `WebDatasetShards` are sequential sources
+//! (`guideloom_loader::sequential`: files dealt to ranks, exact resume from byte offsets,
+//! window shuffle, packing).
 //!
 //! | layout | [`ForeignFormat`] | path | dtype | documents |
 //! | --- | --- | --- | --- | --- |
@@ -27,6 +35,9 @@
 //! | litdata optimized chunks | `litdata` | the directory of `index.json` | the token leaf's (`no_header_numpy:<i>`, `no_header_tensor:<i>`, `numpy`, `tensor`) | items |
 //! | OLMo / Dolma token files | `olmo` | a file, a glob or a directory of `*.npy` (raw, no NPY header) | required | the sibling `.csv.gz`, else a delimiter scan |
 //! | NumPy `.npy` v1/v2/v3 | `npy` | a file, a glob or a directory of `*.npy` | from the header (either byte order) | rows of a 2-D array; optionally one per file |
+//! | Grain's ArrayRecord (riegeli/records) | `arrayrecord` | a file, a glob or a directory of `*.array_record` | a `.npy` record's header, or given for raw records (`u8`: bytes) | records |
+//! | TFRecord (`tf.train.Example`, gzip too) | `tfrecord` | a file, a glob or a directory of `*.tfrecord`, `*.tfrecord.gz` | `i64` (an `int64_list` feature, [`ForeignOptions::column`], default `input_ids`), or given for raw records | records |
+//! | WebDataset tar shards (gzip too) | `webdataset` | a file, a glob or a directory of `*.tar`, `*.tar.gz`, `*.tgz` | the token field's `.npy` header (`npy` by default, [`ForeignOptions::column`]; `json:<key>`: `i64`) | samples |
 //!
 //! [`ForeignDataset::open_at`] (and [`ForeignDataset::open_url`]) read the same layouts from
 //! an object-store URL (`s3://bucket/data/fineweb_train_*.bin`, `gs://bucket/mds`): a
@@ -38,7 +49,8 @@
 //!
 //! Auto-detection ([`ForeignOptions::format`] `None`, [`detect`], [`detect_at`]) picks a layout only where a magic
 //! number or an index file makes it unambiguous (`index.json` of MDS or litdata, a
-//! Megatron `.idx`, the NumPy or llm.c magic); raw files (nanoGPT, OLMo, legacy llm.c) need
+//! Megatron `.idx`, the NumPy or llm.c magic, the riegeli signature, the tar magic, a first
+//! TFRecord length whose crc holds, a gzip file named `.tar.gz` or `.tfrecord.gz`); raw files (nanoGPT, OLMo, legacy llm.c) need
 //! the format and the dtype named.
 //!
 //! Sources of the layouts: NVIDIA/Megatron-LM `megatron/core/datasets/indexed_dataset.py`;
@@ -47,7 +59,12 @@
 //! `streaming/base/format/mds/{writer,reader,encodings}.py`; Lightning-AI/litdata
 //! `src/litdata/streaming/{writer,item_loader,serializers}.py`; allenai/dolma
 //! `python/dolma/tokenizer/memmap_writer.py` and allenai/OLMo-core `src/olmo_core/data/utils.py`;
-//! numpy `numpy/lib/format.py`.
+//! numpy `numpy/lib/format.py`; google/array_record `cpp/layout.proto`,
+//! `cpp/array_record_{writer,reader}.cc`, `python/array_record_data_source.py` and
+//! google/riegeli `doc/riegeli_records_file_format.md`; TensorFlow's
+//! `core/lib/io/record_writer.cc`, `core/example/{example,feature}.proto` and vahidk/tfrecord
+//! `tfrecord/{writer,reader}.py`, `tfrecord/tools/tfrecord2idx.py`; webdataset/webdataset
+//! `src/webdataset/{writer,tariterators}.py`.
 //!
 //! Validation on open: every offset and size from a file is computed in `u64` and checked
 //! against the file sizes before anything is read or allocated with it; no path from an index
@@ -86,6 +103,10 @@
 //! - `mds`: MosaicML Streaming MDS (zstd and gzip shards: `zstd`, with its C library, and
 //!   `flate2`; the shard hashes `verify_hashes` checks: `sha1`, `sha2`, `md-5`).
 //! - `olmo`: OLMo / Dolma token files (their `.csv.gz` document metadata: `flate2`).
+//! - `arrayrecord`: Grain's ArrayRecord (HighwayHash: `highway`; footers: `prost`; chunks:
+//!   `brotli-decompressor`, `zstd`, `snap`).
+//! - `tfrecord`: TFRecord (`crc32c`, `prost`, `flate2`).
+//! - `webdataset`: WebDataset tar shards (`tar`, `flate2`).
 
 #![forbid(unsafe_code)]
 
@@ -108,11 +129,11 @@ pub use error::{ForeignError, InteropError, Result};
 pub use format::ForeignFormat;
 #[cfg(feature = "arrayrecord")]
 pub use layouts::arrayrecord::{ArrayRecordReader, ArrayRecordSource};
+pub use layouts::megatron_index::MegatronIndex;
 #[cfg(feature = "tfrecord")]
 pub use layouts::tfrecord::{TfRecordReader, TfRecordShards};
 #[cfg(feature = "webdataset")]
 pub use layouts::webdataset::{WdsSample, WebDatasetReader, WebDatasetShards};
-pub use layouts::megatron_index::MegatronIndex;
 pub use open::{open_tokens, OpenOptions, TokenDataset};
 pub use options::{DocumentDelimiter, ForeignOptions};
 pub use orders::llmc::{

@@ -6,14 +6,16 @@
 
 use guideloom_formats::Primitive;
 use guideloom_interop::{
-    open_tokens, ArrayRecordReader, ArrayRecordSource, ForeignDataset, ForeignError, ForeignFormat, ForeignOptions,
-    OpenOptions,
+    open_tokens, ArrayRecordReader, ArrayRecordSource, ForeignDataset, ForeignError, ForeignFormat,
+    ForeignOptions, OpenOptions,
 };
 use guideloom_loader::DataSource;
 use guideloom_storage::Window;
 use sha2::{Digest, Sha256};
 
-use crate::records_samples::{assert_case, assert_documents, case_error, documents, expected, open2, sample2};
+use crate::records_samples::{
+    assert_case, assert_documents, case_error, documents, expected, open2, sample2,
+};
 
 const TOKEN_FILES: [&str; 4] = [
     "tokens_npy_default.array_record",
@@ -80,7 +82,9 @@ fn issue28_ac_ar_02_to_05_token_records_match_expected_in_every_compression() {
         let r = ArrayRecordReader::open(sample2(&format!("arrayrecord/{name}"))).unwrap();
         for i in [0u64, 5, 17, 57, 99] {
             let bytes = r.record(i).unwrap();
-            let tokens = data.reader(guideloom_formats::IntTokenFormat::new(data.dtype()).unwrap(), Default::default()).unwrap();
+            let tokens = data
+                .reader(guideloom_formats::IntTokenFormat::new(data.dtype()).unwrap(), Default::default())
+                .unwrap();
             let w = data.document(i).unwrap();
             let got = tokens.read(w).unwrap();
             assert_eq!(got, docs[i as usize], "{name} record {i}");
@@ -93,7 +97,8 @@ fn issue28_ac_ar_02_to_05_token_records_match_expected_in_every_compression() {
 
 #[test]
 fn issue28_ac_ar_04_raw_records_need_a_dtype() {
-    let e = ForeignDataset::open(sample2("arrayrecord/tokens_u16_raw_g16_brotli.array_record"), &opts()).unwrap_err();
+    let e = ForeignDataset::open(sample2("arrayrecord/tokens_u16_raw_g16_brotli.array_record"), &opts())
+        .unwrap_err();
     match e.foreign_error() {
         Some(ForeignError::InRecord { at, error }) => {
             assert_eq!(at, "record 0");
@@ -107,7 +112,8 @@ fn issue28_ac_ar_04_raw_records_need_a_dtype() {
 
 #[test]
 fn issue28_ac_ar_05_a_random_record_decodes_only_its_chunk() {
-    let r = ArrayRecordReader::open(sample2("arrayrecord/tokens_npy_g8_uncompressed_2blocks.array_record")).unwrap();
+    let r = ArrayRecordReader::open(sample2("arrayrecord/tokens_npy_g8_uncompressed_2blocks.array_record"))
+        .unwrap();
     assert_eq!((r.file_bytes(), r.chunk_count(), r.footer_offset()), (196_608, 13, 76_014));
     assert_eq!(r.chunks_decoded(), 0);
     let rec = r.record(57).unwrap();
@@ -137,9 +143,15 @@ fn issue28_ac_ar_05_a_random_record_decodes_only_its_chunk() {
 fn issue28_ac_ar_06_transposed_chunks_are_refused_on_open() {
     let path = sample2("arrayrecord/tokens_npy_transposed.array_record");
     let e = ArrayRecordReader::open(&path).unwrap_err();
-    assert!(matches!(e.foreign_error(), Some(ForeignError::UnsupportedChunkType { chunk_type: 't', .. })), "{e}");
+    assert!(
+        matches!(e.foreign_error(), Some(ForeignError::UnsupportedChunkType { chunk_type: 't', .. })),
+        "{e}"
+    );
     let e = ForeignDataset::open(&path, &opts()).unwrap_err();
-    assert!(matches!(e.foreign_error(), Some(ForeignError::UnsupportedChunkType { chunk_type: 't', .. })), "{e}");
+    assert!(
+        matches!(e.foreign_error(), Some(ForeignError::UnsupportedChunkType { chunk_type: 't', .. })),
+        "{e}"
+    );
 }
 
 #[test]

@@ -9,7 +9,9 @@
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use guideloom_formats::Primitive;
-use guideloom_interop::{ArrayRecordReader, ForeignDataset, ForeignOptions, TfRecordShards, WebDatasetShards};
+use guideloom_interop::{
+    ArrayRecordReader, ForeignDataset, ForeignOptions, TfRecordShards, WebDatasetShards,
+};
 use guideloom_loader::sequential::{SequentialSource, ShardPos, ShardReader};
 use guideloom_testkit::hostile::{panic_text, with_alloc_cap};
 
@@ -28,8 +30,12 @@ fn read_stream(path: &std::path::Path, options: &ForeignOptions) -> Outcome {
 fn read_sequential<S: SequentialSource<Item = Vec<i64>>>(source: &S) -> Outcome {
     let mut out = Vec::new();
     for s in 0..source.shards().len() as u64 {
-        let mut r = source.open(s, ShardPos::START).map_err(|e| format!("{e}: {:?}", std::error::Error::source(&e)))?;
-        while let Some(d) = r.next_record().map_err(|e| format!("{e}: {:?}", std::error::Error::source(&e)))? {
+        let mut r = source
+            .open(s, ShardPos::START)
+            .map_err(|e| format!("{e}: {:?}", std::error::Error::source(&e)))?;
+        while let Some(d) =
+            r.next_record().map_err(|e| format!("{e}: {:?}", std::error::Error::source(&e)))?
+        {
             out.push(d);
         }
     }
@@ -85,9 +91,17 @@ fn issue28_damaged_record_samples_give_errors_never_panics_or_wrong_values() {
                 let mut outcomes = vec![read_stream(&path, &options)];
                 let location = path.to_str().unwrap();
                 if rel.starts_with("tfrecord") {
-                    outcomes.push(TfRecordShards::open(location, &options).map_err(|e| e.to_string()).and_then(|s| read_sequential(&s)));
+                    outcomes.push(
+                        TfRecordShards::open(location, &options)
+                            .map_err(|e| e.to_string())
+                            .and_then(|s| read_sequential(&s)),
+                    );
                 } else if rel.starts_with("webdataset") {
-                    outcomes.push(WebDatasetShards::open(location, &options).map_err(|e| e.to_string()).and_then(|s| read_sequential(&s)));
+                    outcomes.push(
+                        WebDatasetShards::open(location, &options)
+                            .map_err(|e| e.to_string())
+                            .and_then(|s| read_sequential(&s)),
+                    );
                 } else if let Err(e) = read_records(&path) {
                     outcomes.push(Err(e));
                 }
@@ -107,10 +121,16 @@ fn issue28_damaged_record_samples_give_errors_never_panics_or_wrong_values() {
             for outcome in outcomes {
                 match outcome {
                     Ok(docs) if docs == want => exact += 1,
-                    Ok(docs) if rel.starts_with("tfrecord") && round % 4 == 3 && want.starts_with(&docs) => other += 1,
-                    Ok(_) if checksummed => failures.push(format!("{what}: other data from a checksummed file")),
+                    Ok(docs) if rel.starts_with("tfrecord") && round % 4 == 3 && want.starts_with(&docs) => {
+                        other += 1
+                    }
+                    Ok(_) if checksummed => {
+                        failures.push(format!("{what}: other data from a checksummed file"))
+                    }
                     Ok(_) => other += 1,
-                    Err(e) if !e.contains(name) => failures.push(format!("{what}: the error does not name the file: {e}")),
+                    Err(e) if !e.contains(name) => {
+                        failures.push(format!("{what}: the error does not name the file: {e}"))
+                    }
                     Err(_) => refused += 1,
                 }
             }

@@ -287,7 +287,11 @@ fn issue28_record_formats_read_locally_and_from_s3_alike() {
     let cases: [(&str, ForeignOptions, u64); 8] = [
         ("arrayrecord/tokens_npy_default.array_record", ForeignOptions::new(), 2_726),
         ("arrayrecord/tokens_npy_g4_snappy.array_record", ForeignOptions::new(), 2_726),
-        ("arrayrecord/tokens_u16_raw_g16_brotli.array_record", named(ForeignFormat::ArrayRecord).dtype(Primitive::U16), 2_726),
+        (
+            "arrayrecord/tokens_u16_raw_g16_brotli.array_record",
+            named(ForeignFormat::ArrayRecord).dtype(Primitive::U16),
+            2_726,
+        ),
         ("arrayrecord/tokens_npy_g8_uncompressed_2blocks.array_record", ForeignOptions::new(), 15_595),
         ("tfrecord/examples.tfrecord", ForeignOptions::new(), 2_770),
         ("tfrecord/examples.tfrecord.gz", named(ForeignFormat::TfRecord), 2_770),
@@ -296,7 +300,8 @@ fn issue28_record_formats_read_locally_and_from_s3_alike() {
     ];
     for (rel, foreign, tokens) in cases {
         let options = options.clone().foreign(foreign.clone());
-        let local = open_tokens(sample2(rel).to_str().unwrap(), &options).unwrap_or_else(|e| panic!("{rel}: {e}"));
+        let local =
+            open_tokens(sample2(rel).to_str().unwrap(), &options).unwrap_or_else(|e| panic!("{rel}: {e}"));
         let url = format!("s3://{BUCKET}/samples2/{rel}");
         let from_s3 = open_tokens(&url, &options).unwrap_or_else(|e| panic!("{url}: {e}"));
         let (l, r) = (all_tokens(&local), all_tokens(&from_s3));
@@ -323,7 +328,8 @@ fn issue28_record_formats_read_locally_and_from_s3_alike() {
         assert_eq!(sequential(&a), sequential(&b), "{rel}");
     }
     let url = StorageLocation::parse(&format!("s3://{BUCKET}/samples2/webdataset/shards"));
-    let a = WebDatasetShards::open(sample2("webdataset/shards").to_str().unwrap(), &ForeignOptions::new()).unwrap();
+    let a = WebDatasetShards::open(sample2("webdataset/shards").to_str().unwrap(), &ForeignOptions::new())
+        .unwrap();
     let b = WebDatasetShards::open_at(&url, &remote, &ForeignOptions::new()).unwrap();
     assert_eq!(b.shards().len(), 5);
     assert_eq!(sequential(&a), sequential(&b));

@@ -50,7 +50,8 @@ pub(crate) fn assert_documents(expected: &Value, docs: &[Vec<i64>]) {
     let want: Vec<u64> =
         expected["doc_lengths_first_16"].as_array().unwrap().iter().map(|v| v.as_u64().unwrap()).collect();
     assert_eq!(lengths, want, "first lengths");
-    let empty: Vec<u64> = docs.iter().enumerate().filter(|(_, d)| d.is_empty()).map(|(i, _)| i as u64).collect();
+    let empty: Vec<u64> =
+        docs.iter().enumerate().filter(|(_, d)| d.is_empty()).map(|(i, _)| i as u64).collect();
     let want: Vec<u64> =
         expected["empty_documents"].as_array().unwrap().iter().map(|v| v.as_u64().unwrap()).collect();
     assert_eq!(empty, want, "empty documents");
@@ -84,7 +85,10 @@ pub(crate) fn assert_case(e: &InteropError, file: &str, case: &str) {
     let (kind, inner) = case.split_once('(').unwrap_or((case, ")"));
     let inner = inner.strip_suffix(')').unwrap_or(inner);
     let debug = format!("{error:?}");
-    assert!(debug.starts_with(kind) || debug.contains(&format!("error: {kind}")), "{file}: {debug} is not {kind}");
+    assert!(
+        debug.starts_with(kind) || debug.contains(&format!("error: {kind}")),
+        "{file}: {debug} is not {kind}"
+    );
     for part in inner.split(": ").filter(|p| !p.is_empty()) {
         assert!(text.contains(part), "{file}: {text:?} does not say {part:?} ({case})");
     }

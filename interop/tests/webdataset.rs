@@ -7,7 +7,9 @@ use guideloom_formats::Primitive;
 use guideloom_interop::{ForeignDataset, ForeignFormat, ForeignOptions, WebDatasetShards};
 use guideloom_loader::sequential::{SequentialLoader, SequentialSource, ShardPos, ShardReader};
 
-use crate::records_samples::{assert_case, assert_documents, case_error, documents, expected, open2, sample2};
+use crate::records_samples::{
+    assert_case, assert_documents, case_error, documents, expected, open2, sample2,
+};
 
 fn opts() -> ForeignOptions {
     ForeignOptions::new().format(ForeignFormat::WebDataset)
@@ -27,10 +29,16 @@ fn all_records(shards: &WebDatasetShards) -> Vec<Vec<i64>> {
 #[test]
 fn issue28_ac_wds_01_five_pax_shards_match_expected() {
     let want = expected("webdataset");
-    let shards = WebDatasetShards::open(sample2("webdataset/shards").to_str().unwrap(), &ForeignOptions::new()).unwrap();
-    let files: Vec<String> =
-        shards.files().iter().map(|f| format!("shards/{}", f.file_name().unwrap().to_str().unwrap())).collect();
-    let want_files: Vec<&str> = want["shards"]["files"].as_array().unwrap().iter().map(|v| v.as_str().unwrap()).collect();
+    let shards =
+        WebDatasetShards::open(sample2("webdataset/shards").to_str().unwrap(), &ForeignOptions::new())
+            .unwrap();
+    let files: Vec<String> = shards
+        .files()
+        .iter()
+        .map(|f| format!("shards/{}", f.file_name().unwrap().to_str().unwrap()))
+        .collect();
+    let want_files: Vec<&str> =
+        want["shards"]["files"].as_array().unwrap().iter().map(|v| v.as_str().unwrap()).collect();
     assert_eq!(files, want_files);
     let docs = all_records(&shards);
     assert_documents(&want["shards"], &docs);
@@ -59,7 +67,10 @@ fn issue28_ac_wds_02_gzip_shard() {
     let shards = WebDatasetShards::open(path.to_str().unwrap(), &ForeignOptions::new()).unwrap();
     let docs = all_records(&shards);
     assert_documents(&want["train_gz-000000.tar.gz"], &docs);
-    let first = all_records(&WebDatasetShards::open(sample2("webdataset/shards").to_str().unwrap(), &ForeignOptions::new()).unwrap());
+    let first = all_records(
+        &WebDatasetShards::open(sample2("webdataset/shards").to_str().unwrap(), &ForeignOptions::new())
+            .unwrap(),
+    );
     assert_eq!(docs[..], first[..30]);
     assert_eq!(guideloom_interop::detect(&path).unwrap(), ForeignFormat::WebDataset);
 }
@@ -74,7 +85,8 @@ fn issue28_ac_wds_03_long_pax_keys_and_dotted_directories() {
     assert_documents(&want["long_keys.tar"], &docs);
     let samples = shards.samples(0).unwrap();
     let keys: Vec<&str> = samples.iter().map(|s| s.key.as_str()).collect();
-    let want_keys: Vec<&str> = want["long_keys.tar"]["keys"].as_array().unwrap().iter().map(|v| v.as_str().unwrap()).collect();
+    let want_keys: Vec<&str> =
+        want["long_keys.tar"]["keys"].as_array().unwrap().iter().map(|v| v.as_str().unwrap()).collect();
     assert_eq!(keys, want_keys);
     assert_eq!(samples[0].fields.keys().collect::<Vec<_>>(), ["input_ids.npy", "meta.json"]);
     let data = open2("webdataset/long_keys.tar", &opts().column("input_ids.npy"));
@@ -86,7 +98,9 @@ fn issue28_ac_wds_03_long_pax_keys_and_dotted_directories() {
 
 #[test]
 fn issue28_webdataset_sequential_loader_resumes_exactly_over_ranks() {
-    let shards = WebDatasetShards::open(sample2("webdataset/shards").to_str().unwrap(), &ForeignOptions::new()).unwrap();
+    let shards =
+        WebDatasetShards::open(sample2("webdataset/shards").to_str().unwrap(), &ForeignOptions::new())
+            .unwrap();
     // Positions restart a shard at a sample.
     let mut r = shards.open(1, ShardPos::START).unwrap();
     for _ in 0..7 {
@@ -95,7 +109,14 @@ fn issue28_webdataset_sequential_loader_resumes_exactly_over_ranks() {
     let at = r.pos();
     let eighth = r.next_record().unwrap();
     assert_eq!(shards.open(1, at).unwrap().next_record().unwrap(), eighth);
-    let loader = SequentialLoader::builder(shards).pack(32).batch_size(2).window_shuffle(8).seed(3).shard(1, 2).build().unwrap();
+    let loader = SequentialLoader::builder(shards)
+        .pack(32)
+        .batch_size(2)
+        .window_shuffle(8)
+        .seed(3)
+        .shard(1, 2)
+        .build()
+        .unwrap();
     let all: Vec<_> = loader.iter().map(|b| b.unwrap().data).collect();
     let mut it = loader.iter();
     for _ in 0..4 {

@@ -18,6 +18,8 @@ pub(crate) mod npy;
 #[cfg(feature = "olmo")]
 pub(crate) mod olmo;
 pub(crate) mod raw;
+// Without a record format only its detection is used.
+#[cfg_attr(not(any(feature = "arrayrecord", feature = "tfrecord", feature = "webdataset")), allow(dead_code))]
 pub(crate) mod records;
 pub(crate) mod scan;
 #[cfg(feature = "tfrecord")]

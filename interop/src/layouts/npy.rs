@@ -108,6 +108,7 @@ fn header_text(major: u8, raw: Vec<u8>) -> std::result::Result<Header, ForeignEr
 /// The [`ForeignError`] of the first check that fails, as for a `.npy` file: magic,
 /// version, header, dtype (object arrays refused), layout, and the data size against the
 /// shape (short: [`ForeignError::DataSize`], long: [`ForeignError::TrailingBytes`]).
+#[cfg_attr(not(any(feature = "arrayrecord", feature = "tfrecord", feature = "webdataset")), allow(dead_code))]
 pub(crate) fn in_memory(bytes: &[u8]) -> std::result::Result<(Primitive, bool, &[u8]), ForeignError> {
     let total = bytes.len() as u64;
     let (major, start, len) = header_span(&bytes[..bytes.len().min(12)], total)?;
@@ -121,13 +122,17 @@ pub(crate) fn in_memory(bytes: &[u8]) -> std::result::Result<(Primitive, bool, &
     let elements = match h.shape.as_slice() {
         [] => 1,
         [n] => *n,
-        [_, _] if h.fortran => return Err(ForeignError::UnsupportedLayout { layout: "fortran_order".into() }),
-        [r, c] => r.checked_mul(*c).ok_or_else(|| ForeignError::UnsupportedShape { shape: tuple_text(&h.shape) })?,
+        [_, _] if h.fortran => {
+            return Err(ForeignError::UnsupportedLayout { layout: "fortran_order".into() })
+        }
+        [r, c] => {
+            r.checked_mul(*c).ok_or_else(|| ForeignError::UnsupportedShape { shape: tuple_text(&h.shape) })?
+        }
         _ => return Err(ForeignError::UnsupportedShape { shape: tuple_text(&h.shape) }),
     };
     let data = &bytes[start + len..];
     let have = data.len() as u64;
-    let need = elements.checked_mul(p.size()).unwrap_or(u64::MAX);
+    let need = elements.saturating_mul(p.size());
     if have < need {
         return Err(ForeignError::DataSize { have, need });
     }

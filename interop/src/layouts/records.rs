@@ -54,7 +54,7 @@ pub(crate) fn record_tokens(record: &[u8], dtype: Option<Primitive>) -> Result<R
             reason: format!("{} bytes without a .npy header", record.len()),
         });
     };
-    if record.len() as u64 % p.size() != 0 {
+    if !(record.len() as u64).is_multiple_of(p.size()) {
         return Err(ForeignError::NotMultipleOfItemSize { bytes: record.len() as u64, itemsize: p.size() });
     }
     Ok(RecordTokens { dtype: p, bytes: record.to_vec() })
@@ -72,13 +72,16 @@ pub(crate) fn widen(tokens: &RecordTokens) -> Result<Vec<i64>, ForeignError> {
         .map(|c| {
             let mut b = [0u8; 8];
             b[..size].copy_from_slice(c);
-            let signed = matches!(tokens.dtype, Primitive::I8 | Primitive::I16 | Primitive::I32 | Primitive::I64);
+            let signed =
+                matches!(tokens.dtype, Primitive::I8 | Primitive::I16 | Primitive::I32 | Primitive::I64);
             if signed && c[size - 1] & 0x80 != 0 {
                 b[size..].fill(0xff);
             }
             let v = i64::from_le_bytes(b);
             if tokens.dtype == Primitive::U64 && v < 0 {
-                return Err(ForeignError::UnsupportedTokenDType { dtype: format!("<u8 id {} above i64::MAX", v as u64) });
+                return Err(ForeignError::UnsupportedTokenDType {
+                    dtype: format!("<u8 id {} above i64::MAX", v as u64),
+                });
             }
             Ok(v)
         })
@@ -176,7 +179,10 @@ pub(crate) fn read_from(
 ) -> crate::error::Result<(Box<dyn std::io::Read + Send>, Option<u64>)> {
     use std::io::{BufReader, Read};
     let past = |have: u64| {
-        fs.err(name, ForeignError::InvalidIndex { reason: format!("offset {offset} is past the {have} bytes there") })
+        fs.err(
+            name,
+            ForeignError::InvalidIndex { reason: format!("offset {offset} is past the {have} bytes there") },
+        )
     };
     if name.ends_with(".gz") || name.ends_with(".tgz") {
         let file = FileRead::new(fs, name, 0)?;
@@ -221,7 +227,10 @@ impl Collected {
     pub(crate) fn push(&mut self, tokens: RecordTokens) -> Result<(), ForeignError> {
         match self.dtype {
             Some(d) if d != tokens.dtype => {
-                return Err(ForeignError::MixedDTypes { expected: d.descr().into(), found: tokens.dtype.descr().into() })
+                return Err(ForeignError::MixedDTypes {
+                    expected: d.descr().into(),
+                    found: tokens.dtype.descr().into(),
+                })
             }
             _ => self.dtype = Some(tokens.dtype),
         }
@@ -265,7 +274,10 @@ mod tests {
     fn raw_and_npy_records_decode_and_widen_exactly() {
         let raw = record_tokens(&[1, 0, 0xff, 0xff], Some(Primitive::I16)).unwrap();
         assert_eq!(widen(&raw).unwrap(), vec![1, -1]);
-        assert!(matches!(record_tokens(&[1, 2, 3], Some(Primitive::U16)), Err(ForeignError::NotMultipleOfItemSize { .. })));
+        assert!(matches!(
+            record_tokens(&[1, 2, 3], Some(Primitive::U16)),
+            Err(ForeignError::NotMultipleOfItemSize { .. })
+        ));
         assert!(matches!(record_tokens(&[1, 2], None), Err(ForeignError::DTypeRequired { .. })));
         let mut npy = b"\x93NUMPY\x01\x00".to_vec();
         let header = "{'descr': '>u2', 'fortran_order': False, 'shape': (2,), }";

@@ -68,7 +68,8 @@ struct Feature {
     kind: Option<Kind>,
 }
 
-/// The oneof of `tf.train.Feature`.
+/// The oneof of `tf.train.Feature` (its variants named as the proto's fields).
+#[allow(clippy::enum_variant_names)]
 #[derive(Clone, PartialEq, prost::Oneof)]
 enum Kind {
     #[prost(message, tag = "1")]
@@ -127,15 +128,21 @@ impl RecordKind {
     /// The ids of record `record` (its bytes `data`).
     fn tokens(&self, record: u64, data: &[u8]) -> std::result::Result<RecordTokens, ForeignError> {
         let feature = match self {
-            RecordKind::Raw(d) => return record_tokens(data, Some(*d)).map_err(in_record(format!("record {record}"))),
+            RecordKind::Raw(d) => {
+                return record_tokens(data, Some(*d)).map_err(in_record(format!("record {record}")))
+            }
             RecordKind::Example(f) => f,
         };
-        let example =
-            Example::decode(data).map_err(|e| ForeignError::ExampleDecode { record, reason: e.to_string() })?;
+        let example = Example::decode(data)
+            .map_err(|e| ForeignError::ExampleDecode { record, reason: e.to_string() })?;
         let features = example.features.map(|f| f.feature).unwrap_or_default();
         let Some(found) = features.get(feature) else {
             let have: Vec<&str> = features.keys().map(String::as_str).collect();
-            return Err(ForeignError::FeatureNotFound { record, feature: feature.clone(), have: have.join(", ") });
+            return Err(ForeignError::FeatureNotFound {
+                record,
+                feature: feature.clone(),
+                have: have.join(", "),
+            });
         };
         let wrong = |found: &str| {
             in_record(format!("record {record} feature {feature}"))(ForeignError::UnsupportedTokenType {
@@ -143,9 +150,10 @@ impl RecordKind {
             })
         };
         match &found.kind {
-            Some(Kind::Int64List(l)) => {
-                Ok(RecordTokens { dtype: Primitive::I64, bytes: l.value.iter().flat_map(|v| v.to_le_bytes()).collect() })
-            }
+            Some(Kind::Int64List(l)) => Ok(RecordTokens {
+                dtype: Primitive::I64,
+                bytes: l.value.iter().flat_map(|v| v.to_le_bytes()).collect(),
+            }),
             Some(Kind::FloatList(_)) => Err(wrong("float_list")),
             Some(Kind::BytesList(_)) => Err(wrong("bytes_list")),
             None => Err(wrong("a feature without a list")),
@@ -276,7 +284,7 @@ impl TfRecordShards {
     /// or raw ids of [`ForeignOptions::dtype`] when one is given.
     ///
     /// # Errors
-    /// [`ForeignError::NoFiles`] when nothing matches; [`InteropError::Storage`] when the
+    /// [`ForeignError::NoFiles`] when nothing matches; [`crate::InteropError::Storage`] when the
     /// files cannot be listed or their sizes read.
     pub fn open(location: &str, options: &ForeignOptions) -> Result<Self> {
         let at = StorageLocation::parse(location);
@@ -288,7 +296,11 @@ impl TfRecordShards {
     ///
     /// # Errors
     /// As [`TfRecordShards::open`].
-    pub fn open_at(location: &StorageLocation, remote: &RemoteOptions, options: &ForeignOptions) -> Result<Self> {
+    pub fn open_at(
+        location: &StorageLocation,
+        remote: &RemoteOptions,
+        options: &ForeignOptions,
+    ) -> Result<Self> {
         let place = match location {
             StorageLocation::Local(p) => Place::Local(p.clone()),
             StorageLocation::Remote(url) => Place::Remote { url: url.clone(), options: remote.clone() },
@@ -363,9 +375,11 @@ impl TfRecordShards {
         let mut out = Vec::new();
         let mut expect = 0u64;
         for (i, line) in String::from_utf8_lossy(&text).lines().enumerate() {
-            let bad = |reason: String| ifs.err(&iname, ForeignError::BadRecordIndex { line: i as u64 + 1, reason });
+            let bad =
+                |reason: String| ifs.err(&iname, ForeignError::BadRecordIndex { line: i as u64 + 1, reason });
             let mut parts = line.split_ascii_whitespace().map(str::parse::<u64>);
-            let (Some(Ok(offset)), Some(Ok(length)), None) = (parts.next(), parts.next(), parts.next()) else {
+            let (Some(Ok(offset)), Some(Ok(length)), None) = (parts.next(), parts.next(), parts.next())
+            else {
                 return Err(bad(format!("{line:?} is not `offset length`")));
             };
             if offset != expect || length < 16 || offset.checked_add(length).is_none_or(|e| e > size) {
@@ -412,16 +426,15 @@ impl SequentialSource for TfRecordShards {
     type Reader = TfRecordReader;
 
     fn shards(&self) -> Vec<ShardInfo> {
-        (0..self.names.len())
-            .map(|i| ShardInfo { len_hint: self.lengths.as_ref().map(|l| l[i]) })
-            .collect()
+        (0..self.names.len()).map(|i| ShardInfo { len_hint: self.lengths.as_ref().map(|l| l[i]) }).collect()
     }
 
     fn open(&self, shard: u64, at: ShardPos) -> Result<TfRecordReader, LoaderError> {
         let Some(name) = usize::try_from(shard).ok().and_then(|s| self.names.get(s)) else {
             return Err(LoaderError::IndexOutOfRange { index: shard, len: self.names.len() as u64 });
         };
-        let framing = Framing::open(&self.fs, name, at).map_err(|e| LoaderError::shard(shard, at.record, e))?;
+        let framing =
+            Framing::open(&self.fs, name, at).map_err(|e| LoaderError::shard(shard, at.record, e))?;
         Ok(TfRecordReader { framing, shards: self.clone(), shard })
     }
 

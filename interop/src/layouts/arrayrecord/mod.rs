@@ -137,7 +137,8 @@ impl ArrayRecordReader {
         let chunks = Chunks { fs: &fs, name };
         let postscript_at = size - BLOCK;
         let ps_chunk = records_chunk(&chunks, postscript_at, size)?;
-        let ps = decode::<proto::RiegeliPostscript>(ps_chunk.get(0), postscript_at, "postscript").map_err(err)?;
+        let ps =
+            decode::<proto::RiegeliPostscript>(ps_chunk.get(0), postscript_at, "postscript").map_err(err)?;
         let magic = ps.magic.unwrap_or(0);
         if magic != MAGIC {
             return Err(err(ForeignError::BadMagic { found: format!("postscript magic {magic:#018x}") }));
@@ -192,7 +193,11 @@ impl ArrayRecordReader {
                 )));
             }
             if last.is_some_and(|l| entry.offset <= l) {
-                return Err(out(format!("offset {} is not after the previous chunk's {}", entry.offset, last.unwrap_or(0))));
+                return Err(out(format!(
+                    "offset {} is not after the previous chunk's {}",
+                    entry.offset,
+                    last.unwrap_or(0)
+                )));
             }
             last = Some(entry.offset);
             entries.push(entry);
@@ -219,7 +224,8 @@ impl ArrayRecordReader {
             entries,
             group_size,
             records: num_records,
-            writer_options: String::from_utf8_lossy(meta.writer_options.as_deref().unwrap_or_default()).into_owned(),
+            writer_options: String::from_utf8_lossy(meta.writer_options.as_deref().unwrap_or_default())
+                .into_owned(),
             cache: Mutex::new(None),
             decoded: AtomicU64::new(0),
             fs,
@@ -244,7 +250,9 @@ impl ArrayRecordReader {
     fn check_type(&self, at: u64, chunk_type: u8) -> Result<()> {
         match chunk_type {
             b'r' => Ok(()),
-            b't' => Err(self.fs.err(&self.name, ForeignError::UnsupportedChunkType { chunk: at, chunk_type: 't' })),
+            b't' => Err(self
+                .fs
+                .err(&self.name, ForeignError::UnsupportedChunkType { chunk: at, chunk_type: 't' })),
             other => Err(self.fs.err(
                 &self.name,
                 ForeignError::ChunkDecode {
@@ -354,7 +362,13 @@ impl ArrayRecordReader {
     /// footer entry, decoding) as [`InteropError::Dataset`] naming the file; read errors.
     pub fn record(&self, index: u64) -> Result<Vec<u8>> {
         if index >= self.records {
-            return Err(StorageError::OutOfRange { what: "record", start: index, len: 1, total: self.records }.into());
+            return Err(StorageError::OutOfRange {
+                what: "record",
+                start: index,
+                len: 1,
+                total: self.records,
+            }
+            .into());
         }
         // group_size >= 1 whenever there are records.
         let (k, i) = ((index / self.group_size) as usize, (index % self.group_size) as usize);
@@ -394,7 +408,11 @@ fn records_chunk(chunks: &Chunks<'_>, at: u64, limit: u64) -> Result<SimpleRecor
 }
 
 /// A protobuf message from a record of the chunk at `at` (`what` names it in errors).
-fn decode<M: Message + Default>(record: Option<&[u8]>, at: u64, what: &str) -> std::result::Result<M, ForeignError> {
+fn decode<M: Message + Default>(
+    record: Option<&[u8]>,
+    at: u64,
+    what: &str,
+) -> std::result::Result<M, ForeignError> {
     let bad = |reason: String| ForeignError::ChunkDecode { chunk: at, reason: format!("{what}: {reason}") };
     M::decode(record.ok_or_else(|| bad("missing".into()))?).map_err(|e| bad(e.to_string()))
 }
@@ -470,7 +488,9 @@ pub(crate) fn open(place: &Place, options: &ForeignOptions) -> Result<Parts> {
         let reader = ArrayRecordReader::open_in(fs.clone(), name)?;
         reader.for_each_record(|index, record| {
             let at = format!("record {index}");
-            let tokens = record_tokens(record, out.dtype()).map_err(in_record(at.clone())).map_err(|e| fs.err(name, e))?;
+            let tokens = record_tokens(record, out.dtype())
+                .map_err(in_record(at.clone()))
+                .map_err(|e| fs.err(name, e))?;
             out.push(tokens).map_err(|e| fs.err(name, in_record(at)(e)))
         })?;
         out.end_file(name, reader.len());

@@ -30,14 +30,15 @@ const MAX_RATIO: u64 = 4096;
 const MIN_DECODED: u64 = 1 << 20;
 
 /// The HighwayHash key of riegeli: `"Riegeli/records\n"` twice, as four little-endian u64.
-const KEY: [u64; 4] = [0x2f69_6c65_6765_6952, 0x0a73_6472_6f63_6572, 0x2f69_6c65_6765_6952, 0x0a73_6472_6f63_6572];
+const KEY: [u64; 4] =
+    [0x2f69_6c65_6765_6952, 0x0a73_6472_6f63_6572, 0x2f69_6c65_6765_6952, 0x0a73_6472_6f63_6572];
 
 /// The first 64 bytes of every riegeli/records file: the first block header and the
 /// signature chunk (type `'s'`, no data).
 pub(crate) const SIGNATURE: [u8; 64] = [
     0x83, 0xaf, 0x70, 0xd1, 0x0d, 0x88, 0x4a, 0x3f, 0, 0, 0, 0, 0, 0, 0, 0, 0x40, 0, 0, 0, 0, 0, 0, 0, 0x91,
-    0xba, 0xc2, 0x3c, 0x92, 0x87, 0xe1, 0xa9, 0, 0, 0, 0, 0, 0, 0, 0, 0xe1, 0x9f, 0x13, 0xc0, 0xe9, 0xb1, 0xc3,
-    0x72, 0x73, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+    0xba, 0xc2, 0x3c, 0x92, 0x87, 0xe1, 0xa9, 0, 0, 0, 0, 0, 0, 0, 0, 0xe1, 0x9f, 0x13, 0xc0, 0xe9, 0xb1,
+    0xc3, 0x72, 0x73, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
 ];
 
 /// The 64-bit HighwayHash of `data` with riegeli's key.
@@ -122,7 +123,7 @@ impl Chunks<'_> {
         let mut p = pos;
         while p < end {
             let i = (p - pos) as usize;
-            if p % BLOCK == 0 {
+            if p.is_multiple_of(BLOCK) {
                 let header = raw.get(i..i + BLOCK_HEADER as usize).ok_or_else(|| out_of_range(Some(end)))?;
                 if u64_at(header, 0) != hash(&header[8..]) {
                     return Err(self.err(ForeignError::ChunkHashMismatch { chunk: p, what: "block header" }));
@@ -244,7 +245,8 @@ pub(crate) fn simple_records(chunk: &Chunk) -> std::result::Result<SimpleRecords
     }
     let compression = *data.first().ok_or_else(|| bad("empty simple chunk".into()))?;
     let mut i = 1usize;
-    let sizes_len = varint(data, &mut i).ok_or_else(|| bad("compressed sizes length does not parse".into()))?;
+    let sizes_len =
+        varint(data, &mut i).ok_or_else(|| bad("compressed sizes length does not parse".into()))?;
     let rest = (data.len() - i) as u64;
     if sizes_len > rest {
         return Err(bad(format!("compressed sizes of {sizes_len} bytes, {rest} bytes left")));
@@ -256,10 +258,14 @@ pub(crate) fn simple_records(chunk: &Chunk) -> std::result::Result<SimpleRecords
         return Err(bad(format!("num_records {} for {} bytes of data", h.num_records, h.data_size)));
     }
     let sizes = decompress(compression, sizes_block, max_sizes).map_err(|r| bad(format!("sizes: {r}")))?;
-    let values =
-        decompress(compression, values_block, h.decoded_data_size).map_err(|r| bad(format!("values: {r}")))?;
+    let values = decompress(compression, values_block, h.decoded_data_size)
+        .map_err(|r| bad(format!("values: {r}")))?;
     if values.len() as u64 != h.decoded_data_size {
-        return Err(bad(format!("values hold {} bytes, decoded_data_size is {}", values.len(), h.decoded_data_size)));
+        return Err(bad(format!(
+            "values hold {} bytes, decoded_data_size is {}",
+            values.len(),
+            h.decoded_data_size
+        )));
     }
     let mut ends = Vec::with_capacity(h.num_records.min(sizes.len() as u64) as usize);
     let (mut j, mut end) = (0usize, 0u64);
@@ -299,7 +305,9 @@ fn decompress(compression: u8, block: &[u8], max: u64) -> std::result::Result<Ve
     let body = &block[i..];
     let cap = declared as usize;
     let out = match compression {
-        b'z' => zstd::bulk::decompress(body, cap).map_err(|e| format!("zstd: {e} (declared {declared} bytes)"))?,
+        b'z' => {
+            zstd::bulk::decompress(body, cap).map_err(|e| format!("zstd: {e} (declared {declared} bytes)"))?
+        }
         b's' => {
             let n = snap::raw::decompress_len(body).map_err(|e| format!("snappy: {e}"))?;
             if n != cap {
@@ -345,7 +353,13 @@ mod tests {
         assert_eq!(round_up_to_chunk_boundary(65_530), Some(65_530));
         assert_eq!(round_up_to_chunk_boundary(65_536), Some(65_536));
         assert_eq!(round_up_to_chunk_boundary(65_540), Some(65_561));
-        let h = ChunkHeader { data_size: 0, data_hash: 0, chunk_type: b's', num_records: 0, decoded_data_size: 0 };
+        let h = ChunkHeader {
+            data_size: 0,
+            data_hash: 0,
+            chunk_type: b's',
+            num_records: 0,
+            decoded_data_size: 0,
+        };
         assert_eq!(chunk_end(0, &h), Some(64));
         assert_eq!(add_with_overhead(u64::MAX - 3, 10), None);
     }

@@ -83,7 +83,10 @@ impl Samples {
             let Some((key, field)) = key_and_field(&member.name) else { continue };
             match sample.as_mut() {
                 None => {
-                    sample = Some(WdsSample { key: key.to_string(), fields: BTreeMap::from([(field, member.data)]) })
+                    sample = Some(WdsSample {
+                        key: key.to_string(),
+                        fields: BTreeMap::from([(field, member.data)]),
+                    })
                 }
                 Some(s) if s.key == key => {
                     if s.fields.contains_key(&field) {
@@ -137,13 +140,20 @@ impl TokenField {
         match self {
             TokenField::Bytes(_, dtype) => record_tokens(bytes, *dtype).map_err(in_record(at)),
             TokenField::Json(key) => {
-                let bad = |found: &str| in_record(at.clone())(ForeignError::UnsupportedTokenType { found: found.into() });
-                let value: serde_json::Value =
-                    serde_json::from_slice(bytes).map_err(|e| bad(&format!("JSON that does not parse ({e})")))?;
-                let list = value.get(key).and_then(|v| v.as_array()).ok_or_else(|| bad(&format!("no list under {key:?}")))?;
+                let bad = |found: &str| {
+                    in_record(at.clone())(ForeignError::UnsupportedTokenType { found: found.into() })
+                };
+                let value: serde_json::Value = serde_json::from_slice(bytes)
+                    .map_err(|e| bad(&format!("JSON that does not parse ({e})")))?;
+                let list = value
+                    .get(key)
+                    .and_then(|v| v.as_array())
+                    .ok_or_else(|| bad(&format!("no list under {key:?}")))?;
                 let mut out = Vec::with_capacity(list.len() * 8);
                 for v in list {
-                    out.extend_from_slice(&v.as_i64().ok_or_else(|| bad(&format!("{v} in {key:?}")))?.to_le_bytes());
+                    out.extend_from_slice(
+                        &v.as_i64().ok_or_else(|| bad(&format!("{v} in {key:?}")))?.to_le_bytes(),
+                    );
                 }
                 Ok(RecordTokens { dtype: Primitive::I64, bytes: out })
             }
@@ -183,7 +193,11 @@ impl WebDatasetShards {
     ///
     /// # Errors
     /// As [`WebDatasetShards::open`].
-    pub fn open_at(location: &StorageLocation, remote: &RemoteOptions, options: &ForeignOptions) -> Result<Self> {
+    pub fn open_at(
+        location: &StorageLocation,
+        remote: &RemoteOptions,
+        options: &ForeignOptions,
+    ) -> Result<Self> {
         let place = match location {
             StorageLocation::Local(p) => Place::Local(p.clone()),
             StorageLocation::Remote(url) => Place::Remote { url: url.clone(), options: remote.clone() },
@@ -201,7 +215,13 @@ impl WebDatasetShards {
             key.extend_from_slice(n.as_bytes());
             key.extend_from_slice(&fs.len(n)?.to_le_bytes());
         }
-        Ok(WebDatasetShards { fs, names, field, lengths: None, fingerprint: xxhash_rust::xxh3::xxh3_64(&key) })
+        Ok(WebDatasetShards {
+            fs,
+            names,
+            field,
+            lengths: None,
+            fingerprint: xxhash_rust::xxh3::xxh3_64(&key),
+        })
     }
 
     /// The same shards with their sample counts as length hints (one pass over every
@@ -290,7 +310,8 @@ impl SequentialSource for WebDatasetShards {
         let Some(name) = usize::try_from(shard).ok().and_then(|s| self.names.get(s)) else {
             return Err(LoaderError::IndexOutOfRange { index: shard, len: self.names.len() as u64 });
         };
-        let samples = Samples::open(&self.fs, name, at).map_err(|e| LoaderError::shard(shard, at.record, e))?;
+        let samples =
+            Samples::open(&self.fs, name, at).map_err(|e| LoaderError::shard(shard, at.record, e))?;
         Ok(WebDatasetReader { samples, shards: self.clone(), shard })
     }
 
@@ -323,7 +344,10 @@ mod tests {
     #[test]
     fn keys_split_at_the_first_dot_of_the_last_component() {
         assert_eq!(key_and_field("doc000017.npy"), Some(("doc000017", "npy".to_string())));
-        assert_eq!(key_and_field("dir.v1/sub.dir/k00.input_ids.NPY"), Some(("dir.v1/sub.dir/k00", "input_ids.npy".to_string())));
+        assert_eq!(
+            key_and_field("dir.v1/sub.dir/k00.input_ids.NPY"),
+            Some(("dir.v1/sub.dir/k00", "input_ids.npy".to_string()))
+        );
         assert_eq!(key_and_field("dir.v1/README"), None);
         assert_eq!(key_and_field("dir/.hidden"), None);
     }

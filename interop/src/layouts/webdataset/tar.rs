@@ -95,10 +95,9 @@ impl Members {
             }
         }
         let mut data = Vec::new();
-        (&mut self.src)
-            .take(n)
-            .read_to_end(&mut data)
-            .map_err(|e| (data.len() as u64, Some(ForeignError::DecompressionFailed { reason: e.to_string() })))?;
+        (&mut self.src).take(n).read_to_end(&mut data).map_err(|e| {
+            (data.len() as u64, Some(ForeignError::DecompressionFailed { reason: e.to_string() }))
+        })?;
         if (data.len() as u64) < n {
             return Err((data.len() as u64, None));
         }
@@ -157,19 +156,26 @@ impl Members {
                 Some(s) if kind.is_file() => s,
                 _ => header.entry_size().map_err(|e| decode(e.to_string()))?,
             };
-            let raw_name = || String::from_utf8(header.path_bytes().into_owned()).map_err(|_| decode("a name that is not UTF-8".into()));
+            let raw_name = || {
+                String::from_utf8(header.path_bytes().into_owned())
+                    .map_err(|_| decode("a name that is not UTF-8".into()))
+            };
             let name = match (&pax_path, &long_name) {
                 (Some(p), _) => p.clone(),
                 (None, Some(l)) => l.clone(),
                 (None, None) => raw_name()?,
             };
             if size > MAX_MEMBER {
-                return Err(decode(format!("member {name}: size {size} is above the {MAX_MEMBER}-byte limit")));
+                return Err(decode(format!(
+                    "member {name}: size {size} is above the {MAX_MEMBER}-byte limit"
+                )));
             }
             let data = match self.data(size) {
                 Ok(d) => d,
                 Err((_, Some(e))) => return Err(e),
-                Err((present, None)) => return Err(ForeignError::TruncatedMember { member, name, size, present }),
+                Err((present, None)) => {
+                    return Err(ForeignError::TruncatedMember { member, name, size, present })
+                }
             };
             match kind {
                 EntryType::XHeader => {
@@ -177,7 +183,11 @@ impl Members {
                         let ext = ext.map_err(|e| decode(format!("a PAX record: {e}")))?;
                         match ext.key() {
                             Ok("path") => {
-                                pax_path = Some(ext.value().map_err(|_| decode("a PAX path that is not UTF-8".into()))?.to_string())
+                                pax_path = Some(
+                                    ext.value()
+                                        .map_err(|_| decode("a PAX path that is not UTF-8".into()))?
+                                        .to_string(),
+                                )
                             }
                             Ok("size") => {
                                 pax_size = Some(
@@ -215,7 +225,9 @@ impl Members {
                     (long_name, pax_path, header_at) = (None, None, self.pos);
                     continue;
                 }
-                other => return Err(ForeignError::UnsupportedMemberType { member, name, kind: type_name(other) }),
+                other => {
+                    return Err(ForeignError::UnsupportedMemberType { member, name, kind: type_name(other) })
+                }
             }
         }
     }
