@@ -420,7 +420,8 @@ pub(crate) struct ElasticArgs {
 /// Files read in order, tokenized on the fly (`batches --sequential`, `bench --sequential`).
 #[derive(clap::Args, Debug, Clone)]
 pub(crate) struct SequentialArgs {
-    /// Read --jsonl or --text files in order instead of a storage: each file is a shard, its
+    /// Read --jsonl, --text, --tfrecord or --webdataset files in order instead of a storage:
+    /// each file is a shard, its
     /// documents are tokenized as they are read and packed into windows of --seq-len tokens
     /// (--shuffle permutes the file order per epoch).
     #[arg(long, requires = "sequential_input")]
@@ -431,8 +432,19 @@ pub(crate) struct SequentialArgs {
     /// Plain UTF-8 text files (documents per --split, tokenized with --tokenizer).
     #[arg(long, num_args = 1.., requires = "sequential", group = "sequential_input", conflicts_with = "jsonl")]
     pub(crate) text: Vec<PathBuf>,
-    /// --jsonl: the field holding a list of token ids.
-    #[arg(long, requires = "jsonl", conflicts_with = "text_field")]
+    /// TFRecord files in order (a file, glob or directory of `*.tfrecord`, `*.tfrecord.gz`;
+    /// a local path or a URL): each record's tf.train.Example int64 feature (--tokens-field,
+    /// default `input_ids`) is a document.
+    #[arg(long, requires = "sequential", group = "sequential_input", conflicts_with_all = ["jsonl", "text"])]
+    pub(crate) tfrecord: Option<String>,
+    /// WebDataset tar shards in order (a file, glob or directory of `*.tar`, `*.tar.gz`; a
+    /// local path or a URL): each sample's token field (--tokens-field, default `npy`; a
+    /// `txt` field is tokenized with --tokenizer) is a document.
+    #[arg(long, requires = "sequential", group = "sequential_input", conflicts_with_all = ["jsonl", "text", "tfrecord"])]
+    pub(crate) webdataset: Option<String>,
+    /// --jsonl: the field holding a list of token ids; --tfrecord: the int64 feature;
+    /// --webdataset: the token field (`npy`, `input_ids.npy`, `json:<key>`, `txt`).
+    #[arg(long, requires = "sequential_input", conflicts_with = "text_field")]
     pub(crate) tokens_field: Option<String>,
     /// --jsonl: the field holding text to tokenize with --tokenizer.
     #[arg(long, requires = "jsonl")]

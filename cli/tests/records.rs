@@ -99,3 +99,59 @@ fn issue28_malformed_record_files_are_refused_naming_the_file() {
         assert!(err.contains(says) && err.contains(rel.rsplit('/').next().unwrap()), "{rel}: {err}");
     }
 }
+
+#[test]
+fn issue28_sequential_tfrecord_and_webdataset_pack_the_records_in_order() {
+    let tokens = |lines: &[String]| -> Vec<serde_json::Value> {
+        lines
+            .iter()
+            .flat_map(|l| {
+                let v: serde_json::Value = serde_json::from_str(l).unwrap();
+                v["tokens"].as_array().unwrap().clone()
+            })
+            .collect()
+    };
+    for (flag, rel, in_place_flags) in [
+        ("--tfrecord", "tfrecord/examples.tfrecord", vec![]),
+        ("--tfrecord", "tfrecord/examples.tfrecord.gz", vec![]),
+        ("--webdataset", "webdataset/shards", vec![]),
+        ("--webdataset", "webdataset/long_keys.tar", vec!["--column", "input_ids.npy"]),
+    ] {
+        let path = sample2(rel);
+        let mut args = vec![
+            "batches",
+            "--sequential",
+            flag,
+            path.to_str().unwrap(),
+            "--seq-len",
+            "32",
+            "--batch-size",
+            "3",
+        ];
+        if rel.contains("long_keys") {
+            args.extend_from_slice(&["--tokens-field", "input_ids.npy"]);
+        }
+        let out = run_ok(&args);
+        let sequential: Vec<String> =
+            String::from_utf8(out.stdout).unwrap().lines().map(str::to_string).collect();
+        let mut flags = in_place_flags.clone();
+        flags.extend_from_slice(&["--seq-len", "32", "--stride", "32", "--batch-size", "3"]);
+        let in_place = batches(&path, &flags);
+        assert!(!sequential.is_empty(), "{rel}");
+        assert_eq!(tokens(&sequential), tokens(&in_place), "{rel}");
+    }
+    // A `txt` field tokenized as it is read.
+    let path = sample2("webdataset/shards");
+    let args = [
+        "batches",
+        "--sequential",
+        "--webdataset",
+        path.to_str().unwrap(),
+        "--tokens-field",
+        "txt",
+        "--seq-len",
+        "8",
+    ];
+    let out = run_ok(&args);
+    assert!(!out.stdout.is_empty());
+}

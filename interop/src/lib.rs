@@ -133,7 +133,7 @@ pub use layouts::megatron_index::MegatronIndex;
 #[cfg(feature = "tfrecord")]
 pub use layouts::tfrecord::{TfRecordReader, TfRecordShards};
 #[cfg(feature = "webdataset")]
-pub use layouts::webdataset::{WdsSample, WebDatasetReader, WebDatasetShards};
+pub use layouts::webdataset::{WdsSample, WebDatasetReader, WebDatasetSampleReader, WebDatasetShards};
 pub use open::{open_tokens, OpenOptions, TokenDataset};
 pub use options::{DocumentDelimiter, ForeignOptions};
 pub use orders::llmc::{

@@ -267,6 +267,50 @@ impl WebDatasetShards {
     }
 }
 
+impl WebDatasetShards {
+    /// A reader of shard `shard`'s samples with all their fields, from `at` (a position a
+    /// reader of this source reported): for token fields read otherwise than as ids (a
+    /// `txt` field tokenized by the caller).
+    ///
+    /// # Errors
+    /// As [`SequentialSource::open`].
+    pub fn open_samples(&self, shard: u64, at: ShardPos) -> Result<WebDatasetSampleReader, LoaderError> {
+        let Some(name) = usize::try_from(shard).ok().and_then(|s| self.names.get(s)) else {
+            return Err(LoaderError::IndexOutOfRange { index: shard, len: self.names.len() as u64 });
+        };
+        let samples =
+            Samples::open(&self.fs, name, at).map_err(|e| LoaderError::shard(shard, at.record, e))?;
+        Ok(WebDatasetSampleReader { samples, shards: self.clone(), shard })
+    }
+}
+
+/// The samples of one shard of [`WebDatasetShards`], every field kept
+/// ([`WebDatasetShards::open_samples`]).
+#[derive(Debug)]
+pub struct WebDatasetSampleReader {
+    samples: Samples,
+    shards: WebDatasetShards,
+    shard: u64,
+}
+
+impl WebDatasetSampleReader {
+    /// The next sample, or `None` at the end of the shard.
+    ///
+    /// # Errors
+    /// [`LoaderError::Shard`] naming the shard and sample, its source the damaged member's
+    /// error naming the file.
+    pub fn next_sample(&mut self) -> Result<Option<WdsSample>, LoaderError> {
+        let record = self.samples.record;
+        let name = &self.shards.names[self.shard as usize];
+        self.samples.next().map_err(|e| LoaderError::shard(self.shard, record, self.shards.fs.err(name, e)))
+    }
+
+    /// The position of the next sample.
+    pub fn pos(&self) -> ShardPos {
+        self.samples.pos()
+    }
+}
+
 /// The reader of one shard of [`WebDatasetShards`].
 #[derive(Debug)]
 pub struct WebDatasetReader {
