@@ -10,8 +10,11 @@ fn sample2(rel: &str) -> PathBuf {
     guideloom_testkit::repo_root().join("interop/tests/data/samples2").join(rel)
 }
 
+/// A sample, the flags it needs, its format, dtype, tokens and documents.
+type Case = (&'static str, Vec<&'static str>, &'static str, &'static str, u64, u64);
+
 /// Every record sample with the flags it needs, its format, dtype, tokens and documents.
-fn cases() -> Vec<(&'static str, Vec<&'static str>, &'static str, &'static str, u64, u64)> {
+fn cases() -> Vec<Case> {
     vec![
         ("arrayrecord/tokens_npy_default.array_record", vec![], "arrayrecord", "<i4", 2_726, 100),
         ("arrayrecord/tokens_npy_g4_snappy.array_record", vec![], "arrayrecord", "<i4", 2_726, 100),
