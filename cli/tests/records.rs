@@ -7,7 +7,8 @@ use std::path::PathBuf;
 use crate::cli::{batches, bin, run_ok};
 
 fn sample2(rel: &str) -> PathBuf {
-    guideloom_testkit::repo_root().join("interop/tests/data/samples2").join(rel)
+    // This crate's own checkout (the samples are the interop crate's test data).
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../interop/tests/data/samples2").join(rel)
 }
 
 /// A sample, the flags it needs, its format, dtype, tokens and documents.
