@@ -104,11 +104,7 @@ impl ForeignDataset {
         remote: &RemoteOptions,
         options: &ForeignOptions,
     ) -> Result<Self> {
-        let place = match location {
-            StorageLocation::Local(p) => Place::Local(p.clone()),
-            StorageLocation::Remote(url) => Place::Remote { url: url.clone(), options: remote.clone() },
-        };
-        Self::open_place(&place, options)
+        Self::open_place(&Place::at(location, remote), options)
     }
 
     /// [`ForeignDataset::open_at`] of `url` read by [`StorageLocation::parse`] (a local path
@@ -118,9 +114,7 @@ impl ForeignDataset {
     /// # Errors
     /// As [`ForeignDataset::open_at`]; [`RemoteOptions::from_env`]'s.
     pub fn open_url(url: &str, options: &ForeignOptions) -> Result<Self> {
-        let location = StorageLocation::parse(url);
-        let remote = if location.is_remote() { RemoteOptions::from_env()? } else { RemoteOptions::default() };
-        Self::open_at(&location, &remote, options)
+        Self::open_place(&Place::parse(url)?, options)
     }
 
     fn open_place(place: &Place, options: &ForeignOptions) -> Result<Self> {

@@ -12,10 +12,10 @@ use guideloom_formats::Primitive;
 use guideloom_interop::{
     ArrayRecordReader, ForeignDataset, ForeignOptions, TfRecordShards, WebDatasetShards,
 };
-use guideloom_loader::sequential::{SequentialSource, ShardPos, ShardReader};
+use guideloom_loader::sequential::SequentialSource;
 use guideloom_testkit::hostile::{panic_text, with_alloc_cap};
 
-use crate::records_samples::{documents, sample2};
+use crate::records_samples::{documents, sample2, sequential_records};
 
 /// What reading a file gives: every document, or the error's text.
 type Outcome = Result<Vec<Vec<i64>>, String>;
@@ -28,18 +28,7 @@ fn read_stream(path: &std::path::Path, options: &ForeignOptions) -> Outcome {
 }
 
 fn read_sequential<S: SequentialSource<Item = Vec<i64>>>(source: &S) -> Outcome {
-    let mut out = Vec::new();
-    for s in 0..source.shards().len() as u64 {
-        let mut r = source
-            .open(s, ShardPos::START)
-            .map_err(|e| format!("{e}: {:?}", std::error::Error::source(&e)))?;
-        while let Some(d) =
-            r.next_record().map_err(|e| format!("{e}: {:?}", std::error::Error::source(&e)))?
-        {
-            out.push(d);
-        }
-    }
-    Ok(out)
+    sequential_records(source).map_err(|e| format!("{e}: {:?}", std::error::Error::source(&e)))
 }
 
 fn read_records(path: &std::path::Path) -> Result<Vec<Vec<u8>>, String> {

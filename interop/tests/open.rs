@@ -261,20 +261,13 @@ fn issue26_open_tokens_windows_and_refusals() {
 #[test]
 fn issue28_record_formats_read_locally_and_from_s3_alike() {
     use guideloom_interop::{ArrayRecordReader, TfRecordShards, WebDatasetShards};
-    use guideloom_loader::sequential::{SequentialSource, ShardPos, ShardReader};
+    use guideloom_loader::sequential::SequentialSource;
     use guideloom_storage::StorageLocation;
 
     use crate::records_samples::sample2;
 
     fn sequential<S: SequentialSource<Item = Vec<i64>>>(s: &S) -> Vec<Vec<i64>> {
-        let mut out = Vec::new();
-        for shard in 0..s.shards().len() as u64 {
-            let mut r = s.open(shard, ShardPos::START).unwrap();
-            while let Some(d) = r.next_record().unwrap() {
-                out.push(d);
-            }
-        }
-        out
+        crate::records_samples::sequential_records(s).unwrap()
     }
 
     let Some(moto) = MotoServer::start("issue28_record_formats_read_locally_and_from_s3_alike") else {

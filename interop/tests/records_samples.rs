@@ -93,3 +93,18 @@ pub(crate) fn assert_case(e: &InteropError, file: &str, case: &str) {
         assert!(text.contains(part), "{file}: {text:?} does not say {part:?} ({case})");
     }
 }
+
+/// Every record of a sequential source, shard after shard, from the start.
+pub(crate) fn sequential_records<S: guideloom_loader::sequential::SequentialSource>(
+    source: &S,
+) -> Result<Vec<S::Item>, guideloom_loader::LoaderError> {
+    use guideloom_loader::sequential::{ShardPos, ShardReader};
+    let mut out = Vec::new();
+    for s in 0..source.shards().len() as u64 {
+        let mut r = source.open(s, ShardPos::START)?;
+        while let Some(d) = r.next_record()? {
+            out.push(d);
+        }
+    }
+    Ok(out)
+}

@@ -8,7 +8,7 @@ use guideloom_interop::{ForeignDataset, ForeignFormat, ForeignOptions, TfRecordS
 use guideloom_loader::sequential::{SequentialLoader, SequentialSource, ShardPos, ShardReader};
 
 use crate::records_samples::{
-    assert_case, assert_documents, case_error, documents, expected, open2, sample2,
+    assert_case, assert_documents, case_error, documents, expected, open2, sample2, sequential_records,
 };
 
 fn opts() -> ForeignOptions {
@@ -16,14 +16,7 @@ fn opts() -> ForeignOptions {
 }
 
 fn all_records(shards: &TfRecordShards) -> Vec<Vec<i64>> {
-    let mut out = Vec::new();
-    for s in 0..shards.shards().len() as u64 {
-        let mut r = shards.open(s, ShardPos::START).unwrap();
-        while let Some(d) = r.next_record().unwrap() {
-            out.push(d);
-        }
-    }
-    out
+    sequential_records(shards).unwrap()
 }
 
 #[test]

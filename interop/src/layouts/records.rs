@@ -164,6 +164,97 @@ impl std::io::Read for FileRead {
     }
 }
 
+/// Reads up to `buf.len()` bytes; the count read (fewer only at the end).
+///
+/// # Errors
+/// [`ForeignError::DecompressionFailed`] with the read's error (a damaged gzip stream, a
+/// failed read).
+#[cfg(any(feature = "tfrecord", feature = "webdataset"))]
+pub(crate) fn read_full(src: &mut dyn std::io::Read, buf: &mut [u8]) -> Result<usize, ForeignError> {
+    let mut n = 0;
+    while n < buf.len() {
+        match src.read(&mut buf[n..]) {
+            Ok(0) => break,
+            Ok(k) => n += k,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(ForeignError::DecompressionFailed { reason: e.to_string() }),
+        }
+    }
+    Ok(n)
+}
+
+/// The files of a sequential record source (TFRecord, WebDataset): one shard each, in the
+/// order found, their record counts once counted, and a fingerprint of their names, sizes
+/// and how their records are read.
+#[cfg(any(feature = "tfrecord", feature = "webdataset"))]
+#[derive(Debug, Clone)]
+pub(crate) struct RecordFiles {
+    /// Their directory.
+    pub(crate) fs: crate::files::Fs,
+    /// The files, relative to it.
+    pub(crate) names: Vec<String>,
+    /// Records per file, once counted.
+    pub(crate) lengths: Option<Vec<u64>>,
+    /// xxh3 of the names, sizes and `how`.
+    pub(crate) fingerprint: u64,
+}
+
+#[cfg(any(feature = "tfrecord", feature = "webdataset"))]
+impl RecordFiles {
+    /// The files of `format` at `place` with one of `exts`; `how` (how records are read)
+    /// enters the fingerprint.
+    pub(crate) fn open(
+        format: ForeignFormat,
+        place: &crate::files::Place,
+        exts: &[&str],
+        how: &str,
+    ) -> crate::error::Result<Self> {
+        let (dir, names) = crate::files::expand(format, place, exts)?;
+        let fs = crate::files::Fs::new(format, dir);
+        let mut key = how.as_bytes().to_vec();
+        for n in &names {
+            key.extend_from_slice(n.as_bytes());
+            key.extend_from_slice(&fs.len(n)?.to_le_bytes());
+        }
+        Ok(RecordFiles { fs, names, lengths: None, fingerprint: xxhash_rust::xxh3::xxh3_64(&key) })
+    }
+
+    /// The same files with each one's records counted by `count`.
+    pub(crate) fn counted(
+        mut self,
+        count: impl Fn(&crate::files::Fs, &str) -> crate::error::Result<u64>,
+    ) -> crate::error::Result<Self> {
+        let lengths =
+            self.names.iter().map(|n| count(&self.fs, n)).collect::<crate::error::Result<Vec<u64>>>()?;
+        self.lengths = Some(lengths);
+        Ok(self)
+    }
+
+    /// The shards' length hints.
+    pub(crate) fn shards(&self) -> Vec<guideloom_loader::sequential::ShardInfo> {
+        (0..self.names.len())
+            .map(|i| guideloom_loader::sequential::ShardInfo {
+                len_hint: self.lengths.as_ref().map(|l| l[i]),
+            })
+            .collect()
+    }
+
+    /// The name of shard `shard`.
+    ///
+    /// # Errors
+    /// [`guideloom_loader::LoaderError::IndexOutOfRange`] past the last.
+    pub(crate) fn name(&self, shard: u64) -> Result<&str, guideloom_loader::LoaderError> {
+        usize::try_from(shard).ok().and_then(|s| self.names.get(s)).map(String::as_str).ok_or(
+            guideloom_loader::LoaderError::IndexOutOfRange { index: shard, len: self.names.len() as u64 },
+        )
+    }
+
+    /// The files' paths.
+    pub(crate) fn paths(&self) -> Vec<std::path::PathBuf> {
+        self.names.iter().map(|n| self.fs.root.join(n)).collect()
+    }
+}
+
 /// File `name` of `fs` read in order from byte `offset` (of the decompressed stream for a
 /// `.gz` / `.tgz` file, which is read again from its start and skipped forward), and the
 /// bytes left from there when they are known (not for gzip).

@@ -25,7 +25,9 @@ use prost::Message;
 use crate::error::{ForeignError, Result};
 use crate::files::{expand, u32_at, u64_at, Fs, Place};
 use crate::format::ForeignFormat;
-use crate::layouts::records::{in_record, read_from, record_tokens, widen, Collected, RecordTokens};
+use crate::layouts::records::{
+    in_record, read_from, read_full, record_tokens, widen, Collected, RecordFiles, RecordTokens,
+};
 use crate::options::ForeignOptions;
 use crate::parts::Parts;
 
@@ -177,20 +179,6 @@ impl std::fmt::Debug for Framing {
     }
 }
 
-/// Reads up to `buf.len()` bytes; the count read (fewer only at the end).
-fn read_full(src: &mut dyn Read, buf: &mut [u8]) -> std::result::Result<usize, ForeignError> {
-    let mut n = 0;
-    while n < buf.len() {
-        match src.read(&mut buf[n..]) {
-            Ok(0) => break,
-            Ok(k) => n += k,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(ForeignError::DecompressionFailed { reason: e.to_string() }),
-        }
-    }
-    Ok(n)
-}
-
 impl Framing {
     /// File `name` of `fs` from `at` (a position a reader reported).
     fn open(fs: &Fs, name: &str, at: ShardPos) -> Result<Self> {
@@ -270,11 +258,8 @@ impl Framing {
 /// ```
 #[derive(Debug, Clone)]
 pub struct TfRecordShards {
-    fs: Fs,
-    names: Vec<String>,
+    files: RecordFiles,
     kind: RecordKind,
-    lengths: Option<Vec<u64>>,
-    fingerprint: u64,
 }
 
 impl TfRecordShards {
@@ -287,9 +272,7 @@ impl TfRecordShards {
     /// [`ForeignError::NoFiles`] when nothing matches; [`crate::InteropError::Storage`] when the
     /// files cannot be listed or their sizes read.
     pub fn open(location: &str, options: &ForeignOptions) -> Result<Self> {
-        let at = StorageLocation::parse(location);
-        let remote = if at.is_remote() { RemoteOptions::from_env()? } else { RemoteOptions::default() };
-        Self::open_at(&at, &remote, options)
+        Self::open_place(&Place::parse(location)?, options)
     }
 
     /// [`TfRecordShards::open`] with the store's options given.
@@ -301,25 +284,18 @@ impl TfRecordShards {
         remote: &RemoteOptions,
         options: &ForeignOptions,
     ) -> Result<Self> {
-        let place = match location {
-            StorageLocation::Local(p) => Place::Local(p.clone()),
-            StorageLocation::Remote(url) => Place::Remote { url: url.clone(), options: remote.clone() },
-        };
-        Self::open_place(&place, options)
+        Self::open_place(&Place::at(location, remote), options)
     }
 
     fn open_place(place: &Place, options: &ForeignOptions) -> Result<Self> {
-        let format = ForeignFormat::TfRecord;
-        let (dir, names) = expand(format, place, &["tfrecord", "tfrecord.gz"])?;
-        let fs = Fs::new(format, dir);
-        let mut key = Vec::new();
-        for n in &names {
-            key.extend_from_slice(n.as_bytes());
-            key.extend_from_slice(&fs.len(n)?.to_le_bytes());
-        }
         let kind = RecordKind::of(options);
-        key.extend_from_slice(format!("{kind:?}").as_bytes());
-        Ok(TfRecordShards { fs, names, kind, lengths: None, fingerprint: xxhash_rust::xxh3::xxh3_64(&key) })
+        let files = RecordFiles::open(
+            ForeignFormat::TfRecord,
+            place,
+            &["tfrecord", "tfrecord.gz"],
+            &format!("{kind:?}"),
+        )?;
+        Ok(TfRecordShards { files, kind })
     }
 
     /// The same shards with their record counts as length hints (one pass over every
@@ -328,19 +304,17 @@ impl TfRecordShards {
     /// # Errors
     /// The first damaged record's error, naming the file.
     pub fn count_lengths(mut self) -> Result<Self> {
-        let mut lengths = Vec::with_capacity(self.names.len());
-        for name in &self.names {
-            let mut f = Framing::open(&self.fs, name, ShardPos::START)?;
-            while f.next().map_err(|e| self.fs.err(name, e))?.is_some() {}
-            lengths.push(f.record);
-        }
-        self.lengths = Some(lengths);
+        self.files = self.files.counted(|fs, name| {
+            let mut f = Framing::open(fs, name, ShardPos::START)?;
+            while f.next().map_err(|e| fs.err(name, e))?.is_some() {}
+            Ok(f.record)
+        })?;
         Ok(self)
     }
 
     /// The files, in shard order.
     pub fn files(&self) -> Vec<PathBuf> {
-        self.names.iter().map(|n| self.fs.root.join(n)).collect()
+        self.files.paths()
     }
 
     /// The dtype of the ids (`i64` for Examples).
@@ -358,20 +332,15 @@ impl TfRecordShards {
     /// # Errors
     /// [`ForeignError::BadRecordIndex`] naming the index file and line; read errors.
     pub fn read_index(&self, shard: usize, index: &str) -> Result<Vec<ShardPos>> {
-        let at = StorageLocation::parse(index);
-        let remote = if at.is_remote() { RemoteOptions::from_env()? } else { RemoteOptions::default() };
-        let place = match &at {
-            StorageLocation::Local(p) => Place::Local(p.clone()),
-            StorageLocation::Remote(url) => Place::Remote { url: url.clone(), options: remote },
-        };
-        let (dir, names) = expand(ForeignFormat::TfRecord, &place, &[])?;
+        let (dir, names) = expand(ForeignFormat::TfRecord, &Place::parse(index)?, &[])?;
         let ifs = Fs::new(ForeignFormat::TfRecord, dir);
         let iname = names.first().cloned().unwrap_or_default();
         let text = ifs.read_whole(&iname, MAX_INDEX_BYTES)?;
-        let name = self.names.get(shard).ok_or_else(|| {
+        let name = self.files.names.get(shard).ok_or_else(|| {
             ifs.err(&iname, ForeignError::BadRecordIndex { line: 0, reason: format!("no shard {shard}") })
         })?;
-        let size = self.fs.len(name)?;
+        let fs = &self.files.fs;
+        let size = fs.len(name)?;
         let mut out = Vec::new();
         let mut expect = 0u64;
         for (i, line) in String::from_utf8_lossy(&text).lines().enumerate() {
@@ -385,7 +354,7 @@ impl TfRecordShards {
             if offset != expect || length < 16 || offset.checked_add(length).is_none_or(|e| e > size) {
                 return Err(bad(format!("record at {offset} of {length} bytes: the records before end at {expect}, the file at {size}")));
             }
-            let head = self.fs.read(name, offset, 12)?;
+            let head = fs.read(name, offset, 12)?;
             if !length_crc_matches(&head) || u64_at(&head, 0) + 16 != length {
                 return Err(bad(format!("no record of {length} bytes at offset {offset}")));
             }
@@ -409,8 +378,9 @@ impl ShardReader for TfRecordReader {
 
     fn next_record(&mut self) -> Result<Option<Vec<i64>>, LoaderError> {
         let record = self.framing.record;
-        let name = &self.shards.names[self.shard as usize];
-        let fail = |e: ForeignError| LoaderError::shard(self.shard, record, self.shards.fs.err(name, e));
+        let files = &self.shards.files;
+        let name = &files.names[self.shard as usize];
+        let fail = |e: ForeignError| LoaderError::shard(self.shard, record, files.fs.err(name, e));
         let Some(data) = self.framing.next().map_err(fail)? else { return Ok(None) };
         let tokens = self.shards.kind.tokens(record, &data).map_err(fail)?;
         widen(&tokens).map(Some).map_err(fail)
@@ -426,20 +396,18 @@ impl SequentialSource for TfRecordShards {
     type Reader = TfRecordReader;
 
     fn shards(&self) -> Vec<ShardInfo> {
-        (0..self.names.len()).map(|i| ShardInfo { len_hint: self.lengths.as_ref().map(|l| l[i]) }).collect()
+        self.files.shards()
     }
 
     fn open(&self, shard: u64, at: ShardPos) -> Result<TfRecordReader, LoaderError> {
-        let Some(name) = usize::try_from(shard).ok().and_then(|s| self.names.get(s)) else {
-            return Err(LoaderError::IndexOutOfRange { index: shard, len: self.names.len() as u64 });
-        };
+        let name = self.files.name(shard)?;
         let framing =
-            Framing::open(&self.fs, name, at).map_err(|e| LoaderError::shard(shard, at.record, e))?;
+            Framing::open(&self.files.fs, name, at).map_err(|e| LoaderError::shard(shard, at.record, e))?;
         Ok(TfRecordReader { framing, shards: self.clone(), shard })
     }
 
     fn fingerprint(&self) -> u64 {
-        self.fingerprint
+        self.files.fingerprint
     }
 }
 
@@ -447,9 +415,9 @@ impl SequentialSource for TfRecordShards {
 /// in memory): documents are records.
 pub(crate) fn open(place: &Place, options: &ForeignOptions) -> Result<Parts> {
     let shards = TfRecordShards::open_place(place, options)?;
-    let fs = &shards.fs;
+    let fs = &shards.files.fs;
     let mut out = Collected::new(fs, Some(shards.kind.dtype()));
-    for name in &shards.names {
+    for name in &shards.files.names {
         let mut framing = Framing::open(fs, name, ShardPos::START)?;
         loop {
             let record = framing.record;

@@ -103,10 +103,7 @@ impl ArrayRecordReader {
     /// As [`ArrayRecordReader::open`]; [`InteropError::Storage`] when the store cannot be
     /// opened or a request fails.
     pub fn open_at(location: &StorageLocation, remote: &RemoteOptions) -> Result<Self> {
-        let place = match location {
-            StorageLocation::Local(p) => Place::Local(p.clone()),
-            StorageLocation::Remote(url) => Place::Remote { url: url.clone(), options: remote.clone() },
-        };
+        let place = Place::at(location, remote);
         let (dir, names) = expand(ForeignFormat::ArrayRecord, &place, &[])?;
         let fs = Fs::new(ForeignFormat::ArrayRecord, dir);
         match names.as_slice() {

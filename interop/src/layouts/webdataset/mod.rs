@@ -23,9 +23,11 @@ use guideloom_loader::LoaderError;
 use guideloom_storage::{RemoteOptions, StorageLocation};
 
 use crate::error::{ForeignError, Result};
-use crate::files::{expand, Fs, Place};
+use crate::files::{Fs, Place};
 use crate::format::ForeignFormat;
-use crate::layouts::records::{in_record, read_from, record_tokens, widen, Collected, RecordTokens};
+use crate::layouts::records::{
+    in_record, read_from, record_tokens, widen, Collected, RecordFiles, RecordTokens,
+};
 use crate::options::ForeignOptions;
 use crate::parts::Parts;
 use tar::{Member, Members};
@@ -168,11 +170,8 @@ impl TokenField {
 /// the decompressed stream for gzip: resuming one reads it again from its start).
 #[derive(Debug, Clone)]
 pub struct WebDatasetShards {
-    fs: Fs,
-    names: Vec<String>,
+    files: RecordFiles,
     field: TokenField,
-    lengths: Option<Vec<u64>>,
-    fingerprint: u64,
 }
 
 impl WebDatasetShards {
@@ -184,9 +183,7 @@ impl WebDatasetShards {
     /// [`ForeignError::NoFiles`] when nothing matches; [`crate::InteropError::Storage`] when
     /// the files cannot be listed or their sizes read.
     pub fn open(location: &str, options: &ForeignOptions) -> Result<Self> {
-        let at = StorageLocation::parse(location);
-        let remote = if at.is_remote() { RemoteOptions::from_env()? } else { RemoteOptions::default() };
-        Self::open_at(&at, &remote, options)
+        Self::open_place(&Place::parse(location)?, options)
     }
 
     /// [`WebDatasetShards::open`] with the store's options given.
@@ -198,30 +195,18 @@ impl WebDatasetShards {
         remote: &RemoteOptions,
         options: &ForeignOptions,
     ) -> Result<Self> {
-        let place = match location {
-            StorageLocation::Local(p) => Place::Local(p.clone()),
-            StorageLocation::Remote(url) => Place::Remote { url: url.clone(), options: remote.clone() },
-        };
-        Self::open_place(&place, options)
+        Self::open_place(&Place::at(location, remote), options)
     }
 
     fn open_place(place: &Place, options: &ForeignOptions) -> Result<Self> {
-        let format = ForeignFormat::WebDataset;
-        let (dir, names) = expand(format, place, &["tar", "tar.gz", "tgz"])?;
-        let fs = Fs::new(format, dir);
         let field = TokenField::of(options);
-        let mut key = format!("{field:?}").into_bytes();
-        for n in &names {
-            key.extend_from_slice(n.as_bytes());
-            key.extend_from_slice(&fs.len(n)?.to_le_bytes());
-        }
-        Ok(WebDatasetShards {
-            fs,
-            names,
-            field,
-            lengths: None,
-            fingerprint: xxhash_rust::xxh3::xxh3_64(&key),
-        })
+        let files = RecordFiles::open(
+            ForeignFormat::WebDataset,
+            place,
+            &["tar", "tar.gz", "tgz"],
+            &format!("{field:?}"),
+        )?;
+        Ok(WebDatasetShards { files, field })
     }
 
     /// The same shards with their sample counts as length hints (one pass over every
@@ -230,19 +215,17 @@ impl WebDatasetShards {
     /// # Errors
     /// The first damaged member's error, naming the file.
     pub fn count_lengths(mut self) -> Result<Self> {
-        let mut lengths = Vec::with_capacity(self.names.len());
-        for name in &self.names {
-            let mut s = Samples::open(&self.fs, name, ShardPos::START)?;
-            while s.next().map_err(|e| self.fs.err(name, e))?.is_some() {}
-            lengths.push(s.record);
-        }
-        self.lengths = Some(lengths);
+        self.files = self.files.counted(|fs, name| {
+            let mut s = Samples::open(fs, name, ShardPos::START)?;
+            while s.next().map_err(|e| fs.err(name, e))?.is_some() {}
+            Ok(s.record)
+        })?;
         Ok(self)
     }
 
     /// The shard files, in shard order.
     pub fn files(&self) -> Vec<PathBuf> {
-        self.names.iter().map(|n| self.fs.root.join(n)).collect()
+        self.files.paths()
     }
 
     /// Every sample of shard `shard`, with all its fields (for the fields other than the
@@ -252,15 +235,15 @@ impl WebDatasetShards {
     /// [`crate::InteropError::Dataset`] naming the shard for a damaged member or sample;
     /// [`crate::InteropError::Storage`] for a shard number past the last or a read error.
     pub fn samples(&self, shard: usize) -> Result<Vec<WdsSample>> {
-        let name = self.names.get(shard).ok_or(guideloom_storage::StorageError::OutOfRange {
+        let name = self.files.names.get(shard).ok_or(guideloom_storage::StorageError::OutOfRange {
             what: "shard",
             start: shard as u64,
             len: 1,
-            total: self.names.len() as u64,
+            total: self.files.names.len() as u64,
         })?;
-        let mut s = Samples::open(&self.fs, name, ShardPos::START)?;
+        let mut s = Samples::open(&self.files.fs, name, ShardPos::START)?;
         let mut out = Vec::new();
-        while let Some(x) = s.next().map_err(|e| self.fs.err(name, e))? {
+        while let Some(x) = s.next().map_err(|e| self.files.fs.err(name, e))? {
             out.push(x);
         }
         Ok(out)
@@ -268,6 +251,12 @@ impl WebDatasetShards {
 }
 
 impl WebDatasetShards {
+    /// The samples of shard `shard` from `at`.
+    fn samples_at(&self, shard: u64, at: ShardPos) -> Result<Samples, LoaderError> {
+        let name = self.files.name(shard)?;
+        Samples::open(&self.files.fs, name, at).map_err(|e| LoaderError::shard(shard, at.record, e))
+    }
+
     /// A reader of shard `shard`'s samples with all their fields, from `at` (a position a
     /// reader of this source reported): for token fields read otherwise than as ids (a
     /// `txt` field tokenized by the caller).
@@ -275,11 +264,7 @@ impl WebDatasetShards {
     /// # Errors
     /// As [`SequentialSource::open`].
     pub fn open_samples(&self, shard: u64, at: ShardPos) -> Result<WebDatasetSampleReader, LoaderError> {
-        let Some(name) = usize::try_from(shard).ok().and_then(|s| self.names.get(s)) else {
-            return Err(LoaderError::IndexOutOfRange { index: shard, len: self.names.len() as u64 });
-        };
-        let samples =
-            Samples::open(&self.fs, name, at).map_err(|e| LoaderError::shard(shard, at.record, e))?;
+        let samples = self.samples_at(shard, at)?;
         Ok(WebDatasetSampleReader { samples, shards: self.clone(), shard })
     }
 }
@@ -301,8 +286,10 @@ impl WebDatasetSampleReader {
     /// error naming the file.
     pub fn next_sample(&mut self) -> Result<Option<WdsSample>, LoaderError> {
         let record = self.samples.record;
-        let name = &self.shards.names[self.shard as usize];
-        self.samples.next().map_err(|e| LoaderError::shard(self.shard, record, self.shards.fs.err(name, e)))
+        let name = &self.shards.files.names[self.shard as usize];
+        self.samples
+            .next()
+            .map_err(|e| LoaderError::shard(self.shard, record, self.shards.files.fs.err(name, e)))
     }
 
     /// The position of the next sample.
@@ -330,8 +317,9 @@ impl ShardReader for WebDatasetReader {
 
     fn next_record(&mut self) -> Result<Option<Vec<i64>>, LoaderError> {
         let record = self.samples.record;
-        let name = &self.shards.names[self.shard as usize];
-        let fail = |e: ForeignError| LoaderError::shard(self.shard, record, self.shards.fs.err(name, e));
+        let name = &self.shards.files.names[self.shard as usize];
+        let fail =
+            |e: ForeignError| LoaderError::shard(self.shard, record, self.shards.files.fs.err(name, e));
         let Some(sample) = self.samples.next().map_err(fail)? else { return Ok(None) };
         let tokens = self.shards.field.tokens(&sample).map_err(fail)?;
         widen(&tokens).map(Some).map_err(fail)
@@ -347,20 +335,16 @@ impl SequentialSource for WebDatasetShards {
     type Reader = WebDatasetReader;
 
     fn shards(&self) -> Vec<ShardInfo> {
-        (0..self.names.len()).map(|i| ShardInfo { len_hint: self.lengths.as_ref().map(|l| l[i]) }).collect()
+        self.files.shards()
     }
 
     fn open(&self, shard: u64, at: ShardPos) -> Result<WebDatasetReader, LoaderError> {
-        let Some(name) = usize::try_from(shard).ok().and_then(|s| self.names.get(s)) else {
-            return Err(LoaderError::IndexOutOfRange { index: shard, len: self.names.len() as u64 });
-        };
-        let samples =
-            Samples::open(&self.fs, name, at).map_err(|e| LoaderError::shard(shard, at.record, e))?;
+        let samples = self.samples_at(shard, at)?;
         Ok(WebDatasetReader { samples, shards: self.clone(), shard })
     }
 
     fn fingerprint(&self) -> u64 {
-        self.fingerprint
+        self.files.fingerprint
     }
 }
 
@@ -368,9 +352,9 @@ impl SequentialSource for WebDatasetShards {
 /// in memory): documents are samples; every sample's token field must share one dtype.
 pub(crate) fn open(place: &Place, options: &ForeignOptions) -> Result<Parts> {
     let shards = WebDatasetShards::open_place(place, options)?;
-    let fs = &shards.fs;
+    let fs = &shards.files.fs;
     let mut out = Collected::new(fs, options.dtype);
-    for name in &shards.names {
+    for name in &shards.files.names {
         let mut samples = Samples::open(fs, name, ShardPos::START)?;
         while let Some(sample) = samples.next().map_err(|e| fs.err(name, e))? {
             let tokens = shards.field.tokens(&sample).map_err(|e| fs.err(name, e))?;

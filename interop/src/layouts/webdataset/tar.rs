@@ -8,6 +8,7 @@ use std::io::Read;
 use tar::{EntryType, Header, PaxExtensions};
 
 use crate::error::ForeignError;
+use crate::layouts::records::read_full;
 
 /// Bytes of a tar block.
 const BLOCK: u64 = 512;
@@ -45,20 +46,6 @@ impl std::fmt::Debug for Members {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Members").field("pos", &self.pos).field("member", &self.member).finish()
     }
-}
-
-/// Reads up to `buf.len()` bytes; the count read (fewer only at the end).
-fn read_full(src: &mut dyn Read, buf: &mut [u8]) -> Result<usize, ForeignError> {
-    let mut n = 0;
-    while n < buf.len() {
-        match src.read(&mut buf[n..]) {
-            Ok(0) => break,
-            Ok(k) => n += k,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(ForeignError::DecompressionFailed { reason: e.to_string() }),
-        }
-    }
-    Ok(n)
 }
 
 /// What a member's type is called in errors.
