@@ -128,3 +128,51 @@ fn issue28_malformed_tars_give_their_errors() {
         assert_case(&e, &format!("{name}.tar"), &case);
     }
 }
+
+/// A GNU tar (as GNU tar writes long names: an `L` member before the header) of two samples
+/// whose keys are longer than 100 bytes, with a directory member passed over.
+#[test]
+fn issue28_gnu_long_names_and_directory_members() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("gnu.tar");
+    let npy = |ids: &[u16]| -> Vec<u8> {
+        let header = format!("{{'descr': '<u2', 'fortran_order': False, 'shape': ({},), }}", ids.len());
+        let mut h = header.into_bytes();
+        while (10 + h.len() + 1) % 64 != 0 {
+            h.push(b' ');
+        }
+        h.push(b'\n');
+        let mut out = b"\x93NUMPY\x01\x00".to_vec();
+        out.extend_from_slice(&(h.len() as u16).to_le_bytes());
+        out.extend_from_slice(&h);
+        out.extend(ids.iter().flat_map(|t| t.to_le_bytes()));
+        out
+    };
+    let long = "d/".to_string() + &"k".repeat(120);
+    {
+        let mut b = tar::Builder::new(std::fs::File::create(&path).unwrap());
+        let mut d = tar::Header::new_gnu();
+        d.set_entry_type(tar::EntryType::Directory);
+        d.set_size(0);
+        d.set_mode(0o755);
+        b.append_data(&mut d, "d/", std::io::empty()).unwrap();
+        for (i, ids) in [[1u16, 2, 3].as_slice(), &[4, 5]].iter().enumerate() {
+            let data = npy(ids);
+            let mut h = tar::Header::new_gnu();
+            h.set_size(data.len() as u64);
+            h.set_mode(0o444);
+            // append_data writes a GNU `L` long-name member for names over 100 bytes.
+            b.append_data(&mut h, format!("{long}{i}.npy"), data.as_slice()).unwrap();
+        }
+        b.finish().unwrap();
+    }
+    let bytes = std::fs::read(&path).unwrap();
+    assert!(bytes.windows(13).any(|w| w == b"././@LongLink"), "a GNU long-name member");
+    let shards = WebDatasetShards::open(path.to_str().unwrap(), &ForeignOptions::new()).unwrap();
+    let samples = shards.samples(0).unwrap();
+    assert_eq!(
+        samples.iter().map(|s| s.key.clone()).collect::<Vec<_>>(),
+        [format!("{long}0"), format!("{long}1")]
+    );
+    assert_eq!(all_records(&shards), [vec![1, 2, 3], vec![4, 5]]);
+}
