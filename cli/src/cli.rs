@@ -443,7 +443,8 @@ pub(crate) struct ElasticArgs {
 /// Files read in order, tokenized on the fly (`batches --sequential`, `bench --sequential`).
 #[derive(clap::Args, Debug, Clone)]
 pub(crate) struct SequentialArgs {
-    /// Read --jsonl or --text files in order instead of a storage: each file is a shard, its
+    /// Read --jsonl, --text, --tfrecord or --webdataset files in order instead of a storage:
+    /// each file is a shard, its
     /// documents are tokenized as they are read and packed into windows of --seq-len tokens
     /// (--shuffle permutes the file order per epoch).
     #[arg(long, requires = "sequential_input")]
@@ -454,8 +455,19 @@ pub(crate) struct SequentialArgs {
     /// Plain UTF-8 text files (documents per --split, tokenized with --tokenizer).
     #[arg(long, num_args = 1.., requires = "sequential", group = "sequential_input", conflicts_with = "jsonl")]
     pub(crate) text: Vec<PathBuf>,
-    /// --jsonl: the field holding a list of token ids.
-    #[arg(long, requires = "jsonl", conflicts_with = "text_field")]
+    /// TFRecord files in order (a file, glob or directory of `*.tfrecord`, `*.tfrecord.gz`;
+    /// a local path or a URL): each record's tf.train.Example int64 feature (--tokens-field,
+    /// default `input_ids`) is a document.
+    #[arg(long, requires = "sequential", group = "sequential_input", conflicts_with_all = ["jsonl", "text"])]
+    pub(crate) tfrecord: Option<String>,
+    /// WebDataset tar shards in order (a file, glob or directory of `*.tar`, `*.tar.gz`; a
+    /// local path or a URL): each sample's token field (--tokens-field, default `npy`; a
+    /// `txt` field is tokenized with --tokenizer) is a document.
+    #[arg(long, requires = "sequential", group = "sequential_input", conflicts_with_all = ["jsonl", "text", "tfrecord"])]
+    pub(crate) webdataset: Option<String>,
+    /// --jsonl: the field holding a list of token ids; --tfrecord: the int64 feature;
+    /// --webdataset: the token field (`npy`, `input_ids.npy`, `json:<key>`, `txt`).
+    #[arg(long, requires = "sequential_input", conflicts_with = "text_field")]
     pub(crate) tokens_field: Option<String>,
     /// --jsonl: the field holding text to tokenize with --tokenizer.
     #[arg(long, requires = "jsonl")]
@@ -713,17 +725,22 @@ pub(crate) struct ForeignArgs {
     /// train.bin, or a glob), llmc (llm.c / modded-nanogpt shards: a file or a glob), mds or
     /// litdata (the directory of index.json), olmo (Dolma token files: a file, glob or
     /// directory), npy (a .npy, glob or directory), arrow (a Hugging Face `save_to_disk`
-    /// directory, or Arrow IPC stream files), parquet (a .parquet, glob or directory).
-    /// Default: detected where a magic number or an index file makes it unambiguous; raw
-    /// layouts (nanogpt, olmo) need it.
+    /// directory, or Arrow IPC stream files), parquet (a .parquet, glob or directory),
+    /// arrayrecord (Grain's ArrayRecord files), tfrecord (TFRecord files, .gz too), webdataset
+    /// (tar shards: a file, glob or directory). Default: detected where a magic number or an
+    /// index file makes it unambiguous; raw layouts (nanogpt, olmo) need it.
     #[arg(long, value_parser = parse_foreign_format)]
     pub(crate) format: Option<ForeignFormat>,
-    /// Element dtype of raw token files (nanogpt, olmo, header-less llm.c) and of an MDS
-    /// `bytes` column (default i64 there): u8, i8, u16, i16, u32, i32, u64, i64. Never guessed.
+    /// Element dtype of raw token files (nanogpt, olmo, header-less llm.c), of an MDS
+    /// `bytes` column (default i64 there), of raw ArrayRecord records, of raw TFRecord records
+    /// (instead of tf.train.Example) and of a raw WebDataset field: u8, i8, u16, i16, u32,
+    /// i32, u64, i64. Never guessed.
     #[arg(long, value_parser = parse_token_dtype)]
     pub(crate) dtype: Option<Primitive>,
     /// MDS: the token column (default: `tokens`); litdata: the token leaf's index; Hugging
-    /// Face Arrow and Parquet: the list column of token ids (default: `input_ids`).
+    /// Face Arrow and Parquet: the list column of token ids (default: `input_ids`); TFRecord:
+    /// the tf.train.Example int64 feature (default: `input_ids`); WebDataset: the token field
+    /// (default: `npy`; `input_ids.npy`, or `json:<key>` for a list in the json field).
     #[arg(long)]
     pub(crate) column: Option<String>,
     /// Hugging Face `DatasetDict` directories: the split to read (train, validation, ...).

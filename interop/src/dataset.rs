@@ -104,11 +104,7 @@ impl ForeignDataset {
         remote: &RemoteOptions,
         options: &ForeignOptions,
     ) -> Result<Self> {
-        let place = match location {
-            StorageLocation::Local(p) => Place::Local(p.clone()),
-            StorageLocation::Remote(url) => Place::Remote { url: url.clone(), options: remote.clone() },
-        };
-        Self::open_place(&place, options)
+        Self::open_place(&Place::at(location, remote), options)
     }
 
     /// [`ForeignDataset::open_at`] of `url` read by [`StorageLocation::parse`] (a local path
@@ -118,9 +114,7 @@ impl ForeignDataset {
     /// # Errors
     /// As [`ForeignDataset::open_at`]; [`RemoteOptions::from_env`]'s.
     pub fn open_url(url: &str, options: &ForeignOptions) -> Result<Self> {
-        let location = StorageLocation::parse(url);
-        let remote = if location.is_remote() { RemoteOptions::from_env()? } else { RemoteOptions::default() };
-        Self::open_at(&location, &remote, options)
+        Self::open_place(&Place::parse(url)?, options)
     }
 
     fn open_place(place: &Place, options: &ForeignOptions) -> Result<Self> {
@@ -304,6 +298,7 @@ impl ForeignDataset {
                     v["decode_blocks"] = json!(blocks);
                 }
             }
+            ForeignDetails::Records { records } => v["records"] = json!(records),
             ForeignDetails::None => {}
         }
         v
@@ -427,6 +422,12 @@ fn open_layout(format: ForeignFormat, place: &Place, options: &ForeignOptions) -
         ForeignFormat::HfArrow => crate::layouts::arrow::open(place, options),
         #[cfg(feature = "parquet")]
         ForeignFormat::Parquet => crate::layouts::parquet::open(place, options),
+        #[cfg(feature = "arrayrecord")]
+        ForeignFormat::ArrayRecord => crate::layouts::arrayrecord::open(place, options),
+        #[cfg(feature = "tfrecord")]
+        ForeignFormat::TfRecord => crate::layouts::tfrecord::open(place, options),
+        #[cfg(feature = "webdataset")]
+        ForeignFormat::WebDataset => crate::layouts::webdataset::open(place, options),
         // Reached only for a layout whose feature is off.
         #[allow(unreachable_patterns)]
         other => Err(InteropError::Dataset {

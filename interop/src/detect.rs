@@ -10,7 +10,7 @@ use serde::de::IgnoredAny;
 use crate::error::{ForeignError, InteropError, Result};
 use crate::files::{self, Fs, Place};
 use crate::format::ForeignFormat;
-use crate::layouts::{megatron, npy, raw};
+use crate::layouts::{megatron, npy, raw, records};
 
 /// Tells the layout of `path` where a magic number or an index file makes it unambiguous.
 ///
@@ -74,6 +74,13 @@ pub(crate) fn detect_place(place: &Place) -> Result<ForeignFormat> {
         if !npys.is_empty() && npys.iter().all(|f| files::starts_with(dir.as_ref(), f, npy::MAGIC)) {
             return Ok(ForeignFormat::Npy);
         }
+        for ext in ["array_record", "tar", "tfrecord", "gz"] {
+            if let Some(first) = files::with_ext(dir.as_ref(), &entries, ext)?.first() {
+                if let Some(f) = records::detect(dir.as_ref(), first) {
+                    return Ok(f);
+                }
+            }
+        }
         return Err(unknown(
             "a directory without index.json or NumPy files; name the format (raw files also need a dtype)"
                 .into(),
@@ -95,6 +102,9 @@ pub(crate) fn detect_place(place: &Place) -> Result<ForeignFormat> {
         }
         if raw::has_llmc_header(dir.as_ref(), first) {
             return Ok(ForeignFormat::Llmc);
+        }
+        if let Some(f) = records::detect(dir.as_ref(), first) {
+            return Ok(f);
         }
         return Err(unknown(
             "no magic number of a known layout: raw tokens (nanogpt, olmo, legacy llm.c) need the format and a dtype"

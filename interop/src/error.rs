@@ -499,6 +499,227 @@ pub enum ForeignError {
         /// The key.
         key: String,
     },
+    /// What is wrong inside one record, sample, chunk or tar member of a record format
+    /// (ArrayRecord, TFRecord, WebDataset): `at` names it (`record 17`, `sample doc000000
+    /// field npy`, `record 0 feature input_ids`), `error` says what.
+    #[error("{at}: {error}")]
+    InRecord {
+        /// The record, sample or member, as the layout numbers or keys it.
+        at: String,
+        /// What is wrong with it.
+        error: Box<ForeignError>,
+    },
+    /// Raw records (no `.npy` header) and no dtype given: their element type is not in the
+    /// file.
+    #[error("raw records need a dtype ({reason})")]
+    DTypeRequired {
+        /// The record that has no header.
+        reason: String,
+    },
+    /// A record, field or column holds values that are not integer ids (a TFRecord float
+    /// list, a string; an Arrow column that is not a `list`, `large_list` or `fixed_size_list`
+    /// of an integer type; a Parquet column that is not a 1-level list of INT32/INT64).
+    #[error("unsupported token type {found}")]
+    UnsupportedTokenType {
+        /// The type found (`float_list`, `bytes_list`; as pyarrow names a column type:
+        /// `list<float>`, `string`, ...).
+        found: String,
+    },
+    /// ArrayRecord: a file shorter than one 64 KiB block.
+    #[error("file of {size} bytes is smaller than one 65536-byte block")]
+    FileTooSmall {
+        /// The file's size.
+        size: u64,
+    },
+    /// ArrayRecord: the size is not a whole number of 64 KiB blocks (the writer pads footer
+    /// and postscript to block boundaries).
+    #[error("size {size} is not a multiple of 65536")]
+    NotBlockAligned {
+        /// The file's size.
+        size: u64,
+    },
+    /// Riegeli: the file does not start with the signature chunk.
+    #[error("the file does not start with the riegeli/records signature")]
+    BadSignature,
+    /// Riegeli: a block header's or a chunk's HighwayHash does not match (`what`: `block
+    /// header`, `header`, `data`).
+    #[error("chunk hash mismatch: chunk at {chunk}: {what} hash")]
+    ChunkHashMismatch {
+        /// The chunk's file offset (for a block header: the block's).
+        chunk: u64,
+        /// Which hash.
+        what: &'static str,
+    },
+    /// Riegeli: a chunk whose type this reader does not decode (`t`: transposed records).
+    #[error("chunk at {chunk}: unsupported chunk type {chunk_type:?}")]
+    UnsupportedChunkType {
+        /// The chunk's file offset.
+        chunk: u64,
+        /// The type byte as a character.
+        chunk_type: char,
+    },
+    /// Riegeli: a chunk's data does not decode (sizes, compression, lengths).
+    #[error("chunk at {chunk}: {reason}")]
+    ChunkDecode {
+        /// The chunk's file offset.
+        chunk: u64,
+        /// What is wrong, with the numbers.
+        reason: String,
+    },
+    /// ArrayRecord: the postscript's footer offset is not before the postscript.
+    #[error("footer out of range: footer_offset {footer_offset}, postscript at {postscript}")]
+    FooterOutOfRange {
+        /// The offset the postscript gives.
+        footer_offset: u64,
+        /// Where the postscript chunk is.
+        postscript: u64,
+    },
+    /// ArrayRecord: a footer entry that is not a chunk of the file as the footer describes it.
+    #[error("chunk offset out of range: chunk {chunk}: {reason}")]
+    ChunkOffsetOutOfRange {
+        /// The chunk's index in the footer.
+        chunk: u64,
+        /// What is wrong, with the numbers.
+        reason: String,
+    },
+    /// ArrayRecord: the footer's record count differs from what its chunks hold.
+    #[error("record count mismatch: footer says {footer}, chunks hold {chunks}")]
+    RecordCountMismatch {
+        /// `ArrayRecordMetadata.num_records`.
+        footer: u64,
+        /// The sum over the chunks.
+        chunks: u64,
+    },
+    /// TFRecord: the masked crc32c of a record's length does not match.
+    #[error("record {record} at offset {offset}: length crc mismatch")]
+    LengthCrcMismatch {
+        /// The record's index in the file.
+        record: u64,
+        /// Its byte offset (in the decompressed stream for a gzip file).
+        offset: u64,
+    },
+    /// TFRecord: the masked crc32c of a record's data does not match.
+    #[error("record {record} at offset {offset}: data crc mismatch")]
+    DataCrcMismatch {
+        /// The record's index in the file.
+        record: u64,
+        /// Its byte offset.
+        offset: u64,
+    },
+    /// TFRecord: a record's length runs past the end of the file.
+    #[error("record {record} at offset {offset}: length {length}, {left} bytes left")]
+    RecordOutOfRange {
+        /// The record's index in the file.
+        record: u64,
+        /// Its byte offset.
+        offset: u64,
+        /// The length its header gives.
+        length: u64,
+        /// The bytes after the length fields (data and its crc must fit).
+        left: u64,
+    },
+    /// TFRecord: the file ends inside a record's framing.
+    #[error("record {record} at offset {offset}: truncated ({have} bytes of a record)")]
+    TruncatedRecord {
+        /// The record's index in the file.
+        record: u64,
+        /// Its byte offset.
+        offset: u64,
+        /// The bytes there.
+        have: u64,
+    },
+    /// TFRecord: a record that is not a `tf.train.Example`.
+    #[error("record {record}: not a tf.train.Example ({reason})")]
+    ExampleDecode {
+        /// The record's index in the file.
+        record: u64,
+        /// The protobuf decoder's message.
+        reason: String,
+    },
+    /// TFRecord: the Example has no such feature.
+    #[error("record {record}: no feature {feature}; have {have}")]
+    FeatureNotFound {
+        /// The record's index in the file.
+        record: u64,
+        /// The feature asked for.
+        feature: String,
+        /// The features it has, sorted, comma-separated.
+        have: String,
+    },
+    /// A TFRecord index line that does not point at a record of the file.
+    #[error("index line {line}: {reason}")]
+    BadRecordIndex {
+        /// The line (from 1).
+        line: u64,
+        /// What is wrong.
+        reason: String,
+    },
+    /// WebDataset: a tar header's checksum does not match.
+    #[error("member {member} at offset {offset}: header checksum mismatch")]
+    TarHeaderChecksum {
+        /// The member's index in the tar (PAX and long-name headers count as members).
+        member: u64,
+        /// The header's byte offset.
+        offset: u64,
+    },
+    /// WebDataset: a tar header or PAX record that does not parse.
+    #[error("member {member} at offset {offset}: {reason}")]
+    TarHeaderDecode {
+        /// The member's index.
+        member: u64,
+        /// The header's byte offset.
+        offset: u64,
+        /// What is wrong.
+        reason: String,
+    },
+    /// WebDataset: the tar ends inside a member's data.
+    #[error("truncated member {member} {name}: size {size}, {present} bytes present")]
+    TruncatedMember {
+        /// The member's index.
+        member: u64,
+        /// Its name.
+        name: String,
+        /// The size its header gives.
+        size: u64,
+        /// The bytes there.
+        present: u64,
+    },
+    /// WebDataset: a member name that is absolute, has `..` or a NUL (it would leave the
+    /// dataset if extracted; nothing is ever extracted).
+    #[error("unsafe member name: member {member}: {name}")]
+    UnsafeMemberName {
+        /// The member's index.
+        member: u64,
+        /// Its name.
+        name: String,
+    },
+    /// WebDataset: a member that is not a regular file (a link, a device, a FIFO, a
+    /// directory).
+    #[error("unsupported member type: member {member} {name}: {kind}")]
+    UnsupportedMemberType {
+        /// The member's index.
+        member: u64,
+        /// Its name.
+        name: String,
+        /// What it is (`symlink`, `hard link`, ...).
+        kind: String,
+    },
+    /// WebDataset: one sample holds the same field twice.
+    #[error("sample {key}: duplicate field {field}")]
+    DuplicateField {
+        /// The sample's key.
+        key: String,
+        /// The field.
+        field: String,
+    },
+    /// WebDataset: a sample without the token field.
+    #[error("sample {key}: no field {field}")]
+    MissingField {
+        /// The sample's key.
+        key: String,
+        /// The field asked for.
+        field: String,
+    },
     /// NumPy: a header longer than 10,000 bytes (NumPy's own limit).
     #[error("header of {len} bytes exceeds the 10000-byte limit")]
     HeaderTooLarge {
@@ -546,13 +767,6 @@ pub enum ForeignError {
         column: String,
         /// The columns the schema holds, in order.
         have: Vec<String>,
-    },
-    /// The token column is not a list of integers (Arrow: `list`, `large_list` or
-    /// `fixed_size_list` of an integer type; Parquet: a 1-level list of INT32/INT64).
-    #[error("unsupported token column type {found}")]
-    UnsupportedTokenType {
-        /// The type as pyarrow names it (`list<float>`, `string`, ...).
-        found: String,
     },
     /// Arrow IPC: a message whose metadata does not fit in the file (or is not positive).
     #[error("message {message} at offset {offset}: metadata {metadata} bytes, file has {file}")]
@@ -634,7 +848,7 @@ pub enum ForeignError {
     },
     /// Parquet: a footer length that does not fit the file.
     #[error("footer length {footer} does not fit a file of {file} bytes")]
-    FooterOutOfRange {
+    FooterLengthOutOfRange {
         /// The footer length the file's tail declares.
         footer: u64,
         /// The file's size.

@@ -31,6 +31,25 @@ pub(crate) enum Place {
 }
 
 impl Place {
+    /// The place a storage location names, a URL read with `remote`.
+    pub(crate) fn at(location: &StorageLocation, remote: &RemoteOptions) -> Place {
+        match location {
+            StorageLocation::Local(p) => Place::Local(p.clone()),
+            StorageLocation::Remote(url) => Place::Remote { url: url.clone(), options: remote.clone() },
+        }
+    }
+
+    /// The place `location` names ([`StorageLocation::parse`]), a URL read with the store's
+    /// options from the environment.
+    ///
+    /// # Errors
+    /// [`RemoteOptions::from_env`]'s.
+    pub(crate) fn parse(location: &str) -> Result<Place> {
+        let at = StorageLocation::parse(location);
+        let remote = if at.is_remote() { RemoteOptions::from_env()? } else { RemoteOptions::default() };
+        Ok(Place::at(&at, &remote))
+    }
+
     /// The place as errors and [`crate::ForeignDataset::path`] name it.
     pub(crate) fn label(&self) -> PathBuf {
         match self {

@@ -29,11 +29,20 @@ pub enum ForeignFormat {
     /// Parquet token tables (Hugging Face Hub and pyarrow files): one file, a glob or a
     /// directory of `*.parquet`; needs the `parquet` feature.
     Parquet,
+    /// Grain's ArrayRecord files (riegeli/records chunks with a footer index), records as
+    /// documents; needs the `arrayrecord` feature.
+    ArrayRecord,
+    /// TFRecord files (`tf.train.Example` records or raw records, optionally gzip); needs the
+    /// `tfrecord` feature.
+    TfRecord,
+    /// WebDataset tar shards (samples grouped by key, one member as the tokens); needs the
+    /// `webdataset` feature.
+    WebDataset,
 }
 
 impl ForeignFormat {
     /// Every layout, in a fixed order.
-    pub const ALL: [ForeignFormat; 9] = [
+    pub const ALL: [ForeignFormat; 12] = [
         ForeignFormat::Megatron,
         ForeignFormat::NanoGpt,
         ForeignFormat::Llmc,
@@ -43,10 +52,14 @@ impl ForeignFormat {
         ForeignFormat::Npy,
         ForeignFormat::HfArrow,
         ForeignFormat::Parquet,
+        ForeignFormat::ArrayRecord,
+        ForeignFormat::TfRecord,
+        ForeignFormat::WebDataset,
     ];
 
     /// The name `FromStr` parses and messages use: `megatron`, `nanogpt`, `llmc`, `mds`,
-    /// `litdata`, `olmo`, `npy`, `arrow` (Hugging Face datasets), `parquet`.
+    /// `litdata`, `olmo`, `npy`, `arrow` (Hugging Face datasets), `parquet`, `arrayrecord`,
+    /// `tfrecord`, `webdataset`.
     pub const fn name(self) -> &'static str {
         match self {
             ForeignFormat::Megatron => "megatron",
@@ -58,6 +71,9 @@ impl ForeignFormat {
             ForeignFormat::Npy => "npy",
             ForeignFormat::HfArrow => "arrow",
             ForeignFormat::Parquet => "parquet",
+            ForeignFormat::ArrayRecord => "arrayrecord",
+            ForeignFormat::TfRecord => "tfrecord",
+            ForeignFormat::WebDataset => "webdataset",
         }
     }
 
@@ -69,6 +85,9 @@ impl ForeignFormat {
             ForeignFormat::Olmo => Some(("olmo", cfg!(feature = "olmo"))),
             ForeignFormat::HfArrow => Some(("arrow", cfg!(feature = "arrow"))),
             ForeignFormat::Parquet => Some(("parquet", cfg!(feature = "parquet"))),
+            ForeignFormat::ArrayRecord => Some(("arrayrecord", cfg!(feature = "arrayrecord"))),
+            ForeignFormat::TfRecord => Some(("tfrecord", cfg!(feature = "tfrecord"))),
+            ForeignFormat::WebDataset => Some(("webdataset", cfg!(feature = "webdataset"))),
             _ => None,
         }
     }

@@ -16,13 +16,22 @@
 //! boundaries with their segmentation, batches are one backend call (io_uring, pread, mmap)
 //! as for a native storage, `plan`/`fetch`/`decode` work as everywhere, and the loader's
 //! token-window fast path reads them unchanged ([`token_windows`]). Nothing is converted or written; compressed
-//! MDS shards (zstd, gzip) are decompressed into memory on open and read from there. Arrow
-//! IPC record batches are read in place (each batch's token values buffer is a segment; the
-//! list offsets become the documents). Parquet pages are encoded and compressed: the token
-//! column is decoded once on open for the row lengths, then served through a bounded cache
-//! (64 MiB per file) of decoded blocks, one data page each where the file has an offset index
-//! (a random window costs the pages it spans plus their dictionary page, in decoded bytes),
-//! else one row group each (a random window costs its row groups' token column).
+//! MDS shards (zstd, gzip) are decompressed into memory on open and read from there, and so
+//! are the record formats (ArrayRecord, TFRecord, WebDataset), whose records are decoded on
+//! open into one token stream per file. Arrow IPC record batches are read in place (each
+//! batch's token values buffer is a segment; the list offsets become the documents). Parquet
+//! pages are encoded and compressed: the token column is decoded once on open for the row
+//! lengths, then served through a bounded cache (64 MiB per file) of decoded blocks, one data
+//! page each where the file has an offset index (a random window costs the pages it spans plus
+//! their dictionary page, in decoded bytes), else one row group each (a random window costs
+//! its row groups' token column).
+//!
+//! The record formats are also read record by record: `ArrayRecordReader` reads record *i*
+//! through ArrayRecord's footer index (one chunk read, hashed and decompressed per record
+//! outside the chunk read last) and `ArrayRecordSource` is Grain's `ArrayRecordDataSource`
+//! over many files (the `arrayrecord` feature); `TfRecordShards` and `WebDatasetShards` are sequential sources
+//! (`guideloom_loader::sequential`: files dealt to ranks, exact resume from byte offsets,
+//! window shuffle, packing).
 //!
 //! | layout | [`ForeignFormat`] | path | dtype | documents |
 //! | --- | --- | --- | --- | --- |
@@ -35,6 +44,9 @@
 //! | NumPy `.npy` v1/v2/v3 | `npy` | a file, a glob or a directory of `*.npy` | from the header (either byte order) | rows of a 2-D array; optionally one per file |
 //! | Hugging Face `datasets` `save_to_disk` (Arrow IPC stream) | `arrow` | the directory of `state.json` (its `_data_files` in order), of `dataset_dict.json` with [`ForeignOptions::split`], or `.arrow` files (a file, glob or directory) | the token column's (`list`/`large_list`/`fixed_size_list` of any integer type; [`ForeignOptions::column`], default `input_ids`) | rows |
 //! | Parquet (Hugging Face Hub, pyarrow) | `parquet` | a file, a glob or a directory of `*.parquet` | the token column's (a list of INT32/INT64, any integer logical type) | rows |
+//! | Grain's ArrayRecord (riegeli/records) | `arrayrecord` | a file, a glob or a directory of `*.array_record` | a `.npy` record's header, or given for raw records (`u8`: bytes) | records |
+//! | TFRecord (`tf.train.Example`, gzip too) | `tfrecord` | a file, a glob or a directory of `*.tfrecord`, `*.tfrecord.gz` | `i64` (an `int64_list` feature, [`ForeignOptions::column`], default `input_ids`), or given for raw records | records |
+//! | WebDataset tar shards (gzip too) | `webdataset` | a file, a glob or a directory of `*.tar`, `*.tar.gz`, `*.tgz` | the token field's `.npy` header (`npy` by default, [`ForeignOptions::column`]; `json:<key>`: `i64`) | samples |
 //!
 //! [`ForeignDataset::open_at`] (and [`ForeignDataset::open_url`]) read the same layouts from
 //! an object-store URL (`s3://bucket/data/fineweb_train_*.bin`, `gs://bucket/mds`): a
@@ -46,7 +58,8 @@
 //!
 //! Auto-detection ([`ForeignOptions::format`] `None`, [`detect`], [`detect_at`]) picks a layout only where a magic
 //! number or an index file makes it unambiguous (`index.json` of MDS or litdata, a
-//! Megatron `.idx`, the NumPy or llm.c magic); raw files (nanoGPT, OLMo, legacy llm.c) need
+//! Megatron `.idx`, the NumPy or llm.c magic, the riegeli signature, the tar magic, a first
+//! TFRecord length whose crc holds, a gzip file named `.tar.gz` or `.tfrecord.gz`); raw files (nanoGPT, OLMo, legacy llm.c) need
 //! the format and the dtype named.
 //!
 //! Sources of the layouts: NVIDIA/Megatron-LM `megatron/core/datasets/indexed_dataset.py`;
@@ -58,7 +71,12 @@
 //! numpy `numpy/lib/format.py`; huggingface/datasets `src/datasets/arrow_dataset.py`
 //! (`save_to_disk`, `load_from_disk`); the Arrow columnar format and IPC
 //! (`format/Message.fbs`, `Schema.fbs`), read with arrow-rs's `arrow-ipc`; apache/parquet-format
-//! `parquet.thrift`, read with arrow-rs's `parquet`.
+//! `parquet.thrift`, read with arrow-rs's `parquet`; google/array_record `cpp/layout.proto`,
+//! `cpp/array_record_{writer,reader}.cc`, `python/array_record_data_source.py` and
+//! google/riegeli `doc/riegeli_records_file_format.md`; TensorFlow's
+//! `core/lib/io/record_writer.cc`, `core/example/{example,feature}.proto` and vahidk/tfrecord
+//! `tfrecord/{writer,reader}.py`, `tfrecord/tools/tfrecord2idx.py`; webdataset/webdataset
+//! `src/webdataset/{writer,tariterators}.py`.
 //!
 //! Validation on open: every offset and size from a file is computed in `u64` and checked
 //! against the file sizes before anything is read or allocated with it; no path from an index
@@ -100,6 +118,10 @@
 //! - `arrow`: Hugging Face `datasets` directories and Arrow IPC streams (`arrow-ipc`,
 //!   `arrow-schema`: the flatbuffer messages and schemas; the buffers are read in place).
 //! - `parquet`: Parquet token tables (`parquet` with the snappy, gzip and zstd codecs, `bytes`).
+//! - `arrayrecord`: Grain's ArrayRecord (HighwayHash: `highway`; footers: `prost`; chunks:
+//!   `brotli-decompressor`, `zstd`, `snap`).
+//! - `tfrecord`: TFRecord (`crc32c`, `prost`, `flate2`).
+//! - `webdataset`: WebDataset tar shards (`tar`, `flate2`).
 
 #![forbid(unsafe_code)]
 
@@ -124,7 +146,13 @@ pub use format::ForeignFormat;
 /// The element type a raw token file is read as ([`ForeignOptions::dtype`]): re-exported so that
 /// opening a nanoGPT `train.bin` (`--format nanogpt --dtype u16`) needs no other guideloom crate.
 pub use guideloom_formats::Primitive;
+#[cfg(feature = "arrayrecord")]
+pub use layouts::arrayrecord::{ArrayRecordReader, ArrayRecordSource};
 pub use layouts::megatron_index::MegatronIndex;
+#[cfg(feature = "tfrecord")]
+pub use layouts::tfrecord::{TfRecordReader, TfRecordShards};
+#[cfg(feature = "webdataset")]
+pub use layouts::webdataset::{WdsSample, WebDatasetReader, WebDatasetSampleReader, WebDatasetShards};
 pub use open::{open_tokens, OpenOptions, TokenDataset};
 pub use options::{DocumentDelimiter, ForeignOptions};
 pub use orders::llmc::{

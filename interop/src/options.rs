@@ -30,13 +30,17 @@ impl FromStr for ForeignFormat {
             "npy" | "numpy" => ForeignFormat::Npy,
             "arrow" | "hf" | "huggingface" | "hf-arrow" => ForeignFormat::HfArrow,
             "parquet" => ForeignFormat::Parquet,
+            "arrayrecord" | "array_record" | "array-record" => ForeignFormat::ArrayRecord,
+            "tfrecord" => ForeignFormat::TfRecord,
+            "webdataset" | "wds" => ForeignFormat::WebDataset,
             _ => {
                 return Err(InteropError::Dataset {
                     format: None,
                     path: PathBuf::new(),
                     error: Box::new(ForeignError::UnknownFormat {
                         reason: format!(
-                            "{s:?} is not one of megatron, nanogpt, llmc, mds, litdata, olmo, npy, arrow, parquet"
+                            "{s:?} is not one of megatron, nanogpt, llmc, mds, litdata, olmo, npy, arrow, parquet, \
+                             arrayrecord, tfrecord, webdataset"
                         ),
                     }),
                 })

@@ -50,6 +50,12 @@ pub enum ForeignDetails {
         /// Per chunk: its items.
         items: Vec<u64>,
     },
+    /// Record formats (ArrayRecord, TFRecord, WebDataset): the records (samples) of each
+    /// file, each one document.
+    Records {
+        /// Per file, in stream order.
+        records: Vec<u64>,
+    },
     /// NumPy: the shape of each file.
     Npy {
         /// Per file.

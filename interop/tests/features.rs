@@ -51,3 +51,29 @@ fn issue26_a_layout_opens_or_names_the_feature_it_needs() {
         ]
     );
 }
+
+#[test]
+fn issue28_record_formats_open_or_name_their_feature() {
+    let samples2 = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/samples2");
+    let gated = [
+        (ForeignFormat::ArrayRecord, "arrayrecord/tokens_npy_default.array_record"),
+        (ForeignFormat::TfRecord, "tfrecord/examples.tfrecord"),
+        (ForeignFormat::WebDataset, "webdataset/shards"),
+    ];
+    for (format, rel) in gated {
+        let (feature, on) = format.feature().unwrap();
+        assert_eq!(feature, format.name());
+        match ForeignDataset::open(samples2.join(rel), &ForeignOptions::new().format(format)) {
+            Ok(d) => assert!(on && d.elements() > 0, "{format} opened without its feature"),
+            Err(e) => {
+                assert!(!on, "{format}: {e}");
+                assert_eq!(e.foreign_error(), Some(&ForeignError::FeatureDisabled { feature }), "{e}");
+            }
+        }
+    }
+    // The tar magic is told in every build.
+    assert_eq!(
+        guideloom_interop::detect(&samples2.join("webdataset/shards")).unwrap(),
+        ForeignFormat::WebDataset
+    );
+}

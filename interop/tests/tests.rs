@@ -3,11 +3,15 @@
 //! feature either way), the malformed and damaged samples, the orders (`src/orders/`), the
 //! loader's sources over foreign datasets (`src/windows.rs`) and the regressions.
 
+#[cfg(feature = "arrayrecord")]
+mod arrayrecord;
 mod common;
 mod features;
 #[cfg(feature = "arrow")]
 mod hf_arrow;
 mod hostile;
+#[cfg(all(feature = "arrayrecord", feature = "tfrecord", feature = "webdataset"))]
+mod hostile_records;
 mod litdata;
 mod malformed;
 #[cfg(feature = "mds")]
@@ -23,7 +27,13 @@ mod orders_megatron;
 mod parquet;
 mod raw;
 mod records;
+#[cfg(any(feature = "arrayrecord", feature = "tfrecord", feature = "webdataset"))]
+mod records_samples;
 mod regression;
 #[cfg(any(feature = "arrow", feature = "parquet"))]
 mod tables;
+#[cfg(feature = "tfrecord")]
+mod tfrecord;
+#[cfg(feature = "webdataset")]
+mod webdataset;
 mod windows;

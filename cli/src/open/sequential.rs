@@ -4,7 +4,15 @@
 
 use std::path::{Path, PathBuf};
 
-use guideloom::ingest::{collect_files, JsonlField, JsonlReader, JsonlShards, TextReader, TextShards};
+use std::sync::Arc;
+
+use guideloom::ingest::{
+    collect_files, JsonlField, JsonlReader, JsonlShards, TextReader, TextShards, Tokenizer, Vocabulary,
+};
+use guideloom::interop::{
+    ForeignOptions, TfRecordReader, TfRecordShards, WebDatasetReader, WebDatasetSampleReader,
+    WebDatasetShards,
+};
 use guideloom::loader::sequential::{
     SequentialIter, SequentialLoader, SequentialSource, SequentialState, ShardInfo, ShardPos, ShardReader,
 };
@@ -16,13 +24,19 @@ use crate::open::print::StateJson;
 use crate::open::state_file::read_state;
 use crate::open::windows::LoaderArgs;
 
-/// The files of `--jsonl` or `--text`.
+/// The files of `--jsonl`, `--text`, `--tfrecord` or `--webdataset`.
 #[derive(Debug)]
 pub(crate) enum Files {
     /// JSON Lines.
     Jsonl(JsonlShards),
     /// Plain text.
     Text(TextShards),
+    /// TFRecord files.
+    TfRecord(TfRecordShards),
+    /// WebDataset shards, ids from a token field.
+    WebDataset(WebDatasetShards),
+    /// WebDataset shards, a text field tokenized.
+    WebDatasetText(WebDatasetShards, Arc<Vocabulary>, String),
 }
 
 /// The reader of one file of [`Files`].
@@ -32,20 +46,62 @@ pub(crate) enum FileReader {
     Jsonl(JsonlReader),
     /// A text file.
     Text(TextReader),
+    /// A TFRecord file.
+    TfRecord(TfRecordReader, u64),
+    /// A WebDataset shard, ids from a token field.
+    WebDataset(WebDatasetReader, u64),
+    /// A WebDataset shard, a text field tokenized.
+    WebDatasetText(WebDatasetSampleReader, Arc<Vocabulary>, String, u64),
+}
+
+/// A record's `i64` ids as the `u32` ids the sequential commands read.
+fn narrow(ids: Vec<i64>, shard: u64, record: u64) -> Result<Vec<u32>, LoaderError> {
+    ids.into_iter()
+        .map(|t| {
+            u32::try_from(t)
+                .map_err(|_| LoaderError::shard(shard, record, format!("id {t} does not fit u32")))
+        })
+        .collect()
 }
 
 impl ShardReader for FileReader {
     type Item = Vec<u32>;
     fn next_record(&mut self) -> Result<Option<Vec<u32>>, LoaderError> {
+        let record = self.pos().record;
         match self {
             FileReader::Jsonl(r) => r.next_record(),
             FileReader::Text(r) => r.next_record(),
+            FileReader::TfRecord(r, shard) => r.next_record()?.map(|d| narrow(d, *shard, record)).transpose(),
+            FileReader::WebDataset(r, shard) => {
+                r.next_record()?.map(|d| narrow(d, *shard, record)).transpose()
+            }
+            FileReader::WebDatasetText(r, vocab, field, shard) => {
+                let Some(sample) = r.next_sample()? else { return Ok(None) };
+                let Some(bytes) = sample.fields.get(field.as_str()) else {
+                    return Err(LoaderError::shard(
+                        *shard,
+                        record,
+                        format!("sample {}: no field {field}", sample.key),
+                    ));
+                };
+                let text = std::str::from_utf8(bytes).map_err(|e| {
+                    LoaderError::shard(
+                        *shard,
+                        record,
+                        format!("sample {} field {field}: not UTF-8 ({e})", sample.key),
+                    )
+                })?;
+                Ok(Some(vocab.encode_ordinary(text)))
+            }
         }
     }
     fn pos(&self) -> ShardPos {
         match self {
             FileReader::Jsonl(r) => r.pos(),
             FileReader::Text(r) => r.pos(),
+            FileReader::TfRecord(r, _) => r.pos(),
+            FileReader::WebDataset(r, _) => r.pos(),
+            FileReader::WebDatasetText(r, ..) => r.pos(),
         }
     }
 }
@@ -57,18 +113,31 @@ impl SequentialSource for Files {
         match self {
             Files::Jsonl(s) => s.shards(),
             Files::Text(s) => s.shards(),
+            Files::TfRecord(s) => s.shards(),
+            Files::WebDataset(s) | Files::WebDatasetText(s, ..) => s.shards(),
         }
     }
     fn open(&self, shard: u64, at: ShardPos) -> Result<FileReader, LoaderError> {
         Ok(match self {
             Files::Jsonl(s) => FileReader::Jsonl(s.open(shard, at)?),
             Files::Text(s) => FileReader::Text(s.open(shard, at)?),
+            Files::TfRecord(s) => FileReader::TfRecord(s.open(shard, at)?, shard),
+            Files::WebDataset(s) => FileReader::WebDataset(s.open(shard, at)?, shard),
+            Files::WebDatasetText(s, vocab, field) => {
+                FileReader::WebDatasetText(s.open_samples(shard, at)?, vocab.clone(), field.clone(), shard)
+            }
         })
     }
     fn fingerprint(&self) -> u64 {
         match self {
             Files::Jsonl(s) => s.fingerprint(),
             Files::Text(s) => s.fingerprint(),
+            Files::TfRecord(s) => s.fingerprint(),
+            Files::WebDataset(s) => s.fingerprint(),
+            // The tokenizer is part of what the records are.
+            Files::WebDatasetText(s, vocab, _) => {
+                s.fingerprint() ^ u64::from(vocab.tokenizer().eos_id()).rotate_left(32)
+            }
         }
     }
 }
@@ -105,9 +174,32 @@ impl Sequential<'_> {
         }
     }
 
-    /// The files of `--jsonl` (as given) or `--text` (directories walked, paths sorted).
+    /// The files of `--jsonl` (as given), `--text` (directories walked, paths sorted),
+    /// `--tfrecord` or `--webdataset` (a file, glob or directory, sorted).
     fn files(&self) -> CliResult<Files> {
         let s = self.seq();
+        if let Some(location) = &s.tfrecord {
+            let mut o = ForeignOptions::new();
+            o.column = s.tokens_field.clone();
+            let shards = TfRecordShards::open(location, &o)?;
+            return Ok(Files::TfRecord(if s.count_lengths { shards.count_lengths()? } else { shards }));
+        }
+        if let Some(location) = &s.webdataset {
+            let mut o = ForeignOptions::new();
+            o.column = s.tokens_field.clone();
+            let shards = WebDatasetShards::open(location, &o)?;
+            let shards = if s.count_lengths { shards.count_lengths()? } else { shards };
+            return Ok(match s.tokens_field.as_deref() {
+                Some(f) if f == "txt" || f.ends_with(".txt") => {
+                    let vocab = Tokenizer::from(s.tokenizer).load()?;
+                    Files::WebDatasetText(shards, Arc::new(vocab), f.to_string())
+                }
+                _ => Files::WebDataset(shards),
+            });
+        }
+        if s.tokens_field.is_some() && s.jsonl.is_empty() {
+            return Err("--tokens-field needs --jsonl, --tfrecord or --webdataset".into());
+        }
         for p in s.jsonl.iter().chain(&s.text) {
             crate::open::location::local_only(
                 p,
@@ -173,11 +265,15 @@ pub(crate) fn counted(it: FilesIter) -> impl Iterator<Item = Result<(u64, u64, u
     })
 }
 
-/// The files a sequential command reads (for reports).
-pub(crate) fn inputs(seq: &SequentialArgs) -> &[PathBuf] {
+/// The files a sequential command reads (for reports; a `--tfrecord` or `--webdataset`
+/// location as given).
+pub(crate) fn inputs(seq: &SequentialArgs) -> Vec<PathBuf> {
+    if let Some(l) = seq.tfrecord.as_ref().or(seq.webdataset.as_ref()) {
+        return vec![PathBuf::from(l)];
+    }
     if seq.jsonl.is_empty() {
-        &seq.text
+        seq.text.clone()
     } else {
-        &seq.jsonl
+        seq.jsonl.clone()
     }
 }

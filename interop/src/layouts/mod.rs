@@ -3,8 +3,11 @@
 //! (the `olmo` feature), [`npy`], `mds` (the `mds` feature), [`litdata`], `arrow` (Hugging
 //! Face datasets, the `arrow` feature) and `parquet` (the `parquet` feature); with what they
 //! share: the offset tables of chunked files ([`chunk`]), `index.json` decoding ([`json`])
-//! and the delimiter scan ([`scan`]).
+//! and the delimiter scan ([`scan`]); the record formats `arrayrecord`, `tfrecord` and
+//! `webdataset` (each behind its feature), with the token ids inside a record ([`records`]).
 
+#[cfg(feature = "arrayrecord")]
+pub(crate) mod arrayrecord;
 #[cfg(feature = "arrow")]
 pub(crate) mod arrow;
 pub(crate) mod chunk;
@@ -20,6 +23,13 @@ pub(crate) mod olmo;
 #[cfg(feature = "parquet")]
 pub(crate) mod parquet;
 pub(crate) mod raw;
+// Without a record format only its detection is used.
+#[cfg_attr(not(any(feature = "arrayrecord", feature = "tfrecord", feature = "webdataset")), allow(dead_code))]
+pub(crate) mod records;
 pub(crate) mod scan;
 #[cfg(any(feature = "arrow", feature = "parquet"))]
 pub(crate) mod table;
+#[cfg(feature = "tfrecord")]
+pub(crate) mod tfrecord;
+#[cfg(feature = "webdataset")]
+pub(crate) mod webdataset;

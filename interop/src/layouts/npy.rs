@@ -57,37 +57,89 @@ struct Header {
 fn read_header(fs: &Fs, name: &str, bytes: u64) -> Result<Header> {
     let err = |e: ForeignError| fs.err(name, e);
     let head = fs.read(name, 0, bytes.min(12))?;
+    let (major, start, len) = header_span(&head, bytes).map_err(err)?;
+    let raw = fs.read(name, start, len)?;
+    let mut h = header_text(major, raw).map_err(err)?;
+    h.data_offset = start + len;
+    Ok(h)
+}
+
+/// The version, the header text's offset and its length, from the first 12 bytes (`head`)
+/// of a `.npy` of `bytes` bytes; checked against `bytes` and numpy's limit.
+fn header_span(head: &[u8], bytes: u64) -> std::result::Result<(u8, u64, u64), ForeignError> {
     if head.len() < MAGIC.len() || &head[..MAGIC.len()] != MAGIC {
-        return Err(err(ForeignError::BadMagic { found: escaped(&head[..head.len().min(MAGIC.len())]) }));
+        return Err(ForeignError::BadMagic { found: escaped(&head[..head.len().min(MAGIC.len())]) });
     }
     if head.len() < 10 {
-        return Err(err(ForeignError::TruncatedHeader { need: 10, have: bytes }));
+        return Err(ForeignError::TruncatedHeader { need: 10, have: bytes });
     }
     let major = head[6];
     let (len, start) = match major {
         1 => (u64::from(u16::from_le_bytes([head[8], head[9]])), 10u64),
-        2 | 3 if head.len() >= 12 => (u64::from(u32_at(&head, 8)), 12),
-        2 | 3 => return Err(err(ForeignError::TruncatedHeader { need: 12, have: bytes })),
-        v => return Err(err(ForeignError::UnsupportedVersion { field: "major version", found: v.into() })),
+        2 | 3 if head.len() >= 12 => (u64::from(u32_at(head, 8)), 12),
+        2 | 3 => return Err(ForeignError::TruncatedHeader { need: 12, have: bytes }),
+        v => return Err(ForeignError::UnsupportedVersion { field: "major version", found: v.into() }),
     };
     if len > MAX_HEADER {
-        return Err(err(ForeignError::HeaderTooLarge { len }));
+        return Err(ForeignError::HeaderTooLarge { len });
     }
-    let data_offset = start + len;
-    if bytes < data_offset {
-        return Err(err(ForeignError::TruncatedHeader { need: data_offset, have: bytes }));
+    if bytes < start + len {
+        return Err(ForeignError::TruncatedHeader { need: start + len, have: bytes });
     }
-    let raw = fs.read(name, start, len)?;
+    Ok((major, start, len))
+}
+
+/// The header text (latin-1 in v1/v2, UTF-8 in v3) parsed.
+fn header_text(major: u8, raw: Vec<u8>) -> std::result::Result<Header, ForeignError> {
     // v1/v2 headers are latin-1, v3 UTF-8; the grammar itself is ASCII.
     let text: String = if major == 3 {
         String::from_utf8(raw)
-            .map_err(|_| err(ForeignError::HeaderParse { reason: "a v3 header that is not UTF-8".into() }))?
+            .map_err(|_| ForeignError::HeaderParse { reason: "a v3 header that is not UTF-8".into() })?
     } else {
         raw.iter().map(|&b| char::from(b)).collect()
     };
-    let mut h = parse_header(&text).map_err(err)?;
-    h.data_offset = data_offset;
-    Ok(h)
+    parse_header(&text)
+}
+
+/// A whole `.npy` held in memory (a record of a record format): its integer dtype, whether
+/// it is big-endian, and its data (every element of a 1-D array, or of a C-order 2-D one).
+///
+/// # Errors
+/// The [`ForeignError`] of the first check that fails, as for a `.npy` file: magic,
+/// version, header, dtype (object arrays refused), layout, and the data size against the
+/// shape (short: [`ForeignError::DataSize`], long: [`ForeignError::TrailingBytes`]).
+#[cfg_attr(not(any(feature = "arrayrecord", feature = "tfrecord", feature = "webdataset")), allow(dead_code))]
+pub(crate) fn in_memory(bytes: &[u8]) -> std::result::Result<(Primitive, bool, &[u8]), ForeignError> {
+    let total = bytes.len() as u64;
+    let (major, start, len) = header_span(&bytes[..bytes.len().min(12)], total)?;
+    // `header_span` checked `start + len <= total`.
+    let (start, len) = (start as usize, len as usize);
+    let h = header_text(major, bytes[start..start + len].to_vec())?;
+    if h.structured {
+        return Err(ForeignError::UnsupportedTokenDType { dtype: h.descr });
+    }
+    let (p, big) = integer_descr(&h.descr)?;
+    let elements = match h.shape.as_slice() {
+        [] => 1,
+        [n] => *n,
+        [_, _] if h.fortran => {
+            return Err(ForeignError::UnsupportedLayout { layout: "fortran_order".into() })
+        }
+        [r, c] => {
+            r.checked_mul(*c).ok_or_else(|| ForeignError::UnsupportedShape { shape: tuple_text(&h.shape) })?
+        }
+        _ => return Err(ForeignError::UnsupportedShape { shape: tuple_text(&h.shape) }),
+    };
+    let data = &bytes[start + len..];
+    let have = data.len() as u64;
+    let need = elements.saturating_mul(p.size());
+    if have < need {
+        return Err(ForeignError::DataSize { have, need });
+    }
+    if have > need {
+        return Err(ForeignError::TrailingBytes { count: have - need });
+    }
+    Ok((p, big, data))
 }
 
 /// The literal parser: a dict of exactly `descr`, `fortran_order`, `shape`.

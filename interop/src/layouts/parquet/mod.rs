@@ -80,7 +80,7 @@ pub(crate) fn open(place: &Place, options: &ForeignOptions) -> Result<Parts> {
 ///
 /// # Errors
 /// [`ForeignError::BadMagic`], [`ForeignError::UnsupportedEncryption`],
-/// [`ForeignError::FooterOutOfRange`], [`ForeignError::FooterDecode`],
+/// [`ForeignError::FooterLengthOutOfRange`], [`ForeignError::FooterDecode`],
 /// [`ForeignError::ColumnChunkOutOfRange`]; the column errors of [`token_leaf`].
 fn read_footer(
     fs: &Fs,
@@ -91,7 +91,7 @@ fn read_footer(
     let err = |x: ForeignError| fs.err(name, x);
     let size = src.size();
     if size < 12 {
-        return Err(err(ForeignError::FooterOutOfRange { footer: 0, file: size }));
+        return Err(err(ForeignError::FooterLengthOutOfRange { footer: 0, file: size }));
     }
     let head = fs.read(name, 0, 4)?;
     let tail = fs.read(name, size - 8, 8)?;
@@ -106,7 +106,7 @@ fn read_footer(
     }
     let footer = u64::from(files::u32_at(&tail, 0));
     if footer + 12 > size {
-        return Err(err(ForeignError::FooterOutOfRange { footer, file: size }));
+        return Err(err(ForeignError::FooterLengthOutOfRange { footer, file: size }));
     }
     let data_end = size - 8 - footer;
     let decode = |reason: String| err(ForeignError::FooterDecode { reason });

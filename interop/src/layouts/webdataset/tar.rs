@@ -1,0 +1,236 @@
+//! The members of a tar shard read in order (POSIX ustar / PAX / GNU as Python's
+//! `tarfile` and GNU tar write them; headers decoded with the `tar` crate), nothing
+//! extracted: every header's checksum checked, every size checked against the bytes left
+//! before it is read, names checked (no absolute path, no `..`, no NUL), regular files only.
+
+use std::io::Read;
+
+use tar::{EntryType, Header, PaxExtensions};
+
+use crate::error::ForeignError;
+use crate::layouts::records::read_full;
+
+/// Bytes of a tar block.
+const BLOCK: u64 = 512;
+/// The most bytes one member (or a PAX / long-name body) may hold: a sample's field, read
+/// into memory.
+const MAX_MEMBER: u64 = 1 << 30;
+
+/// One regular member.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Member {
+    /// Its index among the archive's members (metadata headers not counted, as `tarfile`
+    /// numbers them).
+    pub(crate) index: u64,
+    /// Its name (a PAX `path` or GNU long name applied).
+    pub(crate) name: String,
+    /// Its data.
+    pub(crate) data: Vec<u8>,
+    /// Where its first header (a PAX or long-name header, if any) begins.
+    pub(crate) header_at: u64,
+}
+
+/// The members of one tar stream, from a header boundary.
+pub(crate) struct Members {
+    src: Box<dyn Read + Send>,
+    /// The position of the next header.
+    pub(crate) pos: u64,
+    /// The index of the next member.
+    pub(crate) member: u64,
+    /// Bytes left from `pos` (unknown for a gzip stream).
+    left: Option<u64>,
+    ended: bool,
+}
+
+impl std::fmt::Debug for Members {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Members").field("pos", &self.pos).field("member", &self.member).finish()
+    }
+}
+
+/// What a member's type is called in errors.
+fn type_name(t: EntryType) -> String {
+    match t {
+        EntryType::Symlink => "symlink".into(),
+        EntryType::Link => "hard link".into(),
+        EntryType::Char => "character device".into(),
+        EntryType::Block => "block device".into(),
+        EntryType::Fifo => "fifo".into(),
+        EntryType::GNUSparse => "sparse file".into(),
+        other => format!("type {:?}", char::from(other.as_byte())),
+    }
+}
+
+/// Whether `name` stays inside the dataset: relative, no `..` component, no NUL.
+fn safe(name: &str) -> bool {
+    !name.is_empty() && !name.starts_with('/') && !name.contains('\0') && !name.split('/').any(|c| c == "..")
+}
+
+impl Members {
+    /// The members of `src`, whose first byte is at `pos` of the stream; `left` its bytes
+    /// when known.
+    pub(crate) fn new(src: Box<dyn Read + Send>, pos: u64, member: u64, left: Option<u64>) -> Self {
+        Members { src, pos, member, left, ended: false }
+    }
+
+    /// `n` bytes of data (a size checked against what is left and [`MAX_MEMBER`]) and the
+    /// padding after them; `Err(present)` when the stream ends first.
+    fn data(&mut self, n: u64) -> Result<Vec<u8>, (u64, Option<ForeignError>)> {
+        if let Some(left) = self.left {
+            if n > left {
+                return Err((left, None));
+            }
+        }
+        let mut data = Vec::new();
+        (&mut self.src).take(n).read_to_end(&mut data).map_err(|e| {
+            (data.len() as u64, Some(ForeignError::DecompressionFailed { reason: e.to_string() }))
+        })?;
+        if (data.len() as u64) < n {
+            return Err((data.len() as u64, None));
+        }
+        let pad = (BLOCK - n % BLOCK) % BLOCK;
+        let mut skip = [0u8; BLOCK as usize];
+        let got = read_full(&mut self.src, &mut skip[..pad as usize]).map_err(|e| (n, Some(e)))?;
+        self.pos += n + got as u64;
+        if let Some(left) = self.left.as_mut() {
+            *left -= n + got as u64;
+        }
+        Ok(data)
+    }
+
+    /// The next regular member (`None` at the end-of-archive blocks or the stream's end).
+    ///
+    /// # Errors
+    /// [`ForeignError::TarHeaderChecksum`], [`ForeignError::TarHeaderDecode`],
+    /// [`ForeignError::TruncatedMember`], [`ForeignError::UnsafeMemberName`],
+    /// [`ForeignError::UnsupportedMemberType`]; [`ForeignError::DecompressionFailed`] for a
+    /// damaged gzip stream.
+    pub(crate) fn next(&mut self) -> Result<Option<Member>, ForeignError> {
+        if self.ended {
+            return Ok(None);
+        }
+        let mut header_at = self.pos;
+        let (mut long_name, mut pax_path, mut pax_size) = (None::<String>, None::<String>, None::<u64>);
+        loop {
+            let at = self.pos;
+            let member = self.member;
+            let decode = |reason: String| ForeignError::TarHeaderDecode { member, offset: at, reason };
+            let mut block = [0u8; BLOCK as usize];
+            let n = read_full(&mut self.src, &mut block)?;
+            if n == 0 || (n == block.len() && block.iter().all(|&b| b == 0)) {
+                self.ended = true;
+                return Ok(None);
+            }
+            if n < block.len() {
+                return Err(decode(format!("a header of {n} bytes")));
+            }
+            self.pos += BLOCK;
+            if let Some(left) = self.left.as_mut() {
+                *left -= BLOCK;
+            }
+            let header = Header::from_byte_slice(&block);
+            let stored = header.cksum().map_err(|e| decode(e.to_string()))?;
+            let computed: u32 = block
+                .iter()
+                .enumerate()
+                .map(|(i, &b)| if (148..156).contains(&i) { u32::from(b' ') } else { u32::from(b) })
+                .sum();
+            if stored != computed {
+                return Err(ForeignError::TarHeaderChecksum { member, offset: at });
+            }
+            let kind = header.entry_type();
+            let size = match pax_size.take() {
+                Some(s) if kind.is_file() => s,
+                _ => header.entry_size().map_err(|e| decode(e.to_string()))?,
+            };
+            let raw_name = || {
+                String::from_utf8(header.path_bytes().into_owned())
+                    .map_err(|_| decode("a name that is not UTF-8".into()))
+            };
+            let name = match (&pax_path, &long_name) {
+                (Some(p), _) => p.clone(),
+                (None, Some(l)) => l.clone(),
+                (None, None) => raw_name()?,
+            };
+            if size > MAX_MEMBER {
+                return Err(decode(format!(
+                    "member {name}: size {size} is above the {MAX_MEMBER}-byte limit"
+                )));
+            }
+            let data = match self.data(size) {
+                Ok(d) => d,
+                Err((_, Some(e))) => return Err(e),
+                Err((present, None)) => {
+                    return Err(ForeignError::TruncatedMember { member, name, size, present })
+                }
+            };
+            match kind {
+                EntryType::XHeader => {
+                    for ext in PaxExtensions::new(&data) {
+                        let ext = ext.map_err(|e| decode(format!("a PAX record: {e}")))?;
+                        match ext.key() {
+                            Ok("path") => {
+                                pax_path = Some(
+                                    ext.value()
+                                        .map_err(|_| decode("a PAX path that is not UTF-8".into()))?
+                                        .to_string(),
+                                )
+                            }
+                            Ok("size") => {
+                                pax_size = Some(
+                                    ext.value()
+                                        .ok()
+                                        .and_then(|v| v.parse().ok())
+                                        .ok_or_else(|| decode("a PAX size that is not a number".into()))?,
+                                )
+                            }
+                            _ => {}
+                        }
+                    }
+                    continue;
+                }
+                EntryType::XGlobalHeader | EntryType::GNULongLink => continue,
+                EntryType::GNULongName => {
+                    let end = data.iter().position(|&b| b == 0).unwrap_or(data.len());
+                    long_name = Some(
+                        String::from_utf8(data[..end].to_vec())
+                            .map_err(|_| decode("a long name that is not UTF-8".into()))?,
+                    );
+                    continue;
+                }
+                _ => {}
+            }
+            self.member += 1;
+            if !safe(&name) {
+                return Err(ForeignError::UnsafeMemberName { member, name });
+            }
+            match kind {
+                EntryType::Regular | EntryType::Continuous => {
+                    return Ok(Some(Member { index: member, name, data, header_at }))
+                }
+                EntryType::Directory => {
+                    (long_name, pax_path, header_at) = (None, None, self.pos);
+                    continue;
+                }
+                other => {
+                    return Err(ForeignError::UnsupportedMemberType { member, name, kind: type_name(other) })
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unsafe_names_are_told() {
+        for bad in ["/etc/passwd", "../x.npy", "a/../../b", "a/..", "", "a\0b"] {
+            assert!(!safe(bad), "{bad:?}");
+        }
+        for good in ["doc000000.npy", "dir.v1/sub.dir/k.input_ids.npy", "a/..b/c"] {
+            assert!(safe(good), "{good:?}");
+        }
+    }
+}
