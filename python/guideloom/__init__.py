@@ -5,12 +5,14 @@ core.
   configured with a format (:mod:`guideloom.storage_format`, :mod:`guideloom.types`).
 - Data sources (Grain's random-access protocol): :class:`TokenWindows`, :class:`RangeDataSource`.
 - :class:`Loader`: batches as numpy arrays owned by Rust, with a state shared with the CLI.
+- :mod:`guideloom.oamap`: the object-array mapping (nested records as named numpy arrays, read
+  lazily through proxies; Awkward Array and Numba).
 - Exceptions: :mod:`guideloom.errors`, rooted at :class:`GuideloomError`.
 """
 
 import os as _os
 
-from . import _guideloom, errors, storage_format, types
+from . import _guideloom, errors, oamap, storage_format, types
 from ._guideloom import STATE_VERSION, __version__
 from .errors import GuideloomError
 from .loader import Batch, Loader
@@ -35,6 +37,7 @@ __all__ = [
     "TokenWindows",
     "__version__",
     "errors",
+    "oamap",
     "storage_format",
     "types",
 ]

@@ -13,6 +13,9 @@
 //!   by Rust) or over any Python object with `__len__`/`__getitem__` (the slow path);
 //! - `orders`: `_Loader.megatron` / `_Loader.llmc`, Megatron-Core's and llm.c's orders (the
 //!   interop crate's runs);
+//! - `oamap`: `_Schema`, `_ListProxy`, `_RecordProxy`: OAMap schemas bound to array sources
+//!   (a Python mapping, an `.npz` file, a directory of `.npy` files) and the lazy proxies over
+//!   the Rust reader (`guideloom.oamap`);
 //! - `errors`: Rust errors raised as the `guideloom.errors` classes.
 //!
 //! Every Rust path the binding uses is imported in `rust_api`.
@@ -21,6 +24,7 @@ mod errors;
 mod fork;
 mod formats;
 mod loader;
+mod oamap;
 mod orders;
 mod rust_api;
 mod sources;
@@ -37,5 +41,6 @@ fn _guideloom(m: &Bound<'_, PyModule>) -> PyResult<()> {
     storage::register(m)?;
     sources::register(m)?;
     loader::register(m)?;
+    oamap::register(m)?;
     Ok(())
 }
