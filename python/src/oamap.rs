@@ -77,7 +77,7 @@ impl Fetched {
     }
 
     /// Reads `name` from the Python source and checks it.
-    fn from_python(&self, py: Python<'_>, source: &Py<PyAny>, name: &str) -> Result<OamArray, OamapError> {
+    fn fetch_python(&self, py: Python<'_>, source: &Py<PyAny>, name: &str) -> Result<OamArray, OamapError> {
         let bad = |reason: String| OamapError::Npy { name: name.to_string(), reason };
         let got = match source.bind(py).get_item(name) {
             Ok(v) => v,
@@ -99,9 +99,13 @@ impl Fetched {
         if ndim != 1 {
             return Err(bad(format!("{ndim} dimensions (an OAMap array has one)")));
         }
-        let descr: String =
-            arr.getattr("dtype").and_then(|d| d.getattr("str")).and_then(|s| s.extract()).map_err(|e| bad(e.to_string()))?;
-        let dtype = OamDtype::parse(&descr).map_err(|_| bad(format!("dtype {descr} is not one OAMap stores")))?;
+        let descr: String = arr
+            .getattr("dtype")
+            .and_then(|d| d.getattr("str"))
+            .and_then(|s| s.extract())
+            .map_err(|e| bad(e.to_string()))?;
+        let dtype =
+            OamDtype::parse(&descr).map_err(|_| bad(format!("dtype {descr} is not one OAMap stores")))?;
         let nbytes: u64 = arr.getattr("nbytes").and_then(|n| n.extract()).map_err(|e| bad(e.to_string()))?;
         {
             let mut st = self.lock();
@@ -132,7 +136,7 @@ impl OamArraySource for Fetched {
     fn get(&self, name: &str) -> Result<Arc<OamArray>, OamapError> {
         match &self.origin {
             Origin::Rust(s) => s.get(name),
-            Origin::Python(source) => Python::attach(|py| self.from_python(py, source, name)).map(Arc::new),
+            Origin::Python(source) => Python::attach(|py| self.fetch_python(py, source, name)).map(Arc::new),
         }
     }
 }
@@ -227,11 +231,18 @@ fn to_py(py: Python<'_>, part: &Arc<Part>, v: OamValue<'_>) -> PyResult<Py<PyAny
         OamValue::Str(s) => s.into_pyobject(py)?.into_any().unbind(),
         OamValue::List(l) => {
             let (start, stop) = l.range();
-            let proxy = PyListProxy { part: Arc::clone(part), content: l.content(), start: start as i64, len: (stop - start) as i64, step: 1 };
+            let proxy = PyListProxy {
+                part: Arc::clone(part),
+                content: l.content(),
+                start: start as i64,
+                len: (stop - start) as i64,
+                step: 1,
+            };
             Py::new(py, proxy)?.into_any()
         }
         OamValue::Record(r) => {
-            Py::new(py, PyRecordProxy { part: Arc::clone(part), node: r.node(), index: r.index() })?.into_any()
+            Py::new(py, PyRecordProxy { part: Arc::clone(part), node: r.node(), index: r.index() })?
+                .into_any()
         }
         OamValue::Tuple(r) => {
             let mut items = Vec::new();
@@ -322,8 +333,7 @@ impl PySchema {
         sources: Vec<Py<PyAny>>,
         max_bytes: u64,
     ) -> PyResult<(Self, Vec<Py<PyAny>>)> {
-        let value = oamap_parse_json("dataset description", description.as_bytes())
-            .map_err(py_err)?;
+        let value = oamap_parse_json("dataset description", description.as_bytes()).map_err(py_err)?;
         let desc = DatasetDescription::from_json(&value, prefix).map_err(py_err)?;
         if sources.len() != desc.num_partitions() {
             return Err(raise(
@@ -419,13 +429,15 @@ impl PyListProxy {
             return self.at(py, k);
         }
         if key.is_instance_of::<pyo3::types::PyString>() {
-            return Err(PyTypeError::new_err("list indices must be integers, slices or sequences of integers"));
+            return Err(PyTypeError::new_err(
+                "list indices must be integers, slices or sequences of integers",
+            ));
         }
         // A sequence of indices (a list, a numpy array): a Python list of the elements.
-        let picks: Vec<i64> = key
-            .try_iter()
-            .and_then(|it| it.map(|x| x?.extract::<i64>()).collect())
-            .map_err(|_| PyTypeError::new_err("list indices must be integers, slices or sequences of integers"))?;
+        let picks: Vec<i64> =
+            key.try_iter().and_then(|it| it.map(|x| x?.extract::<i64>()).collect()).map_err(|_| {
+                PyTypeError::new_err("list indices must be integers, slices or sequences of integers")
+            })?;
         let mut out = Vec::with_capacity(picks.len());
         for k in picks {
             let k = if k < 0 { k + self.len } else { k };
