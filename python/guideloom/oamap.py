@@ -64,6 +64,7 @@ __all__ = [
     "infer_schema",
     "loaded",
     "open",
+    "schema_of",
     "to_awkward",
     "tolist",
     "DEFAULT_MAX_BYTES",
@@ -268,6 +269,13 @@ def open(path: str | os.PathLike[str]) -> Any:  # noqa: A001 - the seed's name
         return dataset.schema._raw.bind_npy_dir(p)
     _, value = _oamap_open_npz(p)
     return value
+
+
+def schema_of(value: Any) -> Schema:
+    """The schema behind a list or record proxy (OAMap's ``stars.schema``)."""
+    if isinstance(value, PartitionedList):
+        value = value.partitions[0]
+    return Schema(value._schema)
 
 
 def loaded(value: Any) -> list[str]:

@@ -432,6 +432,9 @@ def test_issue29_raising_and_huge_sources() -> None:
     # The per-partition budget is the caller's to set.
     with pytest.raises(OamapLimitError):
         oamap.tolist(oamap.Schema.fromjson(SMALL)(small_source(), max_bytes=8))
+    # Schema of a proxy, as the seed's `stars.schema`.
+    assert oamap.schema_of(oamap.Schema.fromjson(SMALL)(small_source())) \
+        .array_names() == oamap.Schema.fromjson(SMALL).array_names()
     # Not a mapping at all.
     with pytest.raises(OamapError):
         read_all(42)
@@ -519,6 +522,27 @@ def test_issue29_numba_scan_on_the_awkward_view_finds_the_seeds_extremes(
     back = oamap.from_awkward(view[:300])
     assert back[258].name == "HD 40307"
     assert [s._index for s in period_ratio_python(back)] == [284]
+
+
+def test_issue29_to_awkward_refuses_damaged_arrays() -> None:
+    schema = oamap.Schema.fromjson(SMALL)
+    assert oamap.tolist(oamap.from_awkward(oamap.to_awkward(schema(small_source())))) == [
+        {"x": [1.0, 2.0], "s": "ab"}, {"x": [], "s": ""}]
+    for override in ({"object-L-Fx-E": np.array([9, 9], np.int32)},
+                     {"object-L-Fs-NUTF8String-B": np.array([0, 5], np.int32)}):
+        with pytest.raises(OamapArrayError):
+            oamap.to_awkward(schema(small_source(**override)))
+    nullable = oamap.Schema.fromjson({"type": "list", "content": {
+        "type": "primitive", "dtype": "float64", "nullable": True}})
+    good = {"object-B": [0], "object-E": [2], "object-L-M": np.array([0, -1], np.int32),
+            "object-L-Df8": [1.5]}
+    assert ak.to_list(oamap.to_awkward(nullable(good))) == [1.5, None]
+    with pytest.raises(OamapArrayError) as info:
+        oamap.to_awkward(nullable({**good, "object-L-M": np.array([0, -5], np.int32)}))
+    assert info.value.array == "object-L-M"
+    # A nested list is not a top-level list.
+    with pytest.raises(OamapError):
+        oamap.to_awkward(schema(small_source())[0].x)
 
 
 def golden_cases() -> list[str]:
