@@ -256,6 +256,44 @@ def test_issue29_extended_schema_shares_the_unchanged_arrays(
     assert "id-array" in schema.array_names() and "id-array" not in dataset.schema.array_names()
 
 
+def test_issue29_walkthrough_schema_of_the_exoplanets() -> None:
+    stars = oamap.open(PLANETS)
+    star = dict(oamap.schema_of(stars).tojson()["content"]["fields"])
+    planet = dict(star["planets"]["content"]["fields"])
+    # `stars.schema.content["planets"].content["discovery"].show()`
+    string = {"type": "list", "name": "UTF8String", "content": "uint8"}
+    assert planet["discovery"] == {"type": "record", "name": "Discovery", "fields": [
+        ["facility", {"type": "pointer", "doc": "Name of facility of planet discovery observations",
+                      "target": string}],
+        ["instrument", {**string, "doc": "Name of instrument of planet discovery observations"}],
+        ["link", {**string, "doc": "Reference name for discovery publication"}],
+        ["locale", {"type": "pointer",
+                    "doc": "Location of observation of planet discovery (Ground or Space)",
+                    "target": string}],
+        ["telescope", {**string, "doc": "Name of telescope of planet discovery observations"}],
+        ["year", {"type": "primitive", "dtype": "Di4", "doc": "Year the planet was discovered"}]]}
+    # `...["discovery_method"].show()`: a pointer to unique strings.
+    assert planet["discovery_method"] == {"type": "pointer", "doc": "Discovery Method",
+                                          "target": string}
+    name = "object-L-NStar-Fplanets-L-NPlanet-Fdiscovery_method"
+    assert stars.array(name + "-X-NUTF8String-L-Du1").tobytes() == (
+        b"TransitRadial VelocityImagingMicrolensingEclipse Timing VariationsPulsar TimingTransit "
+        b"Timing VariationsOrbital Brightness ModulationPulsation Timing VariationsAstrometry")
+    positions = stars.array(name + "-P")
+    assert positions.dtype == np.int32
+    assert positions[:300].tolist() == [
+        0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1, 0, 1, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0,
+        0, 0, 0, 0, 1, 0, 0, 0, 0, 1, 1, 1, 1, 0, 0, 0, 0, 0, 1, 1, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0,
+        0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 1, 1, 1, 2, 1, 1, 1, 3, 0, 1, 0,
+        0, 1, 1, 0, 1, 2, 1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1, 0, 0, 0,
+        0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0,
+        0, 0, 0, 0, 0, 0, 0, 1, 1, 4, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+        0, 0, 0, 0, 0, 1, 0, 1, 0, 0, 0, 0, 0, 0, 0, 1, 1, 4, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+        1, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 0,
+        0, 0, 0, 0, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+        2, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]
+
+
 def test_issue29_list_proxy_indexing_slicing_iteration() -> None:
     stars = oamap.open(PLANETS)
     assert stars[-1]._index == 2659
