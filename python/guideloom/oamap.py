@@ -17,9 +17,9 @@ The walkthrough of OAMap's README runs as written here::
 - Values: a list is a list-like proxy (``len``, indexing with negative indices, slices, a
   sequence of indices, iteration; ``repr`` like ``[<Star at index 0>, ...]``), a record a proxy
   with its fields as attributes and ``.fields``, a tuple a Python ``tuple``, a null ``None``, a
-  ``UTF8String`` a ``str`` and a ``ByteString`` ``bytes``; a ``float32`` comes back as the
-  Python ``float`` with the same shortest decimal form (``293.12738``). Unions and pointers are
-  resolved.
+  ``UTF8String`` a ``str``, a ``ByteString`` ``bytes``, an ``S<n>`` value ``bytes`` without its
+  NUL padding (as numpy gives it); a ``float32`` comes back as the Python ``float`` with the same
+  shortest decimal form (``293.12738``). Unions and pointers are resolved.
 - Checks: the Rust reader (``guideloom-oamap``) checks every array a Python source returns (one
   dimension, a dtype OAMap stores, at most ``max_bytes`` in a partition) and every structural
   value and index before use; a damaged or hostile source gives an
@@ -30,7 +30,8 @@ The walkthrough of OAMap's README runs as written here::
   come from elsewhere while the others are shared.
 - :func:`to_awkward` / :func:`from_awkward` convert to and from Awkward Array (OAMap's successor)
   sharing the buffers where the layouts agree; compiled scans run with ``@numba.njit`` over the
-  Awkward view.
+  Awkward view (Awkward's Numba extension: records, lists, options ``is None``; a scan returns
+  indices, e.g. a list of ints, and ``stars[indices]`` gives the proxies back).
 """
 
 from __future__ import annotations
@@ -51,6 +52,7 @@ from guideloom._guideloom import (
     _RecordProxy,
     _Schema,
 )
+from guideloom.errors import OamapSchemaError
 
 __all__ = [
     "Dataset",
@@ -246,6 +248,9 @@ class Dataset:
         if self.offsets is None:
             return self.schema(source, max_bytes=max_bytes)
         sources = list(source) if isinstance(source, (list, tuple)) else [source]
+        if len(sources) != len(self.offsets) - 1:
+            raise OamapSchemaError(f"{len(sources)} partition sources for "
+                                   f"{len(self.offsets) - 1} partitions")
         _, parts = _Schema.bind_partitions(json.dumps(self.description), self.prefix, sources,
                                            max_bytes)
         return PartitionedList(parts, list(self.offsets))

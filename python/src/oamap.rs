@@ -216,6 +216,18 @@ fn f32_shortest(x: f32) -> f64 {
     }
 }
 
+/// numpy's `S<n>` semantics for a value read directly from a fixed-width bytes primitive node
+/// `id`: the value without its trailing NUL padding (a `ByteString` keeps every byte).
+fn unpad<'a>(schema: &OamSchema, id: NodeId, v: OamValue<'a>) -> OamValue<'a> {
+    match v {
+        OamValue::Bytes(b) if matches!(schema.node(id).kind, NodeKind::Primitive { .. }) => {
+            let n = b.iter().rposition(|&c| c != 0).map_or(0, |k| k + 1);
+            OamValue::Bytes(&b[..n])
+        }
+        other => other,
+    }
+}
+
 /// A value of the reader as a Python object: scalars by value, lists and records as proxies,
 /// tuples as Python tuples.
 fn to_py(py: Python<'_>, part: &Arc<Part>, v: OamValue<'_>) -> PyResult<Py<PyAny>> {
@@ -246,9 +258,11 @@ fn to_py(py: Python<'_>, part: &Arc<Part>, v: OamValue<'_>) -> PyResult<Py<PyAny
         }
         OamValue::Tuple(r) => {
             let mut items = Vec::new();
+            let schema = part.reader.schema();
             for k in 0..r.field_names().len() {
-                let v = r.field(&k.to_string()).map_err(|e| part.err(py, e))?;
-                items.push(to_py(py, part, v)?);
+                let Some(f) = schema.field(r.node(), &k.to_string()) else { continue };
+                let v = r.field_at(f).map_err(|e| part.err(py, e))?;
+                items.push(to_py(py, part, unpad(schema, f, v))?);
             }
             PyTuple::new(py, items)?.into_any().unbind()
         }
@@ -337,7 +351,7 @@ impl PySchema {
         let desc = DatasetDescription::from_json(&value, prefix).map_err(py_err)?;
         if sources.len() != desc.num_partitions() {
             return Err(raise(
-                "FormatError",
+                "OamapSchemaError",
                 format!("{} partition sources for {} partitions", sources.len(), desc.num_partitions()),
             ));
         }
@@ -397,7 +411,7 @@ impl PyListProxy {
         let j = self.start + k * self.step;
         let j = usize::try_from(j).map_err(|_| PyIndexError::new_err("list index out of range"))?;
         let v = self.part.reader.value(self.content, j).map_err(|e| self.part.err(py, e))?;
-        to_py(py, &self.part, v)
+        to_py(py, &self.part, unpad(self.part.reader.schema(), self.content, v))
     }
 
     fn sub(&self, start: i64, len: i64, step: i64) -> Self {
@@ -552,7 +566,7 @@ impl PyRecordProxy {
             )));
         };
         let v = self.part.reader.value(f, self.index).map_err(|e| self.part.err(py, e))?;
-        to_py(py, &self.part, v)
+        to_py(py, &self.part, unpad(schema, f, v))
     }
 
     /// The field names, sorted.

@@ -348,6 +348,9 @@ def test_issue29_seed_schema_examples() -> None:
                                                 "data": "p"}})
     obj = schema({"p": [1, 2, 3, 4, 5], "b": [0], "e": [5]})
     assert repr(obj) == "[1, 2, 3, 4, 5]"
+    s4 = oamap.Schema.fromjson({"type": "list", "content": "S4"})
+    assert repr(s4.fromdata(["one", "two", "three", "four", "five"])) == \
+        "[b'one', b'two', b'thre', b'four', b'five']"
     lol = {"type": "list", "content": {"type": "list", "content": "int64"}}
     arrays = oamap.fromdata([[1, 2, 3], [], [4, 5]], lol)
     assert {k: v.tolist() for k, v in arrays.items()} == {
@@ -400,6 +403,11 @@ def test_issue29_partitioned_dataset() -> None:
     assert len(stars) == len(flat)
     assert oamap.tolist(stars) == flat
     assert [oamap.tolist(stars[k]) for k in range(-len(flat), 0)] == flat
+    assert [len(p) for p in stars.partitions] == [len(p) for p in case["partitions_data"]]
+    assert ak.to_list(oamap.to_awkward(stars)) == flat
+    assert len(oamap.loaded(stars)) > 0
+    with pytest.raises(OamapError, match="partition sources"):
+        dataset(sources[:1])
 
 
 # ---------------------------------------------------------------------------------------------
