@@ -591,6 +591,19 @@ def test_issue29_to_awkward_refuses_damaged_arrays() -> None:
         oamap.to_awkward(schema(small_source())[0].x)
 
 
+def test_issue29_benchmark_script_runs() -> None:
+    """benches/oamap_python.py (item 5) on a small synthetic set: its scans agree (it asserts the
+    seed's 26 extremes) and it prints its table."""
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, str(ROOT / "benches" / "oamap_python.py"), "--copies", "2",
+                          "--repeat", "1", "--large-python", "20"],
+                         capture_output=True, text=True, timeout=600, check=True).stdout
+    assert "| (c) @numba.njit over the Awkward view (5,320 stars" in out
+    assert "Time to the first value" in out
+
+
 def golden_cases() -> list[str]:
     return sorted(p.stem for p in GOLDEN.glob("*.json") if p.stem not in ("index",))
 
