@@ -31,7 +31,8 @@ The walkthrough of OAMap's README runs as written here::
 - :func:`to_awkward` / :func:`from_awkward` convert to and from Awkward Array (OAMap's successor)
   sharing the buffers where the layouts agree; compiled scans run with ``@numba.njit`` over the
   Awkward view (Awkward's Numba extension: records, lists, options ``is None``; a scan returns
-  indices, e.g. a list of ints, and ``stars[indices]`` gives the proxies back).
+  indices, e.g. a list of ints, and ``stars[indices]`` gives the proxies back; the seed's
+  ``period_ratio`` body compiles as written).
 """
 
 from __future__ import annotations

@@ -520,20 +520,21 @@ numba = pytest.importorskip("numba")
 
 @numba.njit
 def period_ratio(stars: Any) -> Any:
+    """The seed's compiled scan as written there, over the Awkward view: only the loop runs over
+    indices and keeps the index (``stars[found]`` gives the proxies back), as Numba cannot return
+    Awkward records in a list."""
     out = []
     for i in range(len(stars)):
         star = stars[i]
-        best_ratio = -1.0
+        best_ratio = None
         for one in star.planets:
             for two in star.planets:
-                if one.orbital_period is not None and two.orbital_period is not None:
-                    a = one.orbital_period.val
-                    b = two.orbital_period.val
-                    if a is not None and b is not None:
-                        ratio = a / b
-                        if ratio > best_ratio:
-                            best_ratio = ratio
-        if best_ratio > 200:
+                if (one.orbital_period is not None and one.orbital_period.val is not None and
+                        two.orbital_period is not None and two.orbital_period.val is not None):
+                    ratio = one.orbital_period.val / two.orbital_period.val
+                    if best_ratio is None or ratio > best_ratio:
+                        best_ratio = ratio
+        if best_ratio is not None and best_ratio > 200:
             out.append(i)
     return out
 
