@@ -24,7 +24,10 @@ The walkthrough of OAMap's README runs as written here::
   dimension, a dtype OAMap stores, at most ``max_bytes`` in a partition) and every structural
   value and index before use; a damaged or hostile source gives an
   :class:`~guideloom.errors.OamapArrayError` (or ``OamapMissingArrayError``) naming the array,
-  and a Python exception the source raises comes back chained as ``__cause__``.
+  and a Python exception the source raises comes back chained as ``__cause__``. The Rust reader
+  decodes each array into its own memory once, on first touch (one copy, in any byte order or
+  stride); the numpy arrays stay the source's own objects (:func:`arrays`), and those are what
+  :func:`to_awkward` shares.
 - :func:`fromdata` writes nested Python values as named arrays (a dict, or an ``.npz`` that
   :func:`open` reads back), :meth:`Schema.with_field` extends a schema with a field whose arrays
   come from elsewhere while the others are shared.

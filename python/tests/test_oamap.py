@@ -592,6 +592,26 @@ def test_issue29_to_awkward_refuses_damaged_arrays() -> None:
         oamap.to_awkward(schema(small_source())[0].x)
 
 
+def test_issue29_from_awkward_shares_the_awkward_buffers() -> None:
+    arr = ak.Array([[1.5, 2.5], [], [3.5]])
+    back = oamap.from_awkward(arr)
+    assert repr(back) == "[[1.5, 2.5], [], [3.5]]"
+    offsets = np.asarray(arr.layout.offsets.data)
+    content = np.asarray(arr.layout.content.data)
+    # starts = offsets[:-1] and stops = offsets[1:]: views, no copy.
+    assert back.array("object-L-B").ctypes.data == offsets.ctypes.data
+    assert back.array("object-L-E").ctypes.data == offsets.ctypes.data + offsets.itemsize
+    assert back.array("object-L-L-Df8").ctypes.data == content.ctypes.data
+    records = ak.Array([{"x": 1, "s": "ab", "o": None}, {"x": 2, "s": "", "o": 2.5}])
+    assert oamap.tolist(oamap.from_awkward(records)) == [
+        {"x": 1, "s": "ab", "o": None}, {"x": 2, "s": "", "o": 2.5}]
+    # A strided, big-endian source array reads the same (converted once, in Rust).
+    strided = {"object-B": [0], "object-E": [3],
+               "object-L-Df8": np.arange(6.0).astype(">f8")[::2]}
+    schema = oamap.Schema.fromjson({"type": "list", "content": "float64"})
+    assert oamap.tolist(schema(strided)) == [0.0, 2.0, 4.0]
+
+
 def test_issue29_benchmark_script_runs() -> None:
     """benches/oamap_python.py (item 5) on a small synthetic set: its scans agree (it asserts the
     seed's 26 extremes) and it prints its table."""
