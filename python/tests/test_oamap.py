@@ -658,6 +658,25 @@ def test_issue29_golden_cases_round_trip_through_awkward(name: str) -> None:
     assert _plain(oamap.tolist(back)) == _plain(expect)
 
 
+@pytest.mark.parametrize("name", [n for n in golden_cases() if "lazy_loading" in json.loads(
+    (GOLDEN / f"{n}.json").read_text()) and n != "dataset_partitions_inmemory"])
+def test_issue29_golden_lazy_loading_asks_for_what_oamap_asks_for(name: str) -> None:
+    """Each step of the golden `lazy_loading` (OAMap 0.12.4's own requests, one dict-like
+    source per top-level proxy) asks the Python source for exactly those arrays, in order."""
+    case = json.loads((GOLDEN / f"{name}.json").read_text())
+    source = CountingSource(golden_source(case["arrays"], case.get("dtypes", {})))
+    schema = oamap.Schema.fromjson(case["schema"])
+    value: Any = None
+    for step in case["lazy_loading"]:
+        if step["access"] == "schema(arrays)":
+            value = schema(source)
+        else:
+            got = value
+            for k in step["access"]:
+                got = got[k] if isinstance(k, int) else getattr(got, k)
+        assert source.take() == step["requested"], step["access"]
+
+
 def _plain(x: Any) -> Any:
     if isinstance(x, dict):
         return {k: _plain(v) for k, v in x.items()}
