@@ -9,6 +9,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+import awkward as ak
+import numba
 import numpy as np
 import pytest
 
@@ -514,8 +516,7 @@ def test_issue29_pointer_cycles_and_depth_limits() -> None:
 # ---------------------------------------------------------------------------------------------
 # Awkward Array and Numba (item 3).
 
-ak = pytest.importorskip("awkward")
-numba = pytest.importorskip("numba")
+# (awkward and numba: installed by python/setup-venv.sh, imported at the top.)
 
 
 @numba.njit
