@@ -58,10 +58,13 @@ def f32(x: float) -> np.float32:
     return np.float32(x)
 
 
-def period_ratio_python(stars: Any) -> list[Any]:
-    """The seed's scan, as written there (pure Python over the proxies)."""
+def period_ratio_indices(stars: Any) -> list[int]:
+    """The seed's scan, as written there (its Python and its ``@numba.njit`` version have the same
+    body): only the loop runs over indices and keeps the index, as Numba cannot return Awkward
+    records in a list (``stars[found]`` gives the proxies back)."""
     out = []
-    for star in stars:
+    for i in range(len(stars)):
+        star = stars[i]
         best_ratio = None
         for one in star.planets:
             for two in star.planets:
@@ -71,8 +74,17 @@ def period_ratio_python(stars: Any) -> list[Any]:
                     if best_ratio is None or ratio > best_ratio:
                         best_ratio = ratio
         if best_ratio is not None and best_ratio > 200:
-            out.append(star)
+            out.append(i)
     return out
+
+
+#: The compiled scan (over the Awkward view).
+period_ratio = numba.njit(period_ratio_indices)
+
+
+def period_ratio_python(stars: Any) -> list[Any]:
+    """The scan in pure Python over guideloom's proxies (or Awkward records): the stars found."""
+    return [stars[i] for i in period_ratio_indices(stars)]
 
 
 class CountingSource:
@@ -517,27 +529,6 @@ def test_issue29_pointer_cycles_and_depth_limits() -> None:
 # Awkward Array and Numba (item 3).
 
 # (awkward and numba: installed by python/setup-venv.sh, imported at the top.)
-
-
-@numba.njit
-def period_ratio(stars: Any) -> Any:
-    """The seed's compiled scan as written there, over the Awkward view: only the loop runs over
-    indices and keeps the index (``stars[found]`` gives the proxies back), as Numba cannot return
-    Awkward records in a list."""
-    out = []
-    for i in range(len(stars)):
-        star = stars[i]
-        best_ratio = None
-        for one in star.planets:
-            for two in star.planets:
-                if (one.orbital_period is not None and one.orbital_period.val is not None and
-                        two.orbital_period is not None and two.orbital_period.val is not None):
-                    ratio = one.orbital_period.val / two.orbital_period.val
-                    if best_ratio is None or ratio > best_ratio:
-                        best_ratio = ratio
-        if best_ratio is not None and best_ratio > 200:
-            out.append(i)
-    return out
 
 
 def test_issue29_numba_scan_on_the_awkward_view_finds_the_seeds_extremes(
