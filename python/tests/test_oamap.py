@@ -500,6 +500,22 @@ def test_issue29_raising_and_huge_sources() -> None:
         read_all(42)
 
 
+def test_issue29_open_refuses_missing_and_damaged_files(tmp_path: Path) -> None:
+    with pytest.raises(FileNotFoundError):
+        oamap.open(tmp_path / "nope.npz")
+    (tmp_path / "bad.npz").write_bytes(b"not a zip archive at all")
+    with pytest.raises(OamapArrayError):
+        oamap.open(tmp_path / "bad.npz")
+    # An archive without the schema member.
+    np.savez(tmp_path / "bare.npz", x=np.arange(3))
+    with pytest.raises(OamapMissingArrayError) as info:
+        oamap.open(tmp_path / "bare.npz")
+    assert info.value.array == "object"
+    (tmp_path / "dir").mkdir()
+    with pytest.raises(FileNotFoundError):
+        oamap.open(tmp_path / "dir")
+
+
 def test_issue29_pointer_cycles_and_depth_limits() -> None:
     # A tree whose child pointer leads back to the node itself: lazily, any depth is one step
     # at a time; a full read is Python's RecursionError, not a crash; Awkward refuses the cycle.
