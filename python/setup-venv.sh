@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Creates the Python binding's virtual environment, target/py-venv (or $GUIDELOOM_PY_VENV), with
-# maturin, pytest, numpy, mypy and grain from PyPI, then builds the binding (python/, a release
+# maturin, pytest, numpy, mypy, grain, awkward and numba from PyPI (awkward and numba for
+# guideloom.oamap's Awkward view and compiled scans), then builds the binding (python/, a release
 # build) and installs it there with `pip install ./python`. Idempotent: an existing venv that
 # imports its packages is reused; the binding is rebuilt only when a file under python/ or a crate
 # it depends on is newer than the installed build (cargo's own checks make a rebuild of an
@@ -17,9 +18,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 venv="${GUIDELOOM_PY_VENV:-target/py-venv}"
 pip=("$venv/bin/python" -m pip install --quiet --disable-pip-version-check)
-if ! "$venv/bin/python" -c 'import maturin, pytest, numpy, mypy, grain' 2>/dev/null; then
+if ! "$venv/bin/python" -c 'import maturin, pytest, numpy, mypy, grain, awkward, numba' 2>/dev/null; then
   python3 -m venv "$venv" >&2
-  "${pip[@]}" 'maturin>=1.9.4,<2' pytest numpy mypy grain >&2
+  "${pip[@]}" 'maturin>=1.9.4,<2' pytest numpy mypy grain awkward numba >&2
 fi
 if [ "${GUIDELOOM_PY_TORCH:-0}" = 1 ] && ! "$venv/bin/python" -c 'import torch' 2>/dev/null; then
   index=${GUIDELOOM_TORCH_INDEX:-https://download.pytorch.org/whl/cpu}
@@ -30,7 +31,8 @@ if [ "${GUIDELOOM_PY_TORCH:-0}" = 1 ] && ! "$venv/bin/python" -c 'import torch' 
     "${pip[@]}" --no-cache-dir torch >&2
   fi
 fi
-export PATH="$PWD/$venv/bin:$PATH"
+case "$venv" in /*) bin="$venv/bin" ;; *) bin="$PWD/$venv/bin" ;; esac
+export PATH="$bin:$PATH"
 stamp="$venv/.guideloom-build"
 newest=$(find python/src python/guideloom python/Cargo.toml python/pyproject.toml formats/src storage/src loader/src interop/src oamap/src src/lib.rs -newer "$stamp" -print -quit 2>/dev/null || echo rebuild)
 if [ ! -e "$stamp" ] || [ -n "$newest" ] || ! "$venv/bin/python" -c 'import guideloom' 2>/dev/null; then

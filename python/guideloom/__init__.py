@@ -6,12 +6,14 @@ core.
 - Data sources (Grain's random-access protocol): :class:`TokenWindows`, :class:`RangeDataSource`,
   :class:`TokenDocuments`; mixing and packing: :class:`Mixture`, :class:`Packed`.
 - :class:`Loader`: batches as numpy arrays owned by Rust, with a state shared with the CLI.
+- :mod:`guideloom.oamap`: the object-array mapping (nested records as named numpy arrays, read
+  lazily through proxies; Awkward Array and Numba).
 - Exceptions: :mod:`guideloom.errors`, rooted at :class:`GuideloomError`.
 """
 
 import os as _os
 
-from . import _guideloom, errors, storage_format, types
+from . import _guideloom, errors, oamap, storage_format, types
 from ._guideloom import STATE_VERSION, __version__
 from .errors import GuideloomError
 from .loader import Batch, Loader
@@ -40,6 +42,7 @@ __all__ = [
     "TokenWindows",
     "__version__",
     "errors",
+    "oamap",
     "storage_format",
     "types",
 ]

@@ -28,10 +28,15 @@ __all__ = [
     "ConfigError",
     "StateError",
     "OutOfRangeError",
+    "OamapError",
+    "OamapSchemaError",
+    "OamapArrayError",
+    "OamapMissingArrayError",
+    "OamapLimitError",
 ]
 
 _CONTEXT = ("path", "shard", "index", "field", "element", "offset", "length", "total", "url",
-            "expected", "found", "batch", "epoch")
+            "expected", "found", "batch", "epoch", "array", "partition")
 
 
 class GuideloomError(Exception):
@@ -116,3 +121,27 @@ class StateError(LoaderError, ValueError):
 
 class OutOfRangeError(GuideloomError, IndexError):
     """An index, offset or length past the end."""
+
+
+class OamapError(GuideloomError, ValueError):
+    """An object-array mapping (``guideloom.oamap``) error; ``array`` names the array concerned
+    where there is one, ``partition`` the partition."""
+
+
+class OamapSchemaError(OamapError):
+    """A schema, dataset description or value that does not fit OAMap (or Awkward's) model."""
+
+
+class OamapArrayError(OamapError):
+    """An array that cannot be used: wrong dtype or dimensions, too short, a structural value out
+    of range (negative start, stop before start, tag or position past the end), bad UTF-8, or a
+    source that raised (the source's exception is the ``__cause__``)."""
+
+
+class OamapMissingArrayError(OamapError, KeyError):
+    """The array source has no array of that name (it raised ``KeyError``)."""
+
+
+class OamapLimitError(OamapError):
+    """An OAMap limit was reached (bytes taken from a source, JSON depth); ``total`` is what it
+    would have been, ``length`` the limit."""

@@ -9,7 +9,7 @@ use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
-use crate::rust_api::{ForeignError, FormatError, InteropError, LoaderError, StorageError};
+use crate::rust_api::{ForeignError, FormatError, InteropError, LoaderError, OamapError, StorageError};
 
 /// A Python exception carried through a Rust error chain (the source of a
 /// `LoaderError::Source`, a format error's cause).
@@ -183,6 +183,70 @@ fn loader(e: &LoaderError, c: &mut Classified) {
     };
 }
 
+fn oamap(e: &OamapError, c: &mut Classified) {
+    use OamapError as O;
+    let array = |c: &mut Classified, n: &str| c.context.push(("array", Context::Str(n.to_string())));
+    c.class = match e {
+        O::MissingArray { name } => {
+            array(c, name);
+            "OamapMissingArrayError"
+        }
+        O::ArrayDtype { name, expected, found } => {
+            array(c, name);
+            c.context.push(("expected", Context::Str(expected.clone())));
+            c.context.push(("found", Context::Str(found.clone())));
+            "OamapArrayError"
+        }
+        O::IndexOutOfRange { name, index, len } => {
+            array(c, name);
+            c.context.push(("index", Context::Int(*index)));
+            c.context.push(("total", Context::Int(*len)));
+            "OamapArrayError"
+        }
+        O::BadValue { name, index, .. } => {
+            array(c, name);
+            c.context.push(("index", Context::Int(*index)));
+            "OamapArrayError"
+        }
+        O::Npy { name, .. } | O::Archive { name, .. } | O::Utf8 { name, .. } => {
+            array(c, name);
+            "OamapArrayError"
+        }
+        O::TooLarge { limit, found, .. } => {
+            c.context.push(("total", Context::Int(*found)));
+            c.context.push(("length", Context::Int(*limit)));
+            "OamapLimitError"
+        }
+        O::TooDeep { .. } => "OamapLimitError",
+        O::Io { path, source } => {
+            c.context.push(("path", Context::Str(path.display().to_string())));
+            if source.kind() == std::io::ErrorKind::NotFound {
+                "StorageNotFoundError"
+            } else {
+                "StorageError"
+            }
+        }
+        O::UnsafeFile { path, .. } => {
+            c.context.push(("path", Context::Str(path.display().to_string())));
+            "StorageError"
+        }
+        O::EntryOutOfRange { index, len } => {
+            c.context.push(("index", Context::Int(*index)));
+            c.context.push(("total", Context::Int(*len)));
+            "OutOfRangeError"
+        }
+        O::InPartition { partition, .. } => {
+            c.context.push(("partition", Context::Int(*partition as u64)));
+            c.class
+        }
+        O::Fill { path, .. } | O::Path { path, .. } => {
+            c.context.push(("field", Context::Str(path.clone())));
+            "OamapSchemaError"
+        }
+        _ => "OamapSchemaError",
+    };
+}
+
 /// Converts a Rust error (any chain of the crates' errors) to the matching `guideloom.errors`
 /// exception.
 pub(crate) fn to_py(py: Python<'_>, e: &(dyn Error + 'static)) -> PyErr {
@@ -201,6 +265,8 @@ pub(crate) fn to_py(py: Python<'_>, e: &(dyn Error + 'static)) -> PyErr {
             loader(l, &mut c);
         } else if let Some(i) = err.downcast_ref::<InteropError>() {
             interop(i, &mut c);
+        } else if let Some(o) = err.downcast_ref::<OamapError>() {
+            oamap(o, &mut c);
         }
         let text = err.to_string();
         if !message.ends_with(&text) {

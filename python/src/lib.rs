@@ -15,6 +15,9 @@
 //!   weighted mixture and packed rows, as sources of `_Loader`;
 //! - `orders`: `_Loader.megatron` / `_Loader.llmc`, Megatron-Core's and llm.c's orders (the
 //!   interop crate's runs);
+//! - `oamap`: `_Schema`, `_ListProxy`, `_RecordProxy`: OAMap schemas bound to array sources
+//!   (a Python mapping, an `.npz` file, a directory of `.npy` files) and the lazy proxies over
+//!   the Rust reader (`guideloom.oamap`);
 //! - `errors`: Rust errors raised as the `guideloom.errors` classes.
 //!
 //! Every Rust path the binding uses is imported in `rust_api`.
@@ -24,6 +27,7 @@ mod fork;
 mod formats;
 mod loader;
 mod mixpack;
+mod oamap;
 mod orders;
 mod rust_api;
 mod sources;
@@ -41,5 +45,6 @@ fn _guideloom(m: &Bound<'_, PyModule>) -> PyResult<()> {
     sources::register(m)?;
     loader::register(m)?;
     mixpack::register(m)?;
+    oamap::register(m)?;
     Ok(())
 }

@@ -17,6 +17,13 @@ pub(crate) use guideloom::loader::{
     Collate, DataSource, Loader, LoaderBuilder, LoaderError, LoaderIter, ResumeOptions, Spans, State,
     TokenBatch, TokenWindowCollate, TokenWindows, VecCollate, WindowSpan, STATE_VERSION,
 };
+pub(crate) use guideloom::oamap::fs as oamap_fs;
+pub(crate) use guideloom::oamap::{
+    from_data as from_oamap_data, parse_json as oamap_parse_json, Array as OamArray,
+    ArraySource as OamArraySource, Column, DatasetDescription, Dtype as OamDtype, NodeId, NodeKind,
+    OamapError, PartitionArrays, Reader as OamReader, Schema as OamSchema, Value as OamValue,
+    DEFAULT_MAX_NPZ_TOTAL,
+};
 pub(crate) use guideloom::storage::{
     DocumentReader, DocumentWriter, Manifest, PreadBackend, ReadOptions, RemoteOptions, StorageDir,
     StorageError, StorageLocation, StreamReader, StreamWithMetaReader, StreamWithMetaWriter, StreamWriter,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import shutil
 
 import numpy as np
 import pytest
@@ -29,6 +30,9 @@ def test_readme_python_examples(path, tmp_path, monkeypatch):
         write_megatron(tmp_path / "data" / f"{name}_text_document", docs)
     for shard in range(1, 4):
         write_llmc(tmp_path / "data" / f"fineweb_train_{shard:06d}.bin", rng.integers(0, 50000, 100_000, dtype=np.uint16))
+    # The exoplanets sample for guideloom.oamap's example, where the repository has it.
+    (tmp_path / "data" / "exoplanets").mkdir(parents=True)
+    shutil.copy(ROOT / "data" / "exoplanets" / "planets.npz", tmp_path / "data" / "exoplanets")
     namespace = {"__name__": "readme"}  # the blocks of a file run in order, as one session
     for code in found:
         exec(compile(code, f"{path} example", "exec"), namespace)
