@@ -961,3 +961,110 @@ fn remote_issue26_moto_answers_conditional_puts_with_412() {
     assert!(String::from_utf8_lossy(&refused.body).contains("PreconditionFailed"), "{refused:?}");
     assert_eq!(s3.direct("cond").read_file("key", 10).unwrap().as_deref(), Some(&b"two"[..]));
 }
+
+/// Issue 32 class 2: a cached block edited together with the crc32c the cache keeps beside it
+/// was served whenever the rest of its shard was not cached (the shard's check needs every
+/// block). A cached block is now served only when its crc32c is one the process trusts (the
+/// store's bytes, or a whole shard checked against its manifest): the reader gets the store's
+/// tokens, and the edited copy is replaced by the store's.
+#[test]
+fn issue32_a_cached_block_edited_with_its_crc_is_not_served_when_the_rest_of_its_shard_is_not_cached() {
+    let Some(s3) = S3::start("issue32_a_cached_block_edited_with_its_crc_is_not_served") else { return };
+    let cache = tempfile::tempdir().unwrap();
+    let with_cache = |o: &mut RemoteOptions| {
+        o.cache = Some(guideloom::storage::CacheOptions::new(cache.path().to_path_buf(), 1 << 30));
+    };
+    let read = |dir: Arc<RemoteDir>, w: Window| {
+        let sd: Arc<dyn StorageDir> = dir;
+        let r = StreamReader::open_in(sd, TokenFormat::<u16>::new(), Default::default()).unwrap();
+        r.read(w).unwrap()
+    };
+    let expected = fixture_tokens();
+    let dir = Arc::new(s3.proxied("data", with_cache));
+    assert_eq!(read(Arc::clone(&dir), Window::new(0, 15_001)), expected);
+    let sub = dir.cache_dir().unwrap().to_path_buf();
+    drop(dir);
+    // Shard 0 (10,000 bytes): block 2 dropped from the cache, block 0 edited with its crc32c.
+    std::fs::remove_file(sub.join("shard-00000.stream.2.blk")).unwrap();
+    let block = sub.join("shard-00000.stream.0.blk");
+    let original = std::fs::read(&block).unwrap();
+    let mut b = original.clone();
+    b[10] ^= 0x5a;
+    let crc = crc32c::crc32c(&b[..4096]);
+    b[4096..].copy_from_slice(&crc.to_le_bytes());
+    std::fs::write(&block, &b).unwrap();
+    let dir = Arc::new(s3.proxied("data", with_cache));
+    assert_eq!(read(Arc::clone(&dir), Window::new(0, 2048)), expected[..2048], "no edited byte is served");
+    assert_eq!(dir.stats().bytes_from_cache, 0, "nothing of the unchecked shard came from the cache");
+    assert_eq!(std::fs::read(&block).unwrap(), original, "the cache holds the store's block again");
+    // Within one process, a block fetched from the store and then edited in the cache is not
+    // served either (its trusted crc32c is the store's).
+    let dir = Arc::new(s3.proxied("data", |o| {
+        with_cache(o);
+        o.memory_bytes = 2 * BLOCK;
+        o.max_readahead_bytes = 0;
+    }));
+    assert_eq!(read(Arc::clone(&dir), Window::new(5000, 3001)), expected[5000..8001]);
+    // Shard 2's first two blocks push shard 1's out of memory.
+    assert_eq!(read(Arc::clone(&dir), Window::new(8001, 4096)), expected[8001..12_097]);
+    let block = sub.join("shard-00001.stream.0.blk");
+    let mut b = std::fs::read(&block).unwrap();
+    b[10] ^= 0x5a;
+    let crc = crc32c::crc32c(&b[..4096]);
+    b[4096..].copy_from_slice(&crc.to_le_bytes());
+    std::fs::write(&block, &b).unwrap();
+    let fetched = dir.stats().bytes_fetched;
+    assert_eq!(
+        read(Arc::clone(&dir), Window::new(5000, 3001)),
+        expected[5000..8001],
+        "edited after the check"
+    );
+    assert_eq!(
+        dir.stats().bytes_fetched - fetched,
+        4096,
+        "the edited block was fetched again, the other not"
+    );
+}
+
+/// Issue 32 class 2: an edited cached copy of the manifest was trusted whenever the store
+/// answered "not modified" (its entity tag was kept beside it), and its shards silently
+/// reinterpreted. A whole-file copy is now used only when the store's entity tag is the MD5
+/// digest of its bytes: the edited copy is fetched again, the reader reads the store's
+/// storage, and a copy that is intact still costs no body byte.
+#[test]
+fn issue32_an_edited_cached_manifest_is_not_used_when_the_store_answers_not_modified() {
+    let Some(s3) = S3::start("issue32_an_edited_cached_manifest_is_not_used") else { return };
+    let cache = tempfile::tempdir().unwrap();
+    let with_cache = |o: &mut RemoteOptions| {
+        o.cache = Some(guideloom::storage::CacheOptions::new(cache.path().to_path_buf(), 1 << 30));
+    };
+    let open = |dir: Arc<RemoteDir>| {
+        let sd: Arc<dyn StorageDir> = dir;
+        StreamReader::open_in(sd, TokenFormat::<u16>::new(), Default::default()).unwrap()
+    };
+    let expected = fixture_tokens();
+    let dir = Arc::new(s3.proxied("data", with_cache));
+    assert_eq!(open(Arc::clone(&dir)).read(Window::new(0, 15_001)).unwrap(), expected);
+    let copy = dir.cache_dir().unwrap().join("manifest.json.etag");
+    drop(dir);
+    let held = std::fs::read(&copy).unwrap();
+    let nl = held.iter().position(|&b| b == b'\n').unwrap();
+    let (etag, body) = (&held[..nl], &held[nl + 1..]);
+    // The cached manifest without its last shard, under the store's entity tag.
+    let mut m: serde_json::Value = serde_json::from_slice(body).unwrap();
+    m["shards"].as_array_mut().unwrap().pop();
+    let mut edited = etag.to_vec();
+    edited.push(b'\n');
+    edited.extend_from_slice(serde_json::to_string(&m).unwrap().as_bytes());
+    std::fs::write(&copy, &edited).unwrap();
+    let dir = Arc::new(s3.proxied("data", with_cache));
+    let r = open(Arc::clone(&dir));
+    assert_eq!(r.read(Window::new(0, 15_001)).unwrap(), expected, "the store's manifest is used");
+    assert_eq!(std::fs::read(&copy).unwrap(), held, "the cache holds the store's manifest again");
+    drop((r, dir));
+    // The intact copy: the manifest costs no body byte.
+    let before = s3.proxy.stats().body_bytes;
+    let dir = Arc::new(s3.proxied("data", with_cache));
+    assert_eq!(open(Arc::clone(&dir)).read(Window::new(0, 15_001)).unwrap(), expected);
+    assert_eq!(s3.proxy.stats().body_bytes - before, 0, "a warm run fetched body bytes");
+}

@@ -151,13 +151,13 @@ impl DiskCache {
         }
     }
 
-    /// Keeps block `block` of file `name`, whose crc32c is `crc`; nothing when it does not fit
+    /// Keeps block `block` of file `name`, whose crc32c is `crc` (replacing any copy there: the
+    /// store's bytes were fetched because that copy was not served); nothing when it does not fit
     /// the bound at all or cannot be written (the cache is an optimisation: a failed write is
     /// not an error).
     pub(super) fn put(&self, name: &str, block: u64, data: &[u8], crc: u32) {
         let need = data.len() as u64 + 4;
-        if need > self.max_bytes || matches!(fsutil::regular_len(&self.block_path(name, block)), Ok(Some(_)))
-        {
+        if need > self.max_bytes {
             return;
         }
         let mut used = self.lock_used();
@@ -203,14 +203,20 @@ impl DiskCache {
         let bytes = read_regular(&path)?;
         let nl = bytes.iter().position(|&b| b == b'\n')?;
         let etag = String::from_utf8(bytes[..nl].to_vec()).ok()?;
+        let body = &bytes[nl + 1..];
+        if !etag_is_md5_of(&etag, body) {
+            // Edited, or not the copy its tag names: asked from the store again.
+            let _ = std::fs::remove_file(&path);
+            return None;
+        }
         touch(&path);
-        Some((etag, bytes[nl + 1..].to_vec()))
+        Some((etag, body.to_vec()))
     }
 
     /// Keeps `bytes` as the whole copy of file `name`, whose entity tag is `etag`; nothing when
     /// it takes more than a quarter of the bound or cannot be written.
     pub(super) fn put_whole(&self, name: &str, etag: &str, bytes: &[u8]) {
-        if etag.contains('\n') || bytes.len() as u64 > self.max_bytes / 4 {
+        if etag.contains('\n') || bytes.len() as u64 > self.max_bytes / 4 || !etag_is_md5_of(etag, bytes) {
             return;
         }
         let mut out = Vec::with_capacity(etag.len() + 1 + bytes.len());
@@ -250,6 +256,22 @@ fn open_regular(path: &Path) -> Option<std::fs::File> {
         }
         Err(_) => None,
     }
+}
+
+/// Whether the entity tag `etag` is the MD5 digest of `bytes` (32 hex digits, quoted or not,
+/// as S3 and S3-compatible stores tag an object put whole): the store's own statement of the
+/// content, which an edit of the cache cannot forge. A tag of any other form (a multipart
+/// upload's `<md5>-<parts>`, GCS, Azure, most HTTP servers) proves nothing about the bytes, so
+/// whole files with such tags are never kept.
+pub(super) fn etag_is_md5_of(etag: &str, bytes: &[u8]) -> bool {
+    use md5::Digest as _;
+    let tag = etag.trim_matches('"');
+    if tag.len() != 32 || !tag.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return false;
+    }
+    let digest = md5::Md5::digest(bytes);
+    let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
+    tag.eq_ignore_ascii_case(&hex)
 }
 
 /// Marks the cached file at `path` used now (its modification time).
@@ -304,7 +326,8 @@ mod tests {
         assert_eq!(std::fs::read_to_string(sub.join(LABEL)).unwrap(), "s3://bucket/data\n");
         c.put("shard-00000.stream", 0, b"remote bytes", crc32c::crc32c(b"remote bytes"));
         c.put("shard-00000.stream", 1, b"more bytes", crc32c::crc32c(b"more bytes"));
-        c.put_whole("manifest.json", "\"etag\"", b"{}");
+        c.put_whole("manifest.json", "\"99914b932bd37a50b983c5e7c90ae93b\"", b"{}");
+        assert_eq!(c.whole("manifest.json").unwrap().1, b"{}");
         assert_eq!(std::fs::read(&victim).unwrap(), b"precious", "a planted link was followed");
         assert_eq!(c.get("shard-00000.stream", 0, 12).unwrap().0, b"remote bytes");
         // A link planted under a block's own name is replaced, not written through.

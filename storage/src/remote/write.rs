@@ -96,7 +96,7 @@ fn put_versioned(
     inner.forget(name);
     match r.map_err(|f| f.error())? {
         Ok(now) => *at = now,
-        Err(Some(tried)) => match current(inner, rt, name)? {
+        Err(Some(tried)) => match current(inner, rt, name, bytes.len() as u64)? {
             Some((now, v)) if tried > 1 && now == bytes => *at = Version::of(v),
             _ => return Err(conflict()),
         },
@@ -117,11 +117,16 @@ fn put_versioned(
     Ok(())
 }
 
-/// The whole object `name` and the version holding it, by one `GET` (not through the local
-/// cache); `None` when it does not exist.
-fn current(inner: &Inner, rt: &tokio::runtime::Handle, name: &str) -> Result<Option<(Bytes, UpdateVersion)>> {
-    match rt.block_on(inner.get_whole(name, None)).map_err(|f| f.error())? {
-        Some(Whole::Body { bytes, version }) => Ok(Some((bytes, version))),
+/// The object `name` (its first `max_len + 1` bytes at most) and the version holding it, by
+/// one `GET` (not through the local cache); `None` when it does not exist.
+fn current(
+    inner: &Inner,
+    rt: &tokio::runtime::Handle,
+    name: &str,
+    max_len: u64,
+) -> Result<Option<(Bytes, UpdateVersion)>> {
+    match rt.block_on(inner.get_whole(name, None, max_len)).map_err(|f| f.error())? {
+        Some(Whole::Body { bytes, version, .. }) => Ok(Some((bytes, version))),
         // Asked without an entity tag: never "not modified".
         Some(Whole::NotModified) | None => Ok(None),
     }
@@ -181,7 +186,8 @@ impl WriteDir for RemoteDir {
     /// overwrites bytes another writer committed.
     fn open_write(&self, name: &str, create: bool) -> Result<Box<dyn WriteFile>> {
         self.check_name(name)?;
-        let (bytes, mut at) = match current(&self.inner, self.rt().handle(), name)? {
+        // Whole: this writer changes the object in memory (the store's length bounds it).
+        let (bytes, mut at) = match current(&self.inner, self.rt().handle(), name, u64::MAX)? {
             Some((b, v)) => (b.to_vec(), Version::of(v)),
             None if create => (Vec::new(), Version::Absent),
             None => return Err(self.not_found(name)),
@@ -224,7 +230,7 @@ impl WriteDir for RemoteDir {
         let (inner, rt, path) = (&self.inner, self.rt().handle(), self.label.join(name));
         let mut at = match expected {
             None => Version::Absent,
-            Some(want) => match current(inner, rt, name)? {
+            Some(want) => match current(inner, rt, name, want.len() as u64)? {
                 Some((now, version)) if now == want => Version::of(version),
                 _ => return Err(StorageError::ConcurrentCommit { path }),
             },
