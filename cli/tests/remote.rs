@@ -1068,3 +1068,88 @@ fn issue32_an_edited_cached_manifest_is_not_used_when_the_store_answers_not_modi
     assert_eq!(open(Arc::clone(&dir)).read(Window::new(0, 15_001)).unwrap(), expected);
     assert_eq!(s3.proxy.stats().body_bytes - before, 0, "a warm run fetched body bytes");
 }
+
+/// A hostile HTTP server on 127.0.0.1: every object is declared 1 MiB long by `HEAD`, and a
+/// `GET` (ranged or not) declares a 1 TiB body and sends bytes without end (a ranged one
+/// answers `206` for the range asked, then sends more). Returns its `http://` URL.
+fn endless_server() -> String {
+    use std::io::{BufRead as _, Write as _};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for conn in listener.incoming().flatten() {
+            std::thread::spawn(move || {
+                let mut reader = std::io::BufReader::new(conn.try_clone().unwrap());
+                let mut conn = conn;
+                loop {
+                    let mut line = String::new();
+                    if reader.read_line(&mut line).unwrap_or(0) == 0 {
+                        return;
+                    }
+                    let method = line.split(' ').next().unwrap_or("").to_string();
+                    let mut range = None;
+                    loop {
+                        let mut h = String::new();
+                        if reader.read_line(&mut h).unwrap_or(0) == 0 {
+                            return;
+                        }
+                        if h == "\r\n" {
+                            break;
+                        }
+                        if let Some(v) = h.to_ascii_lowercase().strip_prefix("range: bytes=") {
+                            range = Some(v.trim().to_string());
+                        }
+                    }
+                    let common = "Last-Modified: Tue, 01 Dec 2026 00:00:00 GMT\r\nETag: \"hostile\"\r\n";
+                    if method == "HEAD" {
+                        let head = format!("HTTP/1.1 200 OK\r\nContent-Length: 1048576\r\n{common}\r\n");
+                        if conn.write_all(head.as_bytes()).is_err() {
+                            return;
+                        }
+                        continue;
+                    }
+                    let head = match &range {
+                        Some(r) => {
+                            let (a, b) = r.split_once('-').unwrap();
+                            format!(
+                                "HTTP/1.1 206 Partial Content\r\nContent-Range: bytes {a}-{b}/1048576\r\nContent-Length: 1099511627776\r\n{common}\r\n"
+                            )
+                        }
+                        None => format!("HTTP/1.1 200 OK\r\nContent-Length: 1099511627776\r\n{common}\r\n"),
+                    };
+                    if conn.write_all(head.as_bytes()).is_err() {
+                        return;
+                    }
+                    let chunk = vec![b' '; 64 << 10];
+                    while conn.write_all(&chunk).is_ok() {}
+                    return;
+                }
+            });
+        }
+    });
+    format!("http://{addr}/data")
+}
+
+/// Issue 32 class 3: a server's declared length was only compared after the whole body was
+/// read, so an endless body (or one far longer than the object it stands for) was read until
+/// the attempt's time limit, all of it in memory. A whole file is now cut at its bound
+/// (`read_file`'s `max_len + 1` bytes) and a range at one byte past what was asked, as the
+/// bytes arrive: both answer at once, with a bounded buffer.
+#[test]
+fn issue32_an_endless_body_is_cut_at_the_bound_not_read_until_the_timeout() {
+    let url = endless_server();
+    let o = RemoteOptions::default()
+        .block_size(BLOCK)
+        .retry(RetryPolicy::default().max_retries(0).timeout(Duration::from_secs(20)));
+    let dir = RemoteDir::open(&url, o).unwrap();
+    let start = Instant::now();
+    let got = dir.read_file("manifest.json", 1 << 16).unwrap().unwrap();
+    assert_eq!(got.len(), (1 << 16) + 1, "cut at the bound plus one byte");
+    assert!(got.iter().all(|&b| b == b' '));
+    assert!(start.elapsed() < Duration::from_secs(10), "read_file took {:?}", start.elapsed());
+    let start = Instant::now();
+    let mut out = vec![0u8; 100];
+    let e = dir.read_at("shard-00000.stream", 0, &mut out).unwrap_err();
+    assert!(start.elapsed() < Duration::from_secs(10), "read_at took {:?}", start.elapsed());
+    assert!(e.to_string().contains("more than 4096 bytes, 4096 were asked for"), "{e}");
+}
