@@ -1153,3 +1153,97 @@ fn issue32_an_endless_body_is_cut_at_the_bound_not_read_until_the_timeout() {
     assert!(start.elapsed() < Duration::from_secs(10), "read_at took {:?}", start.elapsed());
     assert!(e.to_string().contains("more than 4096 bytes, 4096 were asked for"), "{e}");
 }
+
+/// A copy of the fixture storage of `s3` in a new temporary directory.
+fn fixture_copy(s3: &S3) -> tempfile::TempDir {
+    let t = tempfile::tempdir().unwrap();
+    for e in std::fs::read_dir(s3.local.path()).unwrap().flatten() {
+        std::fs::copy(e.path(), t.path().join(e.file_name())).unwrap();
+    }
+    t
+}
+
+/// Issue 32 class 4: `upload` (and `import` / `ingest --out URL`, which upload a local
+/// staging storage) read each shard with `std::fs::read`: a shard that is a link to a file
+/// outside the storage was uploaded, a FIFO was read without end, and a shard whose bytes no
+/// longer match its checksum was uploaded with exit 0. Shards are now opened through the
+/// storage's safe open and checked against their checksums before anything is put: each case
+/// is a typed error, and nothing is left at the prefix.
+#[test]
+fn issue32_upload_refuses_a_linked_fifo_or_damaged_shard_and_puts_nothing() {
+    let Some(s3) = S3::start("issue32_upload_refuses_a_linked_fifo_or_damaged_shard") else { return };
+    let outside = tempfile::tempdir().unwrap();
+    for (i, kind) in ["link", "fifo", "damaged", "short"].iter().enumerate() {
+        let local = fixture_copy(&s3);
+        let shard = local.path().join("shard-00001.stream");
+        match *kind {
+            "link" => {
+                let target = outside.path().join("secret");
+                std::fs::copy(&shard, &target).unwrap();
+                std::fs::remove_file(&shard).unwrap();
+                std::os::unix::fs::symlink(&target, &shard).unwrap();
+            }
+            "fifo" => {
+                std::fs::remove_file(&shard).unwrap();
+                assert!(std::process::Command::new("mkfifo").arg(&shard).status().unwrap().success());
+            }
+            "damaged" => {
+                let mut b = std::fs::read(&shard).unwrap();
+                b[100] ^= 0x01;
+                std::fs::write(&shard, b).unwrap();
+            }
+            _ => {
+                let b = std::fs::read(&shard).unwrap();
+                std::fs::write(&shard, &b[..b.len() - 1]).unwrap();
+            }
+        }
+        let prefix = format!("refused{i}");
+        let dir = s3.direct(&prefix);
+        let (tx, rx) = std::sync::mpsc::channel();
+        let path = local.path().to_path_buf();
+        let worker = std::thread::spawn(move || {
+            let _ = tx.send(dir.upload(&path));
+            dir
+        });
+        let r = rx.recv_timeout(Duration::from_secs(30)).unwrap_or_else(|_| panic!("{kind}: upload hangs"));
+        let dir = worker.join().unwrap();
+        match (kind, r) {
+            (&"link" | &"fifo", Err(StorageError::UnsafeFile { path, .. })) => {
+                assert_eq!(path, shard, "{kind}")
+            }
+            (&"damaged", Err(StorageError::ChecksumMismatch { shard: 1, path, expected, found })) => {
+                assert_eq!(path, shard);
+                assert_ne!(expected, found);
+            }
+            (&"short", Err(StorageError::ShortRead { path, expected: 6002, got: 6001, .. })) => {
+                assert_eq!(path, shard)
+            }
+            (_, r) => panic!("{kind}: {r:?}"),
+        }
+        assert_eq!(dir.list().unwrap(), vec![], "{kind}: nothing is put");
+    }
+}
+
+/// Issue 32 class 4: a shard larger than one part (8 MiB) is streamed as a multipart upload,
+/// not read whole into memory, and reads back the same.
+#[test]
+fn issue32_upload_streams_a_large_shard_in_parts() {
+    let Some(s3) = S3::start("issue32_upload_streams_a_large_shard_in_parts") else { return };
+    let local = tempfile::tempdir().unwrap();
+    let tokens: Vec<u32> = (0..(9u32 << 20) / 2).map(|i| i.wrapping_mul(2_654_435_761) % 60_000).collect();
+    let mut w = StreamWriter::open(local.path(), TokenFormat::<u16>::new()).unwrap();
+    w.append(0, &tokens).unwrap();
+    w.commit().unwrap();
+    let before = s3.proxy.stats();
+    let dir = s3.proxied("big", |_| {});
+    let put = dir.upload(local.path()).unwrap();
+    assert_eq!(put, (9 << 20) + std::fs::metadata(local.path().join("manifest.json")).unwrap().len());
+    let after = s3.proxy.stats();
+    // Create, two parts, complete, and the manifest (and its check): more than two requests
+    // that carry or finish a body.
+    assert!(after.puts - before.puts >= 3, "{before:?} -> {after:?}");
+    let sd: Arc<dyn StorageDir> = Arc::new(s3.proxied("big", |_| {}));
+    let r = StreamReader::open_in(sd, TokenFormat::<u16>::new(), Default::default()).unwrap();
+    let back = r.read(Window::new(0, tokens.len() as u64)).unwrap();
+    assert!(back.iter().zip(&tokens).all(|(&a, &b)| u32::from(a) == b) && back.len() == tokens.len());
+}
