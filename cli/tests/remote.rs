@@ -1247,3 +1247,87 @@ fn issue32_upload_streams_a_large_shard_in_parts() {
     let back = r.read(Window::new(0, tokens.len() as u64)).unwrap();
     assert!(back.iter().zip(&tokens).all(|(&a, &b)| u32::from(a) == b) && back.len() == tokens.len());
 }
+
+/// Issue 32 class 4: the staging directory of `ingest --out URL` (a local storage uploaded at
+/// the end) stayed in the temporary directory when the run got SIGINT or SIGTERM. It is now
+/// removed then, and a run killed without a chance to remove its own (SIGKILL) has it removed
+/// by the next `ingest --out URL`.
+#[test]
+fn issue32_ingest_out_url_removes_its_staging_directory_on_sigterm_and_on_the_next_run() {
+    let Some(s3) = S3::start("issue32_ingest_out_url_removes_its_staging_directory") else { return };
+    let tmpdir = tempfile::tempdir().unwrap();
+    let entries = || -> Vec<String> {
+        std::fs::read_dir(tmpdir.path())
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect()
+    };
+    let spawn = |prefix: &str| {
+        let mut c = bin();
+        c.args([
+            "ingest",
+            "text",
+            "--out",
+            &format!("s3://{BUCKET}/{prefix}"),
+            "--tokenizer",
+            "gpt2",
+            "/dev/stdin",
+        ])
+        .env_remove("GUIDELOOM_CACHE_DIR")
+        .env("TMPDIR", tmpdir.path())
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped());
+        for (k, v) in s3.env() {
+            c.env(k, v);
+        }
+        let mut child = c.spawn().unwrap();
+        // Some text, the input left open: the run waits for more, its staging directory made.
+        use std::io::Write as _;
+        child.stdin.as_mut().unwrap().write_all(b"Some words to tokenize.\n").unwrap();
+        let start = Instant::now();
+        while entries().is_empty() {
+            assert!(start.elapsed() < Duration::from_secs(30), "no staging directory appeared");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        std::thread::sleep(Duration::from_millis(200));
+        child
+    };
+    for signal in ["-TERM", "-INT"] {
+        let child = spawn("staged");
+        assert!(std::process::Command::new("kill")
+            .args([signal, &child.id().to_string()])
+            .status()
+            .unwrap()
+            .success());
+        let out = child.wait_with_output().unwrap();
+        assert!(!out.status.success(), "{signal}");
+        assert_eq!(entries(), Vec::<String>::new(), "{signal}: the staging directory is left");
+    }
+    // SIGKILL leaves it; the next run removes it.
+    let mut child = spawn("killed");
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let left = entries();
+    assert_eq!(left.len(), 1, "{left:?}");
+    let text = crate::cli::austen("persuasion.txt");
+    let mut c = bin();
+    c.args([
+        "ingest",
+        "text",
+        "--out",
+        &format!("s3://{BUCKET}/next"),
+        "--tokenizer",
+        "gpt2",
+        text.to_str().unwrap(),
+    ])
+    .env_remove("GUIDELOOM_CACHE_DIR")
+    .env("TMPDIR", tmpdir.path());
+    for (k, v) in s3.env() {
+        c.env(k, v);
+    }
+    let out = c.output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(entries(), Vec::<String>::new(), "the killed run's staging directory is left");
+}
