@@ -109,6 +109,7 @@ pub use format::ForeignFormat;
 pub use layouts::megatron_index::MegatronIndex;
 pub use open::{open_tokens, OpenOptions, TokenDataset};
 pub use options::{DocumentDelimiter, ForeignOptions};
+pub use orders::capacity::MAX_INDEX_BYTES;
 pub use orders::llmc::{
     llmc_resume_state, llmc_shuffled_resume_state, llmc_shuffled_windows, llmc_windows, LlmcCheckpoint,
 };

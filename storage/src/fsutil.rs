@@ -191,6 +191,7 @@ pub(crate) fn read_exact_at(file: &File, dst: &mut [u8], offset: u64, path: &Pat
 /// A name no other process can guess: 128 bits from the standard library's randomly keyed
 /// hasher (seeded from the operating system), mixed with the process id, the time and a
 /// counter.
+#[cfg_attr(not(feature = "remote"), allow(dead_code))]
 fn unpredictable_suffix() -> String {
     use std::hash::BuildHasher as _;
     use std::sync::atomic::{AtomicU64, Ordering};
@@ -211,6 +212,7 @@ fn unpredictable_suffix() -> String {
 ///
 /// # Errors
 /// [`StorageError::Io`] when the file cannot be created.
+#[cfg_attr(not(feature = "remote"), allow(dead_code))]
 pub(crate) fn create_temp(dir: &Path) -> Result<(File, PathBuf)> {
     use std::os::unix::fs::OpenOptionsExt;
     let mut last = None;
@@ -241,6 +243,7 @@ pub(crate) fn create_temp(dir: &Path) -> Result<(File, PathBuf)> {
 /// # Errors
 /// [`StorageError::UnsafeFile`] when `name` is not a plain name ([`resolve`]);
 /// [`StorageError::Io`] when the file cannot be written or renamed.
+#[cfg_attr(not(feature = "remote"), allow(dead_code))]
 pub(crate) fn replace_file(dir: &Path, name: &str, bytes: &[u8]) -> Result<()> {
     use std::io::Write as _;
     let path = resolve(dir, name)?;
@@ -265,6 +268,7 @@ pub(crate) fn replace_file(dir: &Path, name: &str, bytes: &[u8]) -> Result<()> {
 /// # Errors
 /// [`StorageError::UnsafeFile`] naming the directory and why it is refused;
 /// [`StorageError::Io`] when it cannot be created, examined or changed.
+#[cfg_attr(not(feature = "remote"), allow(dead_code))]
 pub(crate) fn private_dir(dir: &Path, own: bool) -> Result<()> {
     use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
     match std::fs::DirBuilder::new().recursive(true).mode(0o700).create(dir) {

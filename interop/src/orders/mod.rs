@@ -1,5 +1,6 @@
 //! Other trainers' sample orders, computed in Rust: Megatron-Core's ([`megatron`]) and llm.c's
 //! ([`llmc`]), with the states that continue their runs.
 
+pub(crate) mod capacity;
 pub(crate) mod llmc;
 pub(crate) mod megatron;
