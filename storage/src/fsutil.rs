@@ -323,3 +323,55 @@ pub(crate) fn private_dir(dir: &Path, own: bool) -> Result<()> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    /// The code of a source file, its tests left out.
+    fn code(text: &str) -> &str {
+        text.split("#[cfg(test)]").next().unwrap_or(text)
+    }
+
+    /// Issue 32 classes 1 and 4: every file the remote cache and `upload` create, replace or
+    /// read goes through this module (the safe open, the exclusive temporary file, the
+    /// atomic replace): neither calls a standard-library open or read of a path.
+    #[test]
+    fn issue32_the_cache_and_upload_open_files_only_through_fsutil() {
+        let files =
+            [("remote/cache.rs", include_str!("remote/cache.rs")), ("upload.rs", include_str!("upload.rs"))];
+        for (name, text) in files {
+            for call in [
+                "File::create",
+                "File::open",
+                "File::options",
+                "OpenOptions",
+                "fs::write(",
+                "fs::read(",
+                "read_to_string(",
+                "fs::copy(",
+                ".exists()",
+            ] {
+                assert!(!code(text).contains(call), "{name} calls {call}: open files through fsutil");
+            }
+        }
+        // The one exclusive create of the crate outside its writers is here.
+        assert_eq!(code(include_str!("fsutil.rs")).matches("create_new(true)").count(), 1);
+    }
+
+    /// Issue 32 class 3: every body of the remote directory is read through its one bounded
+    /// reader (`body_within` in `remote/fetch.rs`): no whole-body read of `object_store`
+    /// (`bytes()`, `get_range`, `get`) is left anywhere in `remote/`.
+    #[test]
+    fn issue32_remote_bodies_are_read_only_through_the_bounded_reader() {
+        for (name, text) in [
+            ("remote/fetch.rs", include_str!("remote/fetch.rs")),
+            ("remote/read.rs", include_str!("remote/read.rs")),
+            ("remote/write.rs", include_str!("remote/write.rs")),
+            ("remote/store.rs", include_str!("remote/store.rs")),
+        ] {
+            for call in [".bytes().await", "store.get_range(", "store.get(", "get_ranges("] {
+                assert!(!code(text).contains(call), "{name} calls {call}: read bodies through body_within");
+            }
+        }
+        assert_eq!(code(include_str!("remote/fetch.rs")).matches("into_stream()").count(), 1);
+    }
+}

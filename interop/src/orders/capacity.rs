@@ -36,3 +36,35 @@ pub(crate) fn index_vec<T>(what: &'static str, count: u64) -> Result<Vec<T>> {
     })?;
     Ok(v)
 }
+
+#[cfg(test)]
+mod tests {
+    /// Issue 32 class 6: the indices of the orders are allocated only through
+    /// [`super::index_vec`]: no `with_capacity` sized from a count is left in them.
+    #[test]
+    fn issue32_order_indices_are_allocated_only_through_the_checked_helper() {
+        for (name, text) in [
+            ("megatron/blend.rs", include_str!("megatron/blend.rs")),
+            ("megatron/gpt.rs", include_str!("megatron/gpt.rs")),
+            ("llmc.rs", include_str!("llmc.rs")),
+        ] {
+            let code = text.split("#[cfg(test)]").next().unwrap_or(text);
+            assert!(!code.contains("with_capacity("), "{name}: allocate indices through index_vec");
+        }
+    }
+
+    /// The helper refuses before allocating, naming the count and the bytes.
+    #[test]
+    fn issue32_index_vec_names_the_count_and_the_bytes() {
+        match super::index_vec::<u64>("shuffle index", 1 << 40) {
+            Err(crate::InteropError::IndexTooLarge { what, count, bytes, limit }) => {
+                assert_eq!(
+                    (what, count, bytes, limit),
+                    ("shuffle index", 1 << 40, 8 << 40, super::MAX_INDEX_BYTES)
+                )
+            }
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(super::index_vec::<u32>("x", 10).unwrap().capacity(), 10);
+    }
+}
