@@ -989,3 +989,373 @@ fn issue34_a_state_saved_locally_resumes_on_the_uploaded_copy() {
     let rest = s3.run_ok(&batches_args(URL, "0", &["--resume", state_s]), &[]);
     assert_eq!(format!("{first}{rest}"), expected);
 }
+
+/// Issue 32 class 2: a cached block edited together with the crc32c the cache keeps beside it
+/// was served whenever the rest of its shard was not cached (the shard's check needs every
+/// block). A cached block is now served only when its crc32c is one the process trusts (the
+/// store's bytes, or a whole shard checked against its manifest): the reader gets the store's
+/// tokens, and the edited copy is replaced by the store's.
+#[test]
+fn issue32_a_cached_block_edited_with_its_crc_is_not_served_when_the_rest_of_its_shard_is_not_cached() {
+    let Some(s3) = S3::start("issue32_a_cached_block_edited_with_its_crc_is_not_served") else { return };
+    let cache = tempfile::tempdir().unwrap();
+    let with_cache = |o: &mut RemoteOptions| {
+        o.cache = Some(guideloom::storage::CacheOptions::new(cache.path().to_path_buf(), 1 << 30));
+    };
+    let read = |dir: Arc<RemoteDir>, w: Window| {
+        let sd: Arc<dyn StorageDir> = dir;
+        let r = StreamReader::open_in(sd, TokenFormat::<u16>::new(), Default::default()).unwrap();
+        r.read(w).unwrap()
+    };
+    let expected = fixture_tokens();
+    let dir = Arc::new(s3.proxied("data", with_cache));
+    assert_eq!(read(Arc::clone(&dir), Window::new(0, 15_001)), expected);
+    let sub = dir.cache_dir().unwrap().to_path_buf();
+    drop(dir);
+    // Shard 0 (10,000 bytes): block 2 dropped from the cache, block 0 edited with its crc32c.
+    std::fs::remove_file(sub.join("shard-00000.stream.2.blk")).unwrap();
+    let block = sub.join("shard-00000.stream.0.blk");
+    let original = std::fs::read(&block).unwrap();
+    let mut b = original.clone();
+    b[10] ^= 0x5a;
+    let crc = crc32c::crc32c(&b[..4096]);
+    b[4096..].copy_from_slice(&crc.to_le_bytes());
+    std::fs::write(&block, &b).unwrap();
+    let dir = Arc::new(s3.proxied("data", with_cache));
+    assert_eq!(read(Arc::clone(&dir), Window::new(0, 2048)), expected[..2048], "no edited byte is served");
+    assert_eq!(dir.stats().bytes_from_cache, 0, "nothing of the unchecked shard came from the cache");
+    assert_eq!(std::fs::read(&block).unwrap(), original, "the cache holds the store's block again");
+    // Within one process, a block fetched from the store and then edited in the cache is not
+    // served either (its trusted crc32c is the store's).
+    let dir = Arc::new(s3.proxied("data", |o| {
+        with_cache(o);
+        o.memory_bytes = 2 * BLOCK;
+        o.max_readahead_bytes = 0;
+    }));
+    assert_eq!(read(Arc::clone(&dir), Window::new(5000, 3001)), expected[5000..8001]);
+    // Shard 2's first two blocks push shard 1's out of memory.
+    assert_eq!(read(Arc::clone(&dir), Window::new(8001, 4096)), expected[8001..12_097]);
+    let block = sub.join("shard-00001.stream.0.blk");
+    let mut b = std::fs::read(&block).unwrap();
+    b[10] ^= 0x5a;
+    let crc = crc32c::crc32c(&b[..4096]);
+    b[4096..].copy_from_slice(&crc.to_le_bytes());
+    std::fs::write(&block, &b).unwrap();
+    let fetched = dir.stats().bytes_fetched;
+    assert_eq!(
+        read(Arc::clone(&dir), Window::new(5000, 3001)),
+        expected[5000..8001],
+        "edited after the check"
+    );
+    assert_eq!(
+        dir.stats().bytes_fetched - fetched,
+        4096,
+        "the edited block was fetched again, the other not"
+    );
+}
+
+/// Issue 32 class 2: an edited cached copy of the manifest was trusted whenever the store
+/// answered "not modified" (its entity tag was kept beside it), and its shards silently
+/// reinterpreted. A whole-file copy is now used only when the store's entity tag is the MD5
+/// digest of its bytes: the edited copy is fetched again, the reader reads the store's
+/// storage, and a copy that is intact still costs no body byte.
+#[test]
+fn issue32_an_edited_cached_manifest_is_not_used_when_the_store_answers_not_modified() {
+    let Some(s3) = S3::start("issue32_an_edited_cached_manifest_is_not_used") else { return };
+    let cache = tempfile::tempdir().unwrap();
+    let with_cache = |o: &mut RemoteOptions| {
+        o.cache = Some(guideloom::storage::CacheOptions::new(cache.path().to_path_buf(), 1 << 30));
+    };
+    let open = |dir: Arc<RemoteDir>| {
+        let sd: Arc<dyn StorageDir> = dir;
+        StreamReader::open_in(sd, TokenFormat::<u16>::new(), Default::default()).unwrap()
+    };
+    let expected = fixture_tokens();
+    let dir = Arc::new(s3.proxied("data", with_cache));
+    assert_eq!(open(Arc::clone(&dir)).read(Window::new(0, 15_001)).unwrap(), expected);
+    let copy = dir.cache_dir().unwrap().join("manifest.json.etag");
+    drop(dir);
+    let held = std::fs::read(&copy).unwrap();
+    let nl = held.iter().position(|&b| b == b'\n').unwrap();
+    let (etag, body) = (&held[..nl], &held[nl + 1..]);
+    // The cached manifest without its last shard, under the store's entity tag.
+    let mut m: serde_json::Value = serde_json::from_slice(body).unwrap();
+    m["shards"].as_array_mut().unwrap().pop();
+    let mut edited = etag.to_vec();
+    edited.push(b'\n');
+    edited.extend_from_slice(serde_json::to_string(&m).unwrap().as_bytes());
+    std::fs::write(&copy, &edited).unwrap();
+    let dir = Arc::new(s3.proxied("data", with_cache));
+    let r = open(Arc::clone(&dir));
+    assert_eq!(r.read(Window::new(0, 15_001)).unwrap(), expected, "the store's manifest is used");
+    assert_eq!(std::fs::read(&copy).unwrap(), held, "the cache holds the store's manifest again");
+    drop((r, dir));
+    // The intact copy: the manifest costs no body byte.
+    let before = s3.proxy.stats().body_bytes;
+    let dir = Arc::new(s3.proxied("data", with_cache));
+    assert_eq!(open(Arc::clone(&dir)).read(Window::new(0, 15_001)).unwrap(), expected);
+    assert_eq!(s3.proxy.stats().body_bytes - before, 0, "a warm run fetched body bytes");
+}
+
+/// A hostile HTTP server on 127.0.0.1: every object is declared 1 MiB long by `HEAD`, and a
+/// `GET` (ranged or not) declares a 1 TiB body and sends bytes without end (a ranged one
+/// answers `206` for the range asked, then sends more). Returns its `http://` URL.
+fn endless_server() -> String {
+    use std::io::{BufRead as _, Write as _};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for conn in listener.incoming().flatten() {
+            std::thread::spawn(move || {
+                let mut reader = std::io::BufReader::new(conn.try_clone().unwrap());
+                let mut conn = conn;
+                loop {
+                    let mut line = String::new();
+                    if reader.read_line(&mut line).unwrap_or(0) == 0 {
+                        return;
+                    }
+                    let method = line.split(' ').next().unwrap_or("").to_string();
+                    let mut range = None;
+                    loop {
+                        let mut h = String::new();
+                        if reader.read_line(&mut h).unwrap_or(0) == 0 {
+                            return;
+                        }
+                        if h == "\r\n" {
+                            break;
+                        }
+                        if let Some(v) = h.to_ascii_lowercase().strip_prefix("range: bytes=") {
+                            range = Some(v.trim().to_string());
+                        }
+                    }
+                    let common = "Last-Modified: Tue, 01 Dec 2026 00:00:00 GMT\r\nETag: \"hostile\"\r\n";
+                    if method == "HEAD" {
+                        let head = format!("HTTP/1.1 200 OK\r\nContent-Length: 1048576\r\n{common}\r\n");
+                        if conn.write_all(head.as_bytes()).is_err() {
+                            return;
+                        }
+                        continue;
+                    }
+                    let head = match &range {
+                        Some(r) => {
+                            let (a, b) = r.split_once('-').unwrap();
+                            format!(
+                                "HTTP/1.1 206 Partial Content\r\nContent-Range: bytes {a}-{b}/1048576\r\nContent-Length: 1099511627776\r\n{common}\r\n"
+                            )
+                        }
+                        None => format!("HTTP/1.1 200 OK\r\nContent-Length: 1099511627776\r\n{common}\r\n"),
+                    };
+                    if conn.write_all(head.as_bytes()).is_err() {
+                        return;
+                    }
+                    let chunk = vec![b' '; 64 << 10];
+                    while conn.write_all(&chunk).is_ok() {}
+                    return;
+                }
+            });
+        }
+    });
+    format!("http://{addr}/data")
+}
+
+/// Issue 32 class 3: a server's declared length was only compared after the whole body was
+/// read, so an endless body (or one far longer than the object it stands for) was read until
+/// the attempt's time limit, all of it in memory. A whole file is now cut at its bound
+/// (`read_file`'s `max_len + 1` bytes) and a range at one byte past what was asked, as the
+/// bytes arrive: both answer at once, with a bounded buffer.
+#[test]
+fn issue32_an_endless_body_is_cut_at_the_bound_not_read_until_the_timeout() {
+    let url = endless_server();
+    let o = RemoteOptions::default()
+        .block_size(BLOCK)
+        .retry(RetryPolicy::default().max_retries(0).timeout(Duration::from_secs(20)));
+    let dir = RemoteDir::open(&url, o).unwrap();
+    let start = Instant::now();
+    let got = dir.read_file("manifest.json", 1 << 16).unwrap().unwrap();
+    assert_eq!(got.len(), (1 << 16) + 1, "cut at the bound plus one byte");
+    assert!(got.iter().all(|&b| b == b' '));
+    assert!(start.elapsed() < Duration::from_secs(10), "read_file took {:?}", start.elapsed());
+    let start = Instant::now();
+    let mut out = vec![0u8; 100];
+    let e = dir.read_at("shard-00000.stream", 0, &mut out).unwrap_err();
+    assert!(start.elapsed() < Duration::from_secs(10), "read_at took {:?}", start.elapsed());
+    assert!(e.to_string().contains("more than 4096 bytes, 4096 were asked for"), "{e}");
+}
+
+/// A copy of the fixture storage of `s3` in a new temporary directory.
+fn fixture_copy(s3: &S3) -> tempfile::TempDir {
+    let t = tempfile::tempdir().unwrap();
+    for e in std::fs::read_dir(s3.local.path()).unwrap().flatten() {
+        std::fs::copy(e.path(), t.path().join(e.file_name())).unwrap();
+    }
+    t
+}
+
+/// Issue 32 class 4: `upload` (and `import` / `ingest --out URL`, which upload a local
+/// staging storage) read each shard with `std::fs::read`: a shard that is a link to a file
+/// outside the storage was uploaded, a FIFO was read without end, and a shard whose bytes no
+/// longer match its checksum was uploaded with exit 0. Shards are now opened through the
+/// storage's safe open and checked against their checksums before anything is put: each case
+/// is a typed error, and nothing is left at the prefix.
+#[test]
+fn issue32_upload_refuses_a_linked_fifo_or_damaged_shard_and_puts_nothing() {
+    let Some(s3) = S3::start("issue32_upload_refuses_a_linked_fifo_or_damaged_shard") else { return };
+    let outside = tempfile::tempdir().unwrap();
+    for (i, kind) in ["link", "fifo", "damaged", "short"].iter().enumerate() {
+        let local = fixture_copy(&s3);
+        let shard = local.path().join("shard-00001.stream");
+        match *kind {
+            "link" => {
+                let target = outside.path().join("secret");
+                std::fs::copy(&shard, &target).unwrap();
+                std::fs::remove_file(&shard).unwrap();
+                std::os::unix::fs::symlink(&target, &shard).unwrap();
+            }
+            "fifo" => {
+                std::fs::remove_file(&shard).unwrap();
+                assert!(std::process::Command::new("mkfifo").arg(&shard).status().unwrap().success());
+            }
+            "damaged" => {
+                let mut b = std::fs::read(&shard).unwrap();
+                b[100] ^= 0x01;
+                std::fs::write(&shard, b).unwrap();
+            }
+            _ => {
+                let b = std::fs::read(&shard).unwrap();
+                std::fs::write(&shard, &b[..b.len() - 1]).unwrap();
+            }
+        }
+        let prefix = format!("refused{i}");
+        let dir = s3.direct(&prefix);
+        let (tx, rx) = std::sync::mpsc::channel();
+        let path = local.path().to_path_buf();
+        let worker = std::thread::spawn(move || {
+            let _ = tx.send(dir.upload(&path));
+            dir
+        });
+        let r = rx.recv_timeout(Duration::from_secs(30)).unwrap_or_else(|_| panic!("{kind}: upload hangs"));
+        let dir = worker.join().unwrap();
+        match (kind, r) {
+            (&"link" | &"fifo", Err(StorageError::UnsafeFile { path, .. })) => {
+                assert_eq!(path, shard, "{kind}")
+            }
+            (&"damaged", Err(StorageError::ChecksumMismatch { shard: 1, path, expected, found })) => {
+                assert_eq!(path, shard);
+                assert_ne!(expected, found);
+            }
+            (&"short", Err(StorageError::ShortRead { path, expected: 6002, got: 6001, .. })) => {
+                assert_eq!(path, shard)
+            }
+            (_, r) => panic!("{kind}: {r:?}"),
+        }
+        assert_eq!(dir.list().unwrap(), vec![], "{kind}: nothing is put");
+    }
+}
+
+/// Issue 32 class 4: a shard larger than one part (8 MiB) is streamed as a multipart upload,
+/// not read whole into memory, and reads back the same.
+#[test]
+fn issue32_upload_streams_a_large_shard_in_parts() {
+    let Some(s3) = S3::start("issue32_upload_streams_a_large_shard_in_parts") else { return };
+    let local = tempfile::tempdir().unwrap();
+    let tokens: Vec<u32> = (0..(9u32 << 20) / 2).map(|i| i.wrapping_mul(2_654_435_761) % 60_000).collect();
+    let mut w = StreamWriter::open(local.path(), TokenFormat::<u16>::new()).unwrap();
+    w.append(0, &tokens).unwrap();
+    w.commit().unwrap();
+    let before = s3.proxy.stats();
+    let dir = s3.proxied("big", |_| {});
+    let put = dir.upload(local.path()).unwrap();
+    assert_eq!(put, (9 << 20) + std::fs::metadata(local.path().join("manifest.json")).unwrap().len());
+    let after = s3.proxy.stats();
+    // Create, two parts, complete, and the manifest (and its check): more than two requests
+    // that carry or finish a body.
+    assert!(after.puts - before.puts >= 3, "{before:?} -> {after:?}");
+    let sd: Arc<dyn StorageDir> = Arc::new(s3.proxied("big", |_| {}));
+    let r = StreamReader::open_in(sd, TokenFormat::<u16>::new(), Default::default()).unwrap();
+    let back = r.read(Window::new(0, tokens.len() as u64)).unwrap();
+    assert!(back.iter().zip(&tokens).all(|(&a, &b)| u32::from(a) == b) && back.len() == tokens.len());
+}
+
+/// Issue 32 class 4: the staging directory of `ingest --out URL` (a local storage uploaded at
+/// the end) stayed in the temporary directory when the run got SIGINT or SIGTERM. It is now
+/// removed then, and a run killed without a chance to remove its own (SIGKILL) has it removed
+/// by the next `ingest --out URL`.
+#[test]
+fn issue32_ingest_out_url_removes_its_staging_directory_on_sigterm_and_on_the_next_run() {
+    let Some(s3) = S3::start("issue32_ingest_out_url_removes_its_staging_directory") else { return };
+    let tmpdir = tempfile::tempdir().unwrap();
+    let entries = || -> Vec<String> {
+        std::fs::read_dir(tmpdir.path())
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect()
+    };
+    let spawn = |prefix: &str| {
+        let mut c = bin();
+        c.args([
+            "ingest",
+            "text",
+            "--out",
+            &format!("s3://{BUCKET}/{prefix}"),
+            "--tokenizer",
+            "gpt2",
+            "/dev/stdin",
+        ])
+        .env_remove("GUIDELOOM_CACHE_DIR")
+        .env("TMPDIR", tmpdir.path())
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped());
+        for (k, v) in s3.env() {
+            c.env(k, v);
+        }
+        let mut child = c.spawn().unwrap();
+        // Some text, the input left open: the run waits for more, its staging directory made.
+        use std::io::Write as _;
+        child.stdin.as_mut().unwrap().write_all(b"Some words to tokenize.\n").unwrap();
+        let start = Instant::now();
+        while entries().is_empty() {
+            assert!(start.elapsed() < Duration::from_secs(30), "no staging directory appeared");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        std::thread::sleep(Duration::from_millis(200));
+        child
+    };
+    for signal in ["-TERM", "-INT"] {
+        let child = spawn("staged");
+        assert!(std::process::Command::new("kill")
+            .args([signal, &child.id().to_string()])
+            .status()
+            .unwrap()
+            .success());
+        let out = child.wait_with_output().unwrap();
+        assert!(!out.status.success(), "{signal}");
+        assert_eq!(entries(), Vec::<String>::new(), "{signal}: the staging directory is left");
+    }
+    // SIGKILL leaves it; the next run removes it.
+    let mut child = spawn("killed");
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let left = entries();
+    assert_eq!(left.len(), 1, "{left:?}");
+    let text = crate::cli::austen("persuasion.txt");
+    let mut c = bin();
+    c.args([
+        "ingest",
+        "text",
+        "--out",
+        &format!("s3://{BUCKET}/next"),
+        "--tokenizer",
+        "gpt2",
+        text.to_str().unwrap(),
+    ])
+    .env_remove("GUIDELOOM_CACHE_DIR")
+    .env("TMPDIR", tmpdir.path());
+    for (k, v) in s3.env() {
+        c.env(k, v);
+    }
+    let out = c.output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(entries(), Vec::<String>::new(), "the killed run's staging directory is left");
+}

@@ -36,6 +36,7 @@ mod document;
 mod dtype;
 mod element;
 mod error;
+mod inflate;
 mod int_tokens;
 mod meta;
 mod serde_doc;
@@ -47,6 +48,7 @@ pub use document::{DocumentFormat, RawBytesFormat};
 pub use dtype::{Dtype, DtypeKind, Field, Primitive, TypeStr, MAX_BYTES_ITEMSIZE};
 pub use element::Element;
 pub use error::FormatError;
+pub use inflate::{inflate_bound, INFLATE_ALLOWANCE_BYTES, MAX_INFLATED_BYTES, MAX_INFLATE_RATIO};
 pub use int_tokens::IntTokenFormat;
 pub use meta::{
     DocumentInfo, DocumentTokensFormat, DocumentTokensWindow, MetaSink, MetaWindow, StreamWithMetaFormat,

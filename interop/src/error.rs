@@ -94,6 +94,20 @@ pub enum InteropError {
         /// `train`, `valid` or `test`.
         split: &'static str,
     },
+    /// An index sized from a count a user or a file gives (`--train-samples`, component
+    /// sizes, epochs) would take more memory than the limit ([`crate::MAX_INDEX_BYTES`]), or
+    /// its allocation failed: refused before anything is allocated.
+    #[error("the {what} would hold {count} entries ({bytes} bytes); the limit is {limit} bytes")]
+    IndexTooLarge {
+        /// The index (`blend index`, `document index`, ...).
+        what: &'static str,
+        /// Its entries, as asked (saturated at `u64::MAX`).
+        count: u64,
+        /// The bytes they take (saturated at `u64::MAX`).
+        bytes: u64,
+        /// The most bytes one index may take.
+        limit: u64,
+    },
     /// A native storage that [`crate::open_tokens`] cannot read as a token stream: another
     /// kind than a stream, or elements that are not integers.
     #[error("{location} holds a {kind} storage of dtype {dtype}; open_tokens reads stream storages of integer ids")]

@@ -155,6 +155,7 @@ pub use layouts::tfrecord::{TfRecordReader, TfRecordShards};
 pub use layouts::webdataset::{WdsSample, WebDatasetReader, WebDatasetSampleReader, WebDatasetShards};
 pub use open::{open_tokens, OpenOptions, TokenDataset};
 pub use options::{DocumentDelimiter, ForeignOptions};
+pub use orders::capacity::MAX_INDEX_BYTES;
 pub use orders::llmc::{
     llmc_resume_state, llmc_shuffled_resume_state, llmc_shuffled_windows, llmc_windows, LlmcCheckpoint,
 };

@@ -108,3 +108,39 @@ fn index_paths_cannot_leave_the_dataset() {
     let e = ForeignDataset::open(&data, &ForeignOptions::new()).unwrap_err();
     assert!(matches!(e.foreign_error(), Some(ForeignError::UnsafeShardPath { .. })), "{e}");
 }
+
+/// Issue 32 class 5: a compressed shard was inflated up to the size its index claims, so a
+/// few kilobytes of zstd claiming 64 MiB were inflated whole. A claim past what its compressed
+/// bytes may inflate to (`guideloom_formats::inflate_bound`: 100 times plus 1 MiB) is now
+/// refused before anything is inflated.
+#[test]
+fn issue32_a_compressed_shard_is_inflated_only_within_a_bound_of_its_compressed_size() {
+    let src = sample("mds/tokens_zstd_sha1_xxh3");
+    let tmp = tempfile::tempdir().unwrap();
+    for e in std::fs::read_dir(&src).unwrap().flatten() {
+        std::fs::copy(e.path(), tmp.path().join(e.file_name())).unwrap();
+    }
+    let raw = vec![0u8; 64 << 20];
+    let packed = zstd::encode_all(&raw[..], 3).unwrap();
+    assert!(packed.len() < 64 << 10, "{}", packed.len());
+    std::fs::write(tmp.path().join("shard.00000.mds.zstd"), &packed).unwrap();
+    let mut index: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(tmp.path().join("index.json")).unwrap()).unwrap();
+    let shard = &mut index["shards"][0];
+    shard["raw_data"]["bytes"] = serde_json::json!(64 << 20);
+    shard["zip_data"]["bytes"] = serde_json::json!(packed.len());
+    std::fs::write(tmp.path().join("index.json"), serde_json::to_vec(&index).unwrap()).unwrap();
+    let read = || -> Result<Vec<i64>, String> {
+        let d = ForeignDataset::open(tmp.path(), &ForeignOptions::new().format(ForeignFormat::Mds))
+            .map_err(|e| e.to_string())?;
+        let r = d
+            .reader(IntTokenFormat::new(Primitive::U16).unwrap(), ReadOptions::default())
+            .map_err(|e| e.to_string())?;
+        r.read(Window::new(0, 2)).map_err(|e| e.to_string())
+    };
+    let e = read().unwrap_err();
+    assert!(
+        e.contains(&format!("claims {} bytes for {} compressed bytes; at most", 64 << 20, packed.len())),
+        "{e}"
+    );
+}

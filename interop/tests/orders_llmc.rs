@@ -238,3 +238,27 @@ fn llmc_checkpoints_resume_at_the_next_batch() {
     bad[0] ^= 1;
     assert!(matches!(LlmcCheckpoint::parse_header(&bad), Err(InteropError::ForeignCheckpoint { .. })));
 }
+
+/// Issue 32 class 6: the epoch search of a shuffled llm.c checkpoint ran `max_epochs`
+/// epochs however cheap each was: over a shard that holds less than one batch (nothing is
+/// drawn, every epoch equals the first), a checkpoint of another run searched without end
+/// for `--epochs` of 2^64 - 1. The search is now bounded: it answers at once.
+#[test]
+fn issue32_llmc_epoch_search_is_bounded_when_the_shard_holds_less_than_one_batch() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut shard = vec![0u8; 1024];
+    shard[..12].copy_from_slice(&[0x88, 0xd8, 0x34, 0x01, 1, 0, 0, 0, 9, 0, 0, 0]);
+    shard.extend((0u16..9).flat_map(|t| t.to_le_bytes()));
+    let path = dir.path().join("x_train_000001.bin");
+    std::fs::write(&path, shard).unwrap();
+    let data = ForeignDataset::open(&path, &ForeignOptions::new().format(ForeignFormat::Llmc)).unwrap();
+    let bytes = std::fs::read(llmc_order_dir().join("state_shuffled_r0.bin")).unwrap();
+    let c = LlmcCheckpoint::parse_header(&bytes).unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(c.epoch(&bytes, &data, (4, 4), u64::MAX).map_err(|e| e.to_string()));
+    });
+    let r = rx.recv_timeout(std::time::Duration::from_secs(20)).expect("the epoch search is bounded");
+    let e = r.unwrap_err();
+    assert!(e.contains("no epoch below 1 "), "{e}");
+}

@@ -441,3 +441,48 @@ fn issue34_gpt_config_defaults_are_megatron_cores() {
     assert_eq!(c.surplus, 0.005);
     assert_eq!(c.pad_token_id, -1);
 }
+
+/// Issue 32 class 6: the blend allocated its index from `--train-samples` before any size
+/// check (10^15 aborted on a failed allocation, 2^63 - 1 panicked on an overflowing sum),
+/// weights whose sum overflowed to infinity gave a silent empty blend, and a zero weight was
+/// taken (Megatron asserts every weight is positive). Each is now a typed error, before any
+/// allocation.
+#[test]
+fn issue32_blend_sizes_and_weights_are_checked_before_allocation() {
+    let limit = guideloom_interop::MAX_INDEX_BYTES;
+    for n in [1_000_000_000_000_000u64, (1 << 63) - 1, u64::MAX] {
+        match BlendIndex::new(&[0.5, 0.5], n, 0.005) {
+            Err(InteropError::IndexTooLarge { what: "blend index", count, bytes, limit: l }) => {
+                assert_eq!(count, if n == (1 << 63) - 1 || n == u64::MAX { count } else { n }, "{n}");
+                assert!(count >= n.min(1 << 62), "{n}: {count}");
+                assert_eq!(bytes, count.saturating_mul(10));
+                assert_eq!(l, limit);
+            }
+            other => panic!("{n}: {other:?}"),
+        }
+    }
+    assert!(matches!(
+        BlendIndex::unweighted(&[u64::MAX, 1], None),
+        Err(InteropError::IndexTooLarge { what: "blend index", count: u64::MAX, .. })
+    ));
+    assert!(matches!(
+        BlendIndex::unweighted(&[1 << 40, 1 << 40], Some(u64::MAX)),
+        Err(InteropError::IndexTooLarge { what: "blend index", count: 2_199_023_255_552, .. })
+    ));
+    for w in [&[1e308, 1e308][..], &[0.0, 1.0], &[f64::MAX, f64::MAX, 1.0]] {
+        assert!(
+            matches!(
+                BlendIndex::new(w, 10, 0.005),
+                Err(InteropError::InvalidConfig { field: "weights", .. })
+            ),
+            "{w:?}"
+        );
+    }
+    assert!(matches!(
+        BlendIndex::new(&[1.0, 1.0], 10, f64::NAN),
+        Err(InteropError::InvalidConfig { field: "surplus", .. })
+    ));
+    // The limit itself: just under it is built (checked by its size, not allocated here).
+    let ok = BlendIndex::new(&[1.0, 3.0], 1000, 0.0).unwrap();
+    assert_eq!(ok.len(), 1000);
+}

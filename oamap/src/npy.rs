@@ -249,7 +249,8 @@ impl NpzSource {
     /// # Errors
     /// [`OamapError::MissingArray`] when absent; [`OamapError::Npy`] for a bad header;
     /// [`OamapError::TooLarge`] when the header declares more than the member limit
-    /// ([`NpzSource::max_member_bytes`]) or takes the members decoded past the total
+    /// ([`NpzSource::max_member_bytes`], and for a compressed member
+    /// [`guideloom_formats::inflate_bound`] of its compressed size) or takes the members decoded past the total
     /// limit ([`NpzSource::max_total_bytes`]); [`OamapError::Archive`] when it cannot be
     /// decompressed.
     pub fn member_bytes(&self, name: &str) -> Result<Vec<u8>, OamapError> {
@@ -278,7 +279,12 @@ impl NpzSource {
             decoded.insert(name.to_string(), declared);
             Ok(())
         };
-        read_npy_member(name, file, self.max_member, budget)
+        // Bounded by the member's compressed size too (a ratio cap), not by its header's claim.
+        let limit = match file.compression() {
+            zip::CompressionMethod::Stored => self.max_member,
+            _ => self.max_member.min(guideloom_formats::inflate_bound(file.compressed_size())),
+        };
+        read_npy_member(name, file, limit, budget)
     }
 
     /// Decodes every member into an in-memory map.

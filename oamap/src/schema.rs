@@ -301,10 +301,15 @@ impl Schema {
             }
         }
         // 2. Derive names depth first; external targets under -X.
-        let mut assigned = vec![false; self.nodes.len()];
+        let mut naming = Naming {
+            assigned: vec![false; self.nodes.len()],
+            spent: 0,
+            limit: name_budget(&self.nodes, &self.prefix, &self.delimiter),
+        };
         let root = self.root;
         let prefix = self.prefix.clone();
-        self.derive(root, prefix, &mut assigned)?;
+        self.derive(root, prefix, &mut naming)?;
+        let assigned = naming.assigned;
         // 3. Positions of internal pointers get the target's derived name appended.
         for i in 0..self.nodes.len() {
             if !assigned[i] {
@@ -343,15 +348,17 @@ impl Schema {
         }
     }
 
-    fn derive(&mut self, id: NodeId, prefix: String, assigned: &mut [bool]) -> Result<(), OamapError> {
-        crate::limits::deep(|| self.derive_at(id, prefix, assigned))
+    fn derive(&mut self, id: NodeId, prefix: String, naming: &mut Naming) -> Result<(), OamapError> {
+        crate::limits::deep(|| self.derive_at(id, prefix, naming))
     }
 
-    fn derive_at(&mut self, id: NodeId, prefix: String, assigned: &mut [bool]) -> Result<(), OamapError> {
-        if assigned[id.0] {
+    fn derive_at(&mut self, id: NodeId, prefix: String, naming: &mut Naming) -> Result<(), OamapError> {
+        if naming.assigned[id.0] {
             return Err(OamapError::schema("a node is reached twice while naming arrays"));
         }
-        assigned[id.0] = true;
+        naming.assigned[id.0] = true;
+        // Every name below derives from `prefix`: counted before any is made.
+        naming.spend(prefix.len())?;
         let d = self.delimiter.clone();
         let node = &self.nodes[id.0];
         let named = match &node.name {
@@ -404,11 +411,13 @@ impl Schema {
             }
             _ => None,
         };
+        let made = [&mask, &first, &second].iter().filter_map(|n| n.as_ref().map(String::len)).sum::<usize>();
+        naming.spend(made)?;
         let node = &mut self.nodes[id.0];
         node.extension = extension;
         node.names = ArrayNames { prefix, mask, first, second };
         for (c, p) in children {
-            self.derive(c, p, assigned)?;
+            self.derive(c, p, naming)?;
         }
         Ok(())
     }
@@ -541,6 +550,50 @@ fn numpy_str(dtype: Dtype) -> String {
     } else {
         dtype.name()
     }
+}
+
+/// The state of naming a schema's arrays: the nodes named so far, and the bytes of the names
+/// made against their budget ([`name_budget`]).
+struct Naming {
+    assigned: Vec<bool>,
+    spent: u64,
+    limit: u64,
+}
+
+impl Naming {
+    /// Counts `bytes` more of names.
+    ///
+    /// # Errors
+    /// [`OamapError::TooLarge`] once the names pass their budget.
+    fn spend(&mut self, bytes: usize) -> Result<(), OamapError> {
+        self.spent = self.spent.saturating_add(bytes as u64);
+        if self.spent > self.limit {
+            return Err(OamapError::TooLarge {
+                what: "the array names a schema derives (each node's name repeats its ancestors'; pointers to nodes outside the tree chain them)".into(),
+                limit: self.limit,
+                found: self.spent,
+            });
+        }
+        Ok(())
+    }
+}
+
+/// The most bytes of array names a schema of `nodes` may derive, linear in the schema's
+/// size: 1 MiB, plus 4 KiB per node, plus 16 bytes per byte of the field names, node names
+/// and delimiter it holds (a name repeats its ancestors', so a chain of nodes, or of pointers
+/// to nodes outside the tree, would otherwise take memory quadratic in its length before
+/// anything else refuses it).
+fn name_budget(nodes: &[Node], prefix: &str, delimiter: &str) -> u64 {
+    let named = nodes.iter().fold((prefix.len() + delimiter.len()) as u64, |a, n| {
+        let fields = match &n.kind {
+            NodeKind::Record { fields } => fields.iter().map(|(f, _)| f.len() as u64).sum(),
+            _ => 0,
+        };
+        a.saturating_add(fields).saturating_add(n.name.as_ref().map_or(0, |s| s.len() as u64))
+    });
+    (1u64 << 20)
+        .saturating_add((nodes.len() as u64).saturating_mul(4096))
+        .saturating_add(named.saturating_mul(16))
 }
 
 /// A parsed node, or an unresolved `#label` / `{"ref": label}` reference (parse-time only:

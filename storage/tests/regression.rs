@@ -453,3 +453,155 @@ fn issue20_a_bad_manifest_entry_and_a_missing_file_report_the_first_in_shard_ord
     let e = open();
     assert!(matches!(&e, StorageError::MissingShard { shard: 2, .. }), "{e}");
 }
+
+/// A hook run once, at a point of a writer's opening.
+type Hook = std::sync::Mutex<Option<Box<dyn FnOnce() + Send>>>;
+
+/// A local directory that pauses a writer at the two points of its opening where another
+/// writer's commit matters: just before it takes the writer lock (`before_lock`), and just
+/// after it has read the manifest (`after_manifest`). With `lockless` it takes no lock (as an
+/// object store), so a second writer can commit between the manifest read and the commit.
+struct RaceDir {
+    inner: guideloom_storage::LocalDir,
+    lockless: bool,
+    before_lock: Hook,
+    after_manifest: Hook,
+}
+
+impl std::fmt::Debug for RaceDir {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RaceDir").field("inner", &self.inner).finish_non_exhaustive()
+    }
+}
+
+impl RaceDir {
+    fn new(path: &Path, lockless: bool) -> Self {
+        RaceDir {
+            inner: guideloom_storage::LocalDir::new(path),
+            lockless,
+            before_lock: Hook::default(),
+            after_manifest: Hook::default(),
+        }
+    }
+
+    fn run(hook: &Hook) {
+        let f = hook.lock().unwrap().take();
+        if let Some(f) = f {
+            f();
+        }
+    }
+}
+
+impl guideloom_storage::StorageDir for RaceDir {
+    fn path(&self) -> &Path {
+        self.inner.path()
+    }
+    fn file_len(&self, name: &str) -> guideloom_storage::Result<Option<u64>> {
+        self.inner.file_len(name)
+    }
+    fn read_at(&self, name: &str, offset: u64, out: &mut [u8]) -> guideloom_storage::Result<()> {
+        self.inner.read_at(name, offset, out)
+    }
+    fn read_file(&self, name: &str, max_len: u64) -> guideloom_storage::Result<Option<Vec<u8>>> {
+        let r = self.inner.read_file(name, max_len);
+        if name == guideloom_storage::MANIFEST_FILE {
+            Self::run(&self.after_manifest);
+        }
+        r
+    }
+}
+
+impl guideloom_storage::WriteDir for RaceDir {
+    fn create_dir(&self) -> guideloom_storage::Result<()> {
+        self.inner.create_dir()
+    }
+    fn lock(&self) -> guideloom_storage::Result<guideloom_storage::DirLock> {
+        Self::run(&self.before_lock);
+        if self.lockless {
+            Ok(guideloom_storage::DirLock::none())
+        } else {
+            self.inner.lock()
+        }
+    }
+    fn open_write(
+        &self,
+        name: &str,
+        create: bool,
+    ) -> guideloom_storage::Result<Box<dyn guideloom_storage::WriteFile>> {
+        self.inner.open_write(name, create)
+    }
+    fn rename(&self, from: &str, to: &str) -> guideloom_storage::Result<()> {
+        self.inner.rename(from, to)
+    }
+    fn sync_dir(&self) -> guideloom_storage::Result<()> {
+        self.inner.sync_dir()
+    }
+    fn replace_if(&self, name: &str, expected: Option<&[u8]>, bytes: &[u8]) -> guideloom_storage::Result<()> {
+        self.inner.replace_if(name, expected, bytes)
+    }
+}
+
+/// Issue 32 class 7: the old check of the append race paused a writer on a planted FIFO
+/// lock, which is refused now. The writer is now paused deterministically (a `WriteDir`
+/// that runs a second writer at the pause): a second writer's commit just before the first
+/// takes its lock is read by the first (both shards' tokens stay); one between the first's
+/// manifest read and its commit (a directory without a lock, as an object store) makes the
+/// first's commit a `ConcurrentCommit`, and after reopening both writers' tokens are there.
+#[test]
+fn issue32_a_second_writer_committing_at_the_pause_loses_no_token() {
+    use guideloom_storage::{StorageError, StreamWriter, WriteDir};
+    let fmt = TokenFormat::<u16>::new;
+    let second = |path: std::path::PathBuf, shard: u64, tokens: Vec<u32>| {
+        move || {
+            let mut w = StreamWriter::open(&path, TokenFormat::<u16>::new()).unwrap();
+            w.append(shard, &tokens).unwrap();
+            w.commit().unwrap();
+        }
+    };
+    for lockless in [false, true] {
+        let tmp = tempfile::tempdir().unwrap();
+        let mut w = StreamWriter::open(tmp.path(), fmt()).unwrap();
+        w.append(0, &[1, 2]).unwrap();
+        w.commit().unwrap();
+        drop(w);
+        // Paused before locking: the second writer commits shard 1 there.
+        let dir = std::sync::Arc::new(RaceDir::new(tmp.path(), lockless));
+        *dir.before_lock.lock().unwrap() = Some(Box::new(second(tmp.path().to_path_buf(), 1, vec![7, 8])));
+        let as_dir: std::sync::Arc<dyn WriteDir> = dir.clone();
+        let mut a = StreamWriter::open_in(as_dir, fmt()).unwrap();
+        a.append(0, &[3]).unwrap();
+        a.commit().unwrap();
+        drop(a);
+        let r = StreamReader::open(tmp.path(), fmt()).unwrap();
+        assert_eq!(
+            r.read(Window::new(0, 5)).unwrap(),
+            vec![1, 2, 3, 7, 8],
+            "lockless {lockless}: before the lock"
+        );
+        if !lockless {
+            continue;
+        }
+        // Paused after the manifest read, without a lock: the second writer commits shard 2.
+        let dir = std::sync::Arc::new(RaceDir::new(tmp.path(), true));
+        *dir.after_manifest.lock().unwrap() = Some(Box::new(second(tmp.path().to_path_buf(), 2, vec![9])));
+        let as_dir: std::sync::Arc<dyn WriteDir> = dir.clone();
+        let mut a = StreamWriter::open_in(as_dir, fmt()).unwrap();
+        a.append(0, &[4]).unwrap();
+        let e = a.commit().unwrap_err();
+        assert!(matches!(e, StorageError::ConcurrentCommit { .. }), "{e}");
+        drop(a);
+        let r = StreamReader::open(tmp.path(), fmt()).unwrap();
+        assert_eq!(
+            r.read(Window::new(0, 6)).unwrap(),
+            vec![1, 2, 3, 7, 8, 9],
+            "the second writer's commit stays"
+        );
+        // The first writer tries again: it reads the second's manifest, and nothing is lost.
+        let mut a = StreamWriter::open(tmp.path(), fmt()).unwrap();
+        a.append(0, &[4]).unwrap();
+        a.commit().unwrap();
+        drop(a);
+        let r = StreamReader::open(tmp.path(), fmt()).unwrap();
+        assert_eq!(r.read(Window::new(0, 7)).unwrap(), vec![1, 2, 3, 4, 7, 8, 9]);
+    }
+}

@@ -110,9 +110,93 @@ pub(crate) fn ingest_remote<R>(
     if dir.file_len(guideloom::storage::MANIFEST_FILE)?.is_some() {
         return Err(format!("{url} already holds a storage; give --out another prefix").into());
     }
-    let tmp = tempfile::tempdir()?;
-    let local = tmp.path().join("storage");
+    let staging = Staging::new()?;
+    let local = staging.path().join("storage");
     let r = ingest(&local)?;
     dir.upload(&local)?;
     Ok(Some(r))
+}
+
+/// The names of staging directories start with this, then the process id and `-`.
+const STAGING_PREFIX: &str = "guideloom-staging-";
+
+/// The local storage `ingest --out URL` writes before uploading it: a directory in the
+/// system's temporary directory named `guideloom-staging-<pid>-<random>`, removed when this
+/// value drops (the command ends or fails), when the process gets SIGINT or SIGTERM (a thread
+/// removes it, then the signal takes its default course), and, should the process die
+/// otherwise (SIGKILL, a crash), by the next `ingest --out URL`, which removes the staging
+/// directories of this user whose process is gone.
+struct Staging {
+    dir: Option<tempfile::TempDir>,
+    handle: Option<signal_hook::iterator::Handle>,
+}
+
+impl Staging {
+    fn new() -> CliResult<Self> {
+        let dir =
+            tempfile::Builder::new().prefix(&format!("{STAGING_PREFIX}{}-", std::process::id())).tempdir()?;
+        remove_stale_staging(dir.path());
+        let path = dir.path().to_path_buf();
+        let mut signals =
+            signal_hook::iterator::Signals::new([signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM])?;
+        let handle = signals.handle();
+        std::thread::spawn(move || {
+            if let Some(sig) = signals.forever().next() {
+                // The writer may still be adding files: a few tries.
+                for _ in 0..5 {
+                    if std::fs::remove_dir_all(&path).is_ok() || !path.exists() {
+                        break;
+                    }
+                }
+                let _ = signal_hook::low_level::emulate_default_handler(sig);
+                std::process::exit(128 + sig);
+            }
+        });
+        Ok(Staging { dir: Some(dir), handle: Some(handle) })
+    }
+
+    fn path(&self) -> &Path {
+        self.dir.as_ref().map_or(Path::new(""), |d| d.path())
+    }
+}
+
+impl Drop for Staging {
+    fn drop(&mut self) {
+        if let Some(h) = self.handle.take() {
+            h.close();
+        }
+        drop(self.dir.take());
+    }
+}
+
+/// Removes the staging directories beside `mine` (one this process just made) that belong to
+/// this user and to a process that no longer runs (`/proc/<pid>` is gone): those of a run
+/// killed before it could remove its own. Entries that are links, not directories, of another
+/// user, or not named as staging directories are left alone.
+fn remove_stale_staging(mine: &Path) {
+    use std::os::unix::fs::MetadataExt;
+    // Without /proc (not Linux) no process can be told gone: nothing is removed.
+    if !Path::new("/proc/self").exists() {
+        return;
+    }
+    let (Some(parent), Ok(me)) = (mine.parent(), std::fs::symlink_metadata(mine)) else { return };
+    let Ok(entries) = std::fs::read_dir(parent) else { return };
+    for e in entries.flatten() {
+        let name = e.file_name();
+        let Some(pid) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix(STAGING_PREFIX))
+            .and_then(|rest| rest.split('-').next())
+            .and_then(|p| p.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        let Ok(m) = std::fs::symlink_metadata(e.path()) else { continue };
+        if !m.is_dir() || m.uid() != me.uid() || e.path() == mine {
+            continue;
+        }
+        if pid != std::process::id() && !Path::new(&format!("/proc/{pid}")).exists() {
+            let _ = std::fs::remove_dir_all(e.path());
+        }
+    }
 }

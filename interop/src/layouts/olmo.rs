@@ -57,10 +57,20 @@ pub(crate) fn open(place: &Place, options: &ForeignOptions) -> Result<Parts> {
 fn read_metadata(fs: &Fs, name: &str, tokens: u64) -> Result<Vec<u64>> {
     let gz = fs.read_whole(name, MAX_INDEX_BYTES)?;
     let mut text = String::new();
+    // Bounded by the compressed size (a ratio cap), not only by the index limit.
+    let cap = MAX_INDEX_BYTES.min(guideloom_formats::inflate_bound(gz.len() as u64));
     flate2::read::GzDecoder::new(&gz[..])
-        .take(MAX_INDEX_BYTES)
+        .take(cap.saturating_add(1))
         .read_to_string(&mut text)
         .map_err(|e| fs.err(name, ForeignError::DecompressionFailed { reason: e.to_string() }))?;
+    if text.len() as u64 > cap {
+        return Err(fs.err(
+            name,
+            ForeignError::DecompressionFailed {
+                reason: format!("{} compressed bytes inflate past {cap} bytes", gz.len()),
+            },
+        ));
+    }
     let mut ends = Vec::new();
     let mut prev = 0u64;
     for (row, line) in text.lines().filter(|l| !l.trim().is_empty()).enumerate() {

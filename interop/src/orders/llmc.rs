@@ -304,6 +304,10 @@ pub struct LlmcCheckpoint {
     pub sample: u64,
 }
 
+/// The most permutation steps (shards and batch positions drawn) [`LlmcCheckpoint::epoch`]
+/// replays looking for a checkpoint's epoch (2^28: seconds of work).
+const LLMC_EPOCH_SEARCH_STEPS: u64 = 1 << 28;
+
 /// Bytes of llm.c's `mt19937_state` struct on a 64-bit platform.
 const LLMC_RNG_BYTES: usize = 8 + 4 + 4 + 624 * 4 + 8;
 
@@ -374,7 +378,9 @@ impl LlmcCheckpoint {
     /// shard's batch permutation and generator state, computed as
     /// [`llmc_shuffled_windows`] does for this rank, equal the tail's. `tail` holds the
     /// file's last bytes (at least [`LlmcCheckpoint::tail_bytes`], or the whole file); epochs
-    /// `0 .. max_epochs` are tried.
+    /// `0 .. max_epochs` are tried, within 2^28 replayed permutation steps (an epoch that
+    /// draws nothing, one shard of at most one batch, equals the first: only epoch 0 is
+    /// tried then).
     ///
     /// # Errors
     /// [`InteropError::ForeignCheckpoint`] when the checkpoint is not a shuffled one, or no
@@ -393,8 +399,16 @@ impl LlmcCheckpoint {
         let (_, step) = steps(batch, seq, self.processes)?;
         let (per, _) = shard_batches(data, step);
         let n = per.len();
+        // Bounded whatever `max_epochs` is: an epoch that draws nothing (one shard of at most
+        // one batch) leaves the generator as it was, so every epoch equals the first; others
+        // are replayed within LLMC_EPOCH_SEARCH_STEPS permutation steps.
+        let draws = per.iter().fold(n as u64, |a, &p| a.saturating_add(p));
+        let draws_nothing = n <= 1 && per.iter().all(|&p| p <= 1);
+        let tried =
+            if draws_nothing { 1 } else { max_epochs.min(LLMC_EPOCH_SEARCH_STEPS / draws.max(1)).max(1) };
+        let tried = tried.min(max_epochs);
         let mut found = None;
-        walk_shuffled(&per, self.rank, max_epochs, |e, order, at, positions, rng| {
+        walk_shuffled(&per, self.rank, tried, |e, order, at, positions, rng| {
             if at as u64 != self.shard {
                 return true;
             }
@@ -405,9 +419,14 @@ impl LlmcCheckpoint {
             true
         })?;
         found.ok_or_else(|| {
+            let bound = if tried < max_epochs {
+                format!(" (the search stops after {tried} epochs: each draws {draws} permutation steps, at most {LLMC_EPOCH_SEARCH_STEPS} are replayed)")
+            } else {
+                String::new()
+            };
             checkpoint_error(format!(
-                "no epoch below {max_epochs} of rank {} over these {n} shards (B = {batch}, T = {seq}, \
-                 {} processes) has the checkpoint's shard order, batch permutation and generator state",
+                "no epoch below {tried} of rank {} over these {n} shards (B = {batch}, T = {seq}, \
+                 {} processes) has the checkpoint's shard order, batch permutation and generator state{bound}",
                 self.rank, self.processes
             ))
         })

@@ -2,6 +2,7 @@
 //! ([`llmc`]), with the states that continue their runs, and each run as a loader ([`megatron::run`],
 //! [`llmc_run`]).
 
+pub(crate) mod capacity;
 pub(crate) mod llmc;
 pub(crate) mod llmc_run;
 pub(crate) mod megatron;

@@ -425,3 +425,50 @@ fn issue19_mutated_npz_files_read_exactly_or_fail_typed_never_panic_or_hang() {
     assert!(typed > 500, "most damage is detected: {same} same, {typed} typed errors, {differ} other values");
     eprintln!("mutated npz: {same} read exactly, {typed} typed errors, {differ} other values (no checksum)");
 }
+
+/// Issue 32 class 5: a 1 MiB `.npz` still inflated to 1 GiB when its member's header
+/// declared that much (the declared size was the only bound). A compressed member now
+/// inflates at most [`guideloom_formats::inflate_bound`] of its compressed size (100 times
+/// plus 1 MiB), refused before any data is inflated.
+#[test]
+fn issue32_a_compressed_member_is_bounded_by_its_compressed_size_not_its_header() {
+    // 64 MiB of zeros declared and held, deflated to well under 1 MiB.
+    let bytes = many_members(1, 16 << 20);
+    assert!(bytes.len() < 1 << 20, "{} bytes", bytes.len());
+    let src = NpzSource::new(bytes).unwrap();
+    match src.get("m0").unwrap_err() {
+        OamapError::TooLarge { what, limit, found } => {
+            assert!(what.contains("\"m0\""), "{what}");
+            assert_eq!(found, (64 << 20) + 128);
+            assert!(limit < 8 << 20, "{limit}");
+        }
+        other => panic!("{other}"),
+    }
+    // An honest member (1 MiB of zeros, within the allowance) still reads.
+    assert_eq!(NpzSource::new(many_members(1, 1 << 18)).unwrap().get("m0").unwrap().len(), 1 << 18);
+}
+
+/// Issue 32 class 5: a schema of 20,000 pointers whose targets (outside the tree) chain
+/// through labels took 1.85 GB of array names before it was refused (each name repeats its
+/// ancestors'). The names a schema derives are now bounded linearly in its size: it is
+/// refused after at most 4 KiB of names per node.
+#[test]
+fn issue32_chained_labels_are_refused_in_memory_linear_in_the_schema() {
+    let n = 20_000;
+    let mut fields = serde_json::Map::new();
+    for k in 0..n {
+        let target = if k + 1 < n { json!({"ref": format!("X{}", k + 1)}) } else { json!("int32") };
+        fields.insert(
+            format!("f{k}"),
+            json!({"type": "pointer", "target": {"type": "pointer", "label": format!("X{k}"), "target": target}}),
+        );
+    }
+    let schema = json!({"type": "record", "fields": fields});
+    match Schema::from_json(&schema).unwrap_err() {
+        OamapError::TooLarge { what, limit, found } => {
+            assert!(what.contains("array names"), "{what}");
+            assert!(limit < 200 << 20 && found <= limit + (1 << 20), "{limit} {found}");
+        }
+        other => panic!("{other}"),
+    }
+}

@@ -38,6 +38,9 @@ struct FileCheck {
 pub(super) struct Checks {
     expect: HashMap<String, Expect>,
     files: HashMap<String, FileCheck>,
+    /// Per file, per block: the crc32c of the block's bytes as the store holds them (see
+    /// [`Checks::trusted_crc`]).
+    trusted: HashMap<String, HashMap<u64, u32>>,
 }
 
 impl Checks {
@@ -54,6 +57,7 @@ impl Checks {
             self.files.keys().filter(|n| self.expect.get(*n) != expect.get(*n)).cloned().collect();
         for n in changed {
             self.files.remove(&n);
+            self.trusted.remove(&n);
         }
         self.expect = expect;
     }
@@ -61,6 +65,7 @@ impl Checks {
     /// Forgets the check of `name` (its object was written or removed).
     pub(super) fn forget(&mut self, name: &str) {
         self.files.remove(name);
+        self.trusted.remove(name);
     }
 
     /// Checks the cached blocks of `name` against its expected checksum, once, before the
@@ -85,25 +90,29 @@ impl Checks {
         state.cache_checked = true;
         let n = e.committed.div_ceil(bs.0);
         let mut crc = 0u32;
+        // Per block: the crc32c of all its cached bytes (what a later `get` must find).
+        let mut whole = HashMap::new();
         for id in 0..n {
             let start = id * bs.0;
             let part = (e.committed - start).min(bs.0);
             let block = if part == bs.0 {
-                cache.trailer(name, id, bs.0)
+                cache.trailer(name, id, bs.0).map(|c| (c, c))
             } else {
                 // The last committed block: a shorter object ends here, a longer one (bytes
                 // past the commit) needs its committed part's crc from its bytes.
-                cache.trailer(name, id, part).or_else(|| {
+                cache.trailer(name, id, part).map(|c| (c, c)).or_else(|| {
                     let len = size()?.min(start + bs.0).checked_sub(start)?;
-                    let (bytes, _) = cache.get(name, id, len)?;
-                    bytes.get(..part as usize).map(crc32c::crc32c)
+                    let (bytes, all) = cache.get(name, id, len)?;
+                    bytes.get(..part as usize).map(|b| (crc32c::crc32c(b), all))
                 })
             };
-            let Some(b) = block else { return };
+            let Some((b, all)) = block else { return };
+            whole.insert(id, all);
             crc = if id == 0 { b } else { crc32c::crc32c_combine(crc, b, part as usize) };
         }
         if crc == e.checksum {
             state.verified = true;
+            self.trusted.entry(name.to_string()).or_default().extend(whole);
             return;
         }
         log::warn!(
@@ -115,7 +124,18 @@ impl Checks {
         }
     }
 
-    /// Records the crc32c of `block` of `name` for the check; when every committed block is
+    /// The crc32c a cached block `block` of `name` must have to be served: the one its bytes
+    /// had when this process fetched them from the store, or the one the cache held when the
+    /// cached blocks of the whole file were checked against its manifest's checksum
+    /// ([`Checks::check_cached`]). `None`: the cache's copy is not to be served (it is fetched
+    /// from the store). Kept in memory, outside the cache: a block edited in the cache together
+    /// with the checksum the cache keeps beside it does not match.
+    pub(super) fn trusted_crc(&self, name: &str, block: u64) -> Option<u32> {
+        self.trusted.get(name)?.get(&block).copied()
+    }
+
+    /// Records the crc32c of `block` of `name` for the check (one from the store is trusted
+    /// for its cached copy, [`Checks::trusted_crc`]); when every committed block is
     /// recorded, checks them. Returns the blocks to drop: cached ones that failed the check
     /// (removed from `cache`; they are fetched again). When the store's own bytes fail it,
     /// every later read of the file fails ([`Checks::error`]) and nothing of it stays cached.
@@ -127,6 +147,9 @@ impl Checks {
         cache: Option<&DiskCache>,
         url: &str,
     ) -> Vec<u64> {
+        if !block.from_cache {
+            self.trusted.entry(name.to_string()).or_default().insert(block.id, block.crc);
+        }
         let Some(&e) = self.expect.get(name) else { return Vec::new() };
         let state = self.files.entry(name.to_string()).or_default();
         let start = block.id * bs.0;

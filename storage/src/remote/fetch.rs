@@ -22,6 +22,10 @@ use super::RemoteOptions;
 use crate::dir::ExpectedFile;
 use crate::Result;
 
+/// The most bytes a body's buffer is sized for before any arrives (a server's declared
+/// length beyond it grows the buffer only as bytes come).
+const MAX_PREALLOC: u64 = 64 << 20;
+
 /// What the background fetches share with the directory.
 pub(super) struct Inner {
     pub(super) store: Arc<dyn ObjectStore>,
@@ -51,8 +55,9 @@ impl std::fmt::Debug for Inner {
 pub(super) enum Whole {
     /// Unchanged since the entity tag asked with (`If-None-Match`).
     NotModified,
-    /// Its bytes, and the version that holds them.
-    Body { bytes: Bytes, version: UpdateVersion },
+    /// Its bytes (at most the bound asked plus one), the version that holds them, and whether
+    /// they are all of the object's (`false`: cut at the bound).
+    Body { bytes: Bytes, version: UpdateVersion, whole: bool },
 }
 
 impl Inner {
@@ -134,19 +139,30 @@ impl Inner {
         .await
     }
 
-    /// Bytes `range` of `name`, exactly `range.end - range.start` of them.
+    /// Bytes `range` of `name`, exactly `range.end - range.start` of them. The length the
+    /// server declares is checked before the body is read, and the body is read at most one
+    /// byte past what was asked (an endless or overlong body is cut there, never read whole).
     async fn get_range(&self, name: &str, range: Range<u64>) -> std::result::Result<Bytes, Failure> {
         let path = self.object(name);
         let want = range.end - range.start;
         self.retry("get", name, Some(range.clone()), || {
             let (path, range) = (path.clone(), range.clone());
             async move {
-                let b = self.store.get_range(&path, range).await.map_err(|e| classify(&e))?;
-                add(&self.stats.bytes_fetched, b.len() as u64);
+                let opts = GetOptions { range: Some(range.clone().into()), ..GetOptions::default() };
+                let r = self.store.get_opts(&path, opts).await.map_err(|e| classify(&e))?;
+                let declared = r.range.end.saturating_sub(r.range.start);
+                if r.range.start != range.start || declared != want {
+                    return Err(Attempt::Retry(format!(
+                        "the server declared bytes {}..{}, {}..{} were asked for",
+                        r.range.start, r.range.end, range.start, range.end
+                    )));
+                }
+                let b = self.body_within(r, want).await?;
                 if b.len() as u64 != want {
                     return Err(Attempt::Retry(format!(
-                        "the body held {} bytes, {want} were asked for",
-                        b.len()
+                        "the body held {}{} bytes, {want} were asked for",
+                        if b.len() as u64 > want { "more than " } else { "" },
+                        b.len().min(usize::try_from(want).unwrap_or(usize::MAX))
                     )));
                 }
                 Ok(b)
@@ -155,13 +171,44 @@ impl Inner {
         .await
     }
 
+    /// The body of `r`, read chunk by chunk and cut after `limit + 1` bytes (a longer body is
+    /// dropped unread past there: the caller sees it is too long). The buffer is sized from
+    /// the server's declared length only up to that bound.
+    async fn body_within(
+        &self,
+        r: object_store::GetResult,
+        limit: u64,
+    ) -> std::result::Result<Bytes, Attempt> {
+        use futures::StreamExt as _;
+        let cut = limit.saturating_add(1);
+        let declared = r.range.end.saturating_sub(r.range.start);
+        let cap = usize::try_from(declared.min(cut).min(MAX_PREALLOC)).unwrap_or(0);
+        let mut out = bytes::BytesMut::with_capacity(cap);
+        let mut body = r.into_stream();
+        while let Some(chunk) = body.next().await {
+            let chunk = chunk.map_err(|e| classify(&e))?;
+            add(&self.stats.bytes_fetched, chunk.len() as u64);
+            let room = usize::try_from(cut - out.len() as u64).unwrap_or(usize::MAX);
+            if chunk.len() >= room {
+                out.extend_from_slice(&chunk[..room]);
+                break;
+            }
+            out.extend_from_slice(&chunk);
+        }
+        Ok(out.freeze())
+    }
+
     /// The whole object `name` by one `GET`, retried (a body shorter than the object is
     /// retried); `None` when it does not exist. With `if_none_match` (an entity tag) an
-    /// unchanged object is [`Whole::NotModified`], without a body.
+    /// unchanged object is [`Whole::NotModified`], without a body. At most `max_len + 1` bytes
+    /// of the body are read (the rest is dropped unread, as [`crate::StorageDir::read_file`]
+    /// cuts a file): the object's declared length is checked against that bound before the
+    /// body is read.
     pub(super) async fn get_whole(
         &self,
         name: &str,
         if_none_match: Option<String>,
+        max_len: u64,
     ) -> std::result::Result<Option<Whole>, Failure> {
         let path = self.object(name);
         self.retry("get", name, None, || {
@@ -174,15 +221,16 @@ impl Inner {
                         let version =
                             UpdateVersion { e_tag: r.meta.e_tag.clone(), version: r.meta.version.clone() };
                         let size = r.meta.size;
-                        let bytes = r.bytes().await.map_err(|e| classify(&e))?;
-                        add(&self.stats.bytes_fetched, bytes.len() as u64);
-                        if bytes.len() as u64 != size {
+                        let whole = size <= max_len;
+                        let bytes = self.body_within(r, max_len).await?;
+                        let expect = size.min(max_len.saturating_add(1));
+                        if bytes.len() as u64 != expect {
                             return Err(Attempt::Retry(format!(
                                 "the body held {} bytes, the object {size}",
                                 bytes.len()
                             )));
                         }
-                        Ok(Some(Whole::Body { bytes, version }))
+                        Ok(Some(Whole::Body { bytes, version, whole }))
                     }
                     Err(object_store::Error::NotModified { .. }) => Ok(Some(Whole::NotModified)),
                     Err(object_store::Error::NotFound { .. }) => Ok(None),
@@ -336,7 +384,7 @@ impl Inner {
         let mut todo: Vec<u64> = Vec::new();
         for id in run.clone() {
             let r = bs.range(id, size);
-            match self.cache.as_ref().and_then(|c| c.get(&name, id, r.end - r.start)) {
+            match self.cache.as_ref().and_then(|c| self.cached_block(c, &name, id, r.end - r.start)) {
                 Some((b, crc)) => {
                     add(&self.stats.bytes_from_cache, b.len() as u64);
                     // Ready at once: a reader waiting for this block does not wait for the
@@ -381,6 +429,25 @@ impl Inner {
         guard.armed = false;
         drop(b);
         self.arrived.notify_all();
+    }
+
+    /// Block `id` (`len` bytes) of `name` from the local cache, when its crc32c is the one
+    /// the checks trust for it ([`Checks::trusted_crc`]: the store's bytes fetched by this
+    /// process, or a cached file checked whole against its manifest). Any other copy is not
+    /// served (a copy that differs from the trusted one is removed): the cache's own checksum
+    /// beside a block can be edited with it.
+    fn cached_block(&self, cache: &DiskCache, name: &str, id: u64, len: u64) -> Option<(Vec<u8>, u32)> {
+        let want = self.lock_checks().trusted_crc(name, id)?;
+        let (bytes, crc) = cache.get(name, id, len)?;
+        if crc != want {
+            log::warn!(
+                "the cached block {id} of {}/{name} has crc32c {crc:#010x}, the store's {want:#010x}: fetching it again",
+                self.url
+            );
+            cache.remove(name, id);
+            return None;
+        }
+        Some((bytes, crc))
     }
 
     /// Marks the blocks `ready` of `name` ready after recording them for the checks, drops

@@ -58,6 +58,8 @@ pub use options::{
 pub use stats::RemoteStats;
 #[cfg(feature = "remote")]
 pub use store::RemoteDir;
+#[cfg(feature = "remote")]
+pub(crate) use write::UPLOAD_PART;
 
 /// The URL schemes read as remote object stores (`file://` is read as a local path).
 pub const REMOTE_SCHEMES: &[&str] =

@@ -160,14 +160,12 @@ impl StorageDir for RemoteDir {
         let inner = &self.inner;
         let cached = inner.cache.as_ref().and_then(|c| c.whole(name));
         let etag = cached.as_ref().map(|(etag, _)| etag.clone());
-        let got = self.rt().block_on(inner.get_whole(name, etag)).map_err(|f| f.error())?;
+        let got = self.rt().block_on(inner.get_whole(name, etag, max_len)).map_err(|f| f.error())?;
         let mut bytes = match got {
             None => return Ok(None),
-            Some(Whole::Body { bytes, version }) => {
-                if let (Some(c), Some(etag)) = (&inner.cache, &version.e_tag) {
-                    if bytes.len() as u64 <= max_len {
-                        c.put_whole(name, etag, &bytes);
-                    }
+            Some(Whole::Body { bytes, version, whole }) => {
+                if let (Some(c), Some(etag), true) = (&inner.cache, &version.e_tag, whole) {
+                    c.put_whole(name, etag, &bytes);
                 }
                 bytes.to_vec()
             }

@@ -9,10 +9,19 @@ use bytes::Bytes;
 use object_store::{PutMode, PutOptions, PutPayload, UpdateVersion};
 
 use super::fetch::{Inner, Whole};
-use super::retry::{classify, classify_put};
+use super::retry::{classify, classify_put, Attempt};
 use super::store::RemoteDir;
 use crate::dir::{BufferedFile, DirLock, WriteDir, WriteFile};
 use crate::{Result, StorageError};
+
+/// `m` locked, a poisoned lock taken as it is.
+fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// The bytes of one part of a multipart upload ([`RemoteDir::put_parts`]; 8 MiB: S3 takes
+/// parts of at least 5 MiB but the last).
+pub(crate) const UPLOAD_PART: u64 = 8 << 20;
 
 /// Writes `bytes` as object `name` (a plain name, checked by the caller; one `PUT`, retried)
 /// on the runtime `rt`, and forgets what was known of it.
@@ -96,7 +105,7 @@ fn put_versioned(
     inner.forget(name);
     match r.map_err(|f| f.error())? {
         Ok(now) => *at = now,
-        Err(Some(tried)) => match current(inner, rt, name)? {
+        Err(Some(tried)) => match current(inner, rt, name, bytes.len() as u64)? {
             Some((now, v)) if tried > 1 && now == bytes => *at = Version::of(v),
             _ => return Err(conflict()),
         },
@@ -117,11 +126,16 @@ fn put_versioned(
     Ok(())
 }
 
-/// The whole object `name` and the version holding it, by one `GET` (not through the local
-/// cache); `None` when it does not exist.
-fn current(inner: &Inner, rt: &tokio::runtime::Handle, name: &str) -> Result<Option<(Bytes, UpdateVersion)>> {
-    match rt.block_on(inner.get_whole(name, None)).map_err(|f| f.error())? {
-        Some(Whole::Body { bytes, version }) => Ok(Some((bytes, version))),
+/// The object `name` (its first `max_len + 1` bytes at most) and the version holding it, by
+/// one `GET` (not through the local cache); `None` when it does not exist.
+fn current(
+    inner: &Inner,
+    rt: &tokio::runtime::Handle,
+    name: &str,
+    max_len: u64,
+) -> Result<Option<(Bytes, UpdateVersion)>> {
+    match rt.block_on(inner.get_whole(name, None, max_len)).map_err(|f| f.error())? {
+        Some(Whole::Body { bytes, version, .. }) => Ok(Some((bytes, version))),
         // Asked without an entity tag: never "not modified".
         Some(Whole::NotModified) | None => Ok(None),
     }
@@ -136,6 +150,72 @@ impl RemoteDir {
     pub fn put(&self, name: &str, bytes: Vec<u8>) -> Result<()> {
         self.check_name(name)?;
         put_object(&self.inner, self.rt().handle(), name, Bytes::from(bytes))
+    }
+
+    /// Writes object `name` of `len` bytes read by `read` (`read(offset, buf)` fills `buf`
+    /// with the bytes at `offset`), in parts of [`UPLOAD_PART`] bytes: one `PUT` when it fits
+    /// one part, a multipart upload otherwise (one part in memory at a time; the object
+    /// appears only when the upload completes). `verify` runs after the last byte is read and
+    /// before the object is completed: its error aborts the upload, and nothing is put. A
+    /// failed multipart upload is aborted and started again from its first byte, within the
+    /// directory's retries.
+    ///
+    /// # Errors
+    /// [`StorageError::UnsafeFile`] for a name that is not a plain file name; the errors of
+    /// `read` and `verify`; [`StorageError::Remote`] when the upload fails after its retries.
+    pub(crate) fn put_parts(
+        &self,
+        name: &str,
+        len: u64,
+        read: &mut dyn FnMut(u64, &mut [u8]) -> Result<()>,
+        verify: &mut dyn FnMut() -> Result<()>,
+    ) -> Result<()> {
+        self.check_name(name)?;
+        let inner = &self.inner;
+        if len <= UPLOAD_PART {
+            let mut buf = vec![0u8; len as usize];
+            read(0, &mut buf)?;
+            verify()?;
+            return put_object(inner, self.rt().handle(), name, Bytes::from(buf));
+        }
+        let path = inner.object(name);
+        let local = std::sync::Mutex::new((read, verify));
+        let failed: std::sync::Mutex<Option<StorageError>> = std::sync::Mutex::new(None);
+        let r = self.rt().block_on(inner.retry("put", name, None, || {
+            let (path, local, failed) = (path.clone(), &local, &failed);
+            async move {
+                let mut up = inner.store.put_multipart(&path).await.map_err(|e| classify(&e))?;
+                let outcome = async {
+                    let stop = |e: StorageError| {
+                        let why = e.to_string();
+                        *lock(failed) = Some(e);
+                        Attempt::Fatal(why)
+                    };
+                    let mut off = 0u64;
+                    while off < len {
+                        let n = (len - off).min(UPLOAD_PART);
+                        let mut buf = vec![0u8; n as usize];
+                        let got = (lock(local).0)(off, &mut buf);
+                        got.map_err(stop)?;
+                        up.put_part(PutPayload::from(Bytes::from(buf))).await.map_err(|e| classify(&e))?;
+                        off += n;
+                    }
+                    let checked = (lock(local).1)();
+                    checked.map_err(stop)?;
+                    up.complete().await.map(drop).map_err(|e| classify(&e))
+                }
+                .await;
+                if outcome.is_err() {
+                    let _ = up.abort().await;
+                }
+                outcome
+            }
+        }));
+        inner.forget(name);
+        if let Some(e) = lock(&failed).take() {
+            return Err(e);
+        }
+        r.map_err(|f| f.error())
     }
 
     /// Removes object `name` (retried; a missing object is not an error).
@@ -181,7 +261,8 @@ impl WriteDir for RemoteDir {
     /// overwrites bytes another writer committed.
     fn open_write(&self, name: &str, create: bool) -> Result<Box<dyn WriteFile>> {
         self.check_name(name)?;
-        let (bytes, mut at) = match current(&self.inner, self.rt().handle(), name)? {
+        // Whole: this writer changes the object in memory (the store's length bounds it).
+        let (bytes, mut at) = match current(&self.inner, self.rt().handle(), name, u64::MAX)? {
             Some((b, v)) => (b.to_vec(), Version::of(v)),
             None if create => (Vec::new(), Version::Absent),
             None => return Err(self.not_found(name)),
@@ -224,7 +305,7 @@ impl WriteDir for RemoteDir {
         let (inner, rt, path) = (&self.inner, self.rt().handle(), self.label.join(name));
         let mut at = match expected {
             None => Version::Absent,
-            Some(want) => match current(inner, rt, name)? {
+            Some(want) => match current(inner, rt, name, want.len() as u64)? {
                 Some((now, version)) if now == want => Version::of(version),
                 _ => return Err(StorageError::ConcurrentCommit { path }),
             },

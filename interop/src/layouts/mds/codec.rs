@@ -43,14 +43,28 @@ pub(crate) fn check_hashes(hashes: &[(String, String)], bytes: &[u8]) -> Result<
     Ok(())
 }
 
-/// Inflates `packed` (compressed with `algo`, `zstd` or `gz`), reading at most `size + 1`
-/// bytes of output (so a shard that inflates past its size is seen without inflating it all).
+/// Inflates `packed` (compressed with `algo`, `zstd` or `gz`) to the `size` bytes the index
+/// claims, never past what `packed` may inflate to ([`guideloom_formats::inflate_bound`]): a
+/// claim beyond that is refused before anything is inflated, and at most `size + 1` bytes of
+/// output are read (so a shard that inflates past its size is seen without inflating it all).
 ///
 /// # Errors
-/// [`ForeignError::DecompressionFailed`]; [`ForeignError::UnsupportedCompression`] for another
-/// algorithm.
+/// [`ForeignError::DecompressionFailed`] (also for a claim past the bound);
+/// [`ForeignError::UnsupportedCompression`] for another algorithm.
 pub(crate) fn decompress(algo: &str, packed: &[u8], size: u64) -> Result<Vec<u8>, ForeignError> {
     let failed = |e: std::io::Error| ForeignError::DecompressionFailed { reason: e.to_string() };
+    let bound = guideloom_formats::inflate_bound(packed.len() as u64);
+    if size > bound {
+        return Err(ForeignError::DecompressionFailed {
+            reason: format!(
+                "the index claims {size} bytes for {} compressed bytes; at most {bound} are inflated ({} times the compressed bytes plus {}, at most {})",
+                packed.len(),
+                guideloom_formats::MAX_INFLATE_RATIO,
+                guideloom_formats::INFLATE_ALLOWANCE_BYTES,
+                guideloom_formats::MAX_INFLATED_BYTES
+            ),
+        });
+    }
     let mut out = Vec::new();
     let limit = size.saturating_add(1);
     match algo {

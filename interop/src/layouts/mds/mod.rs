@@ -111,6 +111,19 @@ fn shard_bytes(fs: &Fs, e: &Entry, options: &ForeignOptions, parts: &mut Parts) 
         check_hashes(&zip.hashes, &packed).map_err(|x| fs.err(&zip.name, x))?;
     }
     let algo = e.compression.as_deref().unwrap_or("").split(':').next().unwrap_or("");
+    // The global budget: the shards kept inflated in memory, this one included.
+    let held = parts.mem.values().fold(raw.bytes, |a, d| a.saturating_add(d.len() as u64));
+    if held > guideloom_formats::MAX_INFLATED_BYTES {
+        return Err(fs.err(
+            &zip.name,
+            ForeignError::DecompressionFailed {
+                reason: format!(
+                    "the inflated shards would hold {held} bytes in memory, more than {}",
+                    guideloom_formats::MAX_INFLATED_BYTES
+                ),
+            },
+        ));
+    }
     let data = decompress(algo, &packed, raw.bytes).map_err(|x| fs.err(&zip.name, x))?;
     if options.verify_hashes {
         check_hashes(&raw.hashes, &data).map_err(|x| fs.err(&raw.name, x))?;

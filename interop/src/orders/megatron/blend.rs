@@ -8,6 +8,7 @@
 //! `_build_blended_dataset_splits`).
 
 use crate::error::{InteropError, Result};
+use crate::orders::capacity::{check_index, index_vec};
 
 /// `build_blending_indices`: for each blended sample `s < size`, the component `i`
 /// maximising `w_i * max(s, 1) - count_i` (ties to the lowest `i`), and that component's
@@ -18,12 +19,20 @@ use crate::error::{InteropError, Result};
 /// let (ds, sample) = megatron_blending_indices(&[0.5, 0.5], 6);
 /// assert_eq!((ds, sample), (vec![0, 1, 0, 1, 0, 1], vec![0, 0, 1, 1, 2, 2]));
 /// ```
+///
+/// The vectors grow as they are filled (no room is reserved from `size`); [`BlendIndex`]
+/// checks its size against [`crate::MAX_INDEX_BYTES`] first.
 pub fn megatron_blending_indices(weights: &[f64], size: u64) -> (Vec<u16>, Vec<u64>) {
+    let (mut index, mut sample) = (Vec::new(), Vec::new());
+    blend_into(weights, size, &mut index, &mut sample);
+    (index, sample)
+}
+
+/// [`megatron_blending_indices`] appended to `index` and `sample`.
+fn blend_into(weights: &[f64], size: u64, index: &mut Vec<u16>, sample: &mut Vec<u64>) {
     let mut counts = vec![0u64; weights.len()];
-    let mut index = Vec::with_capacity(size as usize);
-    let mut sample = Vec::with_capacity(size as usize);
     if weights.is_empty() {
-        return (index, sample);
+        return;
     }
     for s in 0..size {
         let x = (s as f64).max(1.0);
@@ -40,7 +49,6 @@ pub fn megatron_blending_indices(weights: &[f64], size: u64) -> (Vec<u16>, Vec<u
         sample.push(counts[best]);
         counts[best] += 1;
     }
-    (index, sample)
 }
 
 /// `build_exhaustive_blending_indices` (Megatron-Core `helpers.cpp`): draws exactly
@@ -55,13 +63,21 @@ pub fn megatron_blending_indices(weights: &[f64], size: u64) -> (Vec<u16>, Vec<u
 /// let (ds, sample) = megatron_exhaustive_blending_indices(&[1, 3]);
 /// assert_eq!((ds, sample), (vec![1, 0, 1, 1], vec![0, 0, 1, 2]));
 /// ```
+///
+/// The vectors grow as they are filled; [`BlendIndex::unweighted`] checks the sizes' sum
+/// against [`crate::MAX_INDEX_BYTES`] first.
 pub fn megatron_exhaustive_blending_indices(sizes: &[u64]) -> (Vec<u16>, Vec<u64>) {
-    let total: u64 = sizes.iter().sum();
+    let (mut index, mut sample) = (Vec::new(), Vec::new());
+    exhaustive_into(sizes, &mut index, &mut sample);
+    (index, sample)
+}
+
+/// [`megatron_exhaustive_blending_indices`] appended to `index` and `sample`.
+fn exhaustive_into(sizes: &[u64], index: &mut Vec<u16>, sample: &mut Vec<u64>) {
+    let total = sizes.iter().fold(0u64, |a, &n| a.saturating_add(n));
     let weights: Vec<f64> = sizes.iter().map(|&n| n as f64 / total as f64).collect();
     let mut counts = vec![0u64; sizes.len()];
     let mut unspent: Vec<usize> = (0..sizes.len()).filter(|&i| sizes[i] > 0).collect();
-    let mut index = Vec::with_capacity(total as usize);
-    let mut sample = Vec::with_capacity(total as usize);
     let mut s = 0u64;
     while !unspent.is_empty() {
         let x = (s as f64).max(1.0);
@@ -82,7 +98,20 @@ pub fn megatron_exhaustive_blending_indices(sizes: &[u64]) -> (Vec<u16>, Vec<u64
         }
         s += 1;
     }
-    (index, sample)
+}
+
+/// The two vectors of a blend of `size` samples filled by `fill`, after their bytes are
+/// checked against [`crate::MAX_INDEX_BYTES`] (both together) and reserved.
+///
+/// # Errors
+/// [`InteropError::IndexTooLarge`] (`blend index`).
+fn blend_indices(size: u64, fill: impl FnOnce(&mut Vec<u16>, &mut Vec<u64>)) -> Result<(Vec<u16>, Vec<u64>)> {
+    // One entry of each: 2 + 8 bytes per sample.
+    check_index::<[u8; 10]>("blend index", size)?;
+    let mut index = index_vec::<u16>("blend index", size)?;
+    let mut sample = index_vec::<u64>("blend index", size)?;
+    fill(&mut index, &mut sample);
+    Ok((index, sample))
 }
 
 /// The blend of several `GPTDataset`s (`BlendedDataset`): each component's own index, and
@@ -110,26 +139,37 @@ impl BlendIndex {
     ///
     /// # Errors
     /// [`InteropError::InvalidConfig`] (field `weights`) for no weight, more than 32766, a
-    /// negative or non-finite one, or a zero sum.
+    /// zero, negative or non-finite one (Megatron asserts every weight is positive), or a sum
+    /// that overflows to infinity; (field `surplus`) for a negative or non-finite surplus;
+    /// [`InteropError::IndexTooLarge`] when the blend's `sum_i ceil(n * w_i)` samples would
+    /// take more than [`crate::MAX_INDEX_BYTES`].
     pub fn new(weights: &[f64], n: u64, surplus: f64) -> Result<Self> {
         let sum: f64 = weights.iter().sum();
         if weights.is_empty()
             || weights.len() >= 32767
-            || weights.iter().any(|w| !w.is_finite() || *w < 0.0)
-            || sum <= 0.0
+            || weights.iter().any(|w| !w.is_finite() || *w <= 0.0)
+            || !sum.is_finite()
         {
             return Err(InteropError::InvalidConfig {
                 field: "weights",
                 detail: format!(
-                    "{weights:?}: need 1 to 32766 finite non-negative weights with a positive sum"
+                    "{weights:?}: need 1 to 32766 finite positive weights whose sum is finite (Megatron asserts every weight is positive)"
                 ),
             });
         }
+        if !surplus.is_finite() || surplus < 0.0 {
+            return Err(InteropError::InvalidConfig {
+                field: "surplus",
+                detail: format!("{surplus}: need a finite non-negative fraction"),
+            });
+        }
         let weights: Vec<f64> = weights.iter().map(|w| w / sum).collect();
+        // f64 to u64 saturates: a count past u64 is caught by the size check below.
         let per: Vec<u64> = weights.iter().map(|w| (n as f64 * w).ceil() as u64).collect();
         let component_samples = per.iter().map(|&p| (p as f64 * (1.0 + surplus)).ceil() as u64).collect();
-        let size: u64 = per.iter().sum();
-        let (dataset_index, dataset_sample_index) = megatron_blending_indices(&weights, size);
+        let size = per.iter().try_fold(0u64, |a, &p| a.checked_add(p)).unwrap_or(u64::MAX);
+        let (dataset_index, dataset_sample_index) =
+            blend_indices(size, |i, s| blend_into(&weights, size, i, s))?;
         Ok(BlendIndex { weights, component_samples, dataset_index, dataset_sample_index })
     }
 
@@ -153,7 +193,9 @@ impl BlendIndex {
     ///
     /// # Errors
     /// [`InteropError::InvalidConfig`] (field `weights`) for no component, more than 32766, or
-    /// one of 0 samples (Megatron asserts every weight is positive).
+    /// one of 0 samples (Megatron asserts every weight is positive);
+    /// [`InteropError::IndexTooLarge`] when the blend's samples would take more than
+    /// [`crate::MAX_INDEX_BYTES`].
     pub fn unweighted(sizes: &[u64], n: Option<u64>) -> Result<Self> {
         if sizes.is_empty() || sizes.len() >= 32767 || sizes.contains(&0) {
             return Err(InteropError::InvalidConfig {
@@ -163,17 +205,18 @@ impl BlendIndex {
                 ),
             });
         }
-        let total: u64 = sizes.iter().sum();
+        let total = sizes.iter().try_fold(0u64, |a, &p| a.checked_add(p)).unwrap_or(u64::MAX);
         let (weights, (dataset_index, dataset_sample_index)) = match n {
             Some(n) => {
                 let sum: f64 = sizes.iter().map(|&x| x as f64).sum();
                 let w: Vec<f64> = sizes.iter().map(|&x| x as f64 / sum).collect();
-                let indices = megatron_blending_indices(&w, n.min(total));
+                let size = n.min(total);
+                let indices = blend_indices(size, |i, s| blend_into(&w, size, i, s))?;
                 (w, indices)
             }
             None => (
                 sizes.iter().map(|&x| x as f64 / total as f64).collect(),
-                megatron_exhaustive_blending_indices(sizes),
+                blend_indices(total, |i, s| exhaustive_into(sizes, i, s))?,
             ),
         };
         Ok(BlendIndex { weights, component_samples: sizes.to_vec(), dataset_index, dataset_sample_index })

@@ -19,6 +19,7 @@ use crate::dataset::ForeignDataset;
 use crate::error::{InteropError, Result};
 use crate::format::ForeignFormat;
 use crate::options::ForeignOptions;
+use crate::orders::capacity::index_vec;
 use crate::orders::megatron::mt19937::Mt19937;
 use crate::orders::megatron::split::MegatronSplit;
 
@@ -204,7 +205,7 @@ impl GptIndex {
             .filter(|&t| t < u64::from(u32::MAX))
             .ok_or_else(|| too_large("document index"))?;
         let ids = range.start as u32..range.end as u32;
-        let mut document_index: Vec<u32> = Vec::with_capacity(total as usize);
+        let mut document_index: Vec<u32> = index_vec("document index", total)?;
         for _ in 0..epochs {
             document_index.extend(ids.clone());
         }
@@ -225,7 +226,7 @@ impl GptIndex {
         if samples >= u64::from(u32::MAX) - 1 {
             return Err(too_large("shuffle index"));
         }
-        let mut sample_index = Vec::with_capacity(samples as usize + 1);
+        let mut sample_index: Vec<[u32; 2]> = index_vec("sample index", samples + 1)?;
         sample_index.push([0u32, 0u32]);
         let (mut pos, mut offset) = (0usize, 0i64);
         let last_pos = document_index.len() - 1;
