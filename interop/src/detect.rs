@@ -10,7 +10,7 @@ use serde::de::IgnoredAny;
 use crate::error::{ForeignError, InteropError, Result};
 use crate::files::{self, Fs, Place};
 use crate::format::ForeignFormat;
-use crate::layouts::{megatron, npy, raw, records};
+use crate::layouts::{megatron, npy, raw, record_detect};
 
 /// Tells the layout of `path` where a magic number or an index file makes it unambiguous.
 ///
@@ -76,7 +76,7 @@ pub(crate) fn detect_place(place: &Place) -> Result<ForeignFormat> {
         }
         for ext in ["array_record", "tar", "tfrecord", "gz"] {
             if let Some(first) = files::with_ext(dir.as_ref(), &entries, ext)?.first() {
-                if let Some(f) = records::detect(dir.as_ref(), first) {
+                if let Some(f) = record_detect::detect(dir.as_ref(), first) {
                     return Ok(f);
                 }
             }
@@ -103,7 +103,7 @@ pub(crate) fn detect_place(place: &Place) -> Result<ForeignFormat> {
         if raw::has_llmc_header(dir.as_ref(), first) {
             return Ok(ForeignFormat::Llmc);
         }
-        if let Some(f) = records::detect(dir.as_ref(), first) {
+        if let Some(f) = record_detect::detect(dir.as_ref(), first) {
             return Ok(f);
         }
         return Err(unknown(

@@ -22,6 +22,7 @@
 //!
 //! Every Rust path the binding uses is imported in `rust_api`.
 
+mod batches;
 mod errors;
 mod fork;
 mod formats;

@@ -10,9 +10,9 @@ use numpy::IntoPyArray;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
 
+use crate::batches::IntoPython;
 use crate::errors::{py_err, raise};
 use crate::fork::read_options;
-use crate::loader::IntoPython;
 use crate::rust_api::{
     open_token_records, Collate, DataSource, LoaderError, Mix, MixConfig, MixSchedule, MixStop, OpenOptions,
     Overflow, PackConfig, PackStrategy, Packed, PackedRow, RecordUnit, Sourced, U32Records,

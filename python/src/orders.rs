@@ -6,8 +6,8 @@ use numpy::ndarray::Array2;
 use numpy::IntoPyArray;
 use pyo3::prelude::*;
 
+use crate::batches::{Built, IntoPython, Out, Running};
 use crate::fork::read_options;
-use crate::loader::{Built, IntoPython, Out, Running};
 use crate::rust_api::{
     ForeignDataset, ForeignFormat, ForeignOptions, GptConfig, IntTokenFormat, InteropError, LlmcRun,
     LlmcRunOptions, LoaderError, LoaderIter, MegatronRun, MegatronRunOptions, MegatronSample,

@@ -4,7 +4,7 @@
 //! Face datasets, the `arrow` feature) and `parquet` (the `parquet` feature); with what they
 //! share: the offset tables of chunked files ([`chunk`]), `index.json` decoding ([`json`])
 //! and the delimiter scan ([`scan`]); the record formats `arrayrecord`, `tfrecord` and
-//! `webdataset` (each behind its feature), with the token ids inside a record ([`records`]).
+//! `webdataset` (each behind its feature), with the token ids inside a record ([`records`]) and their detection ([`record_detect`]).
 
 #[cfg(feature = "arrayrecord")]
 pub(crate) mod arrayrecord;
@@ -23,8 +23,8 @@ pub(crate) mod olmo;
 #[cfg(feature = "parquet")]
 pub(crate) mod parquet;
 pub(crate) mod raw;
-// Without a record format only its detection is used.
-#[cfg_attr(not(any(feature = "arrayrecord", feature = "tfrecord", feature = "webdataset")), allow(dead_code))]
+pub(crate) mod record_detect;
+#[cfg(any(feature = "arrayrecord", feature = "tfrecord", feature = "webdataset"))]
 pub(crate) mod records;
 pub(crate) mod scan;
 #[cfg(any(feature = "arrow", feature = "parquet"))]

@@ -1,10 +1,15 @@
 //! Token ids inside one record of a record format (an ArrayRecord record, a raw TFRecord
 //! record, a WebDataset `.npy` member): a NumPy `.npy` payload (dtype and shape in its
 //! header, `numpy/lib/format.py`) or raw little-endian elements of a declared dtype.
+// Each format uses part of this module: with fewer than the three record formats, some of it is unused.
+#![cfg_attr(
+    not(all(feature = "arrayrecord", feature = "tfrecord", feature = "webdataset")),
+    allow(dead_code, unused_imports)
+)]
 
 use guideloom_formats::Primitive;
 
-use guideloom_storage::{Segment, StorageDir};
+use guideloom_storage::Segment;
 
 use crate::error::ForeignError;
 use crate::format::ForeignFormat;
@@ -86,38 +91,6 @@ pub(crate) fn widen(tokens: &RecordTokens) -> Result<Vec<i64>, ForeignError> {
             Ok(v)
         })
         .collect()
-}
-
-/// The record format of file `name` of `dir`, where its first bytes say it unambiguously:
-/// the riegeli/records signature (ArrayRecord), the ustar magic at byte 257 (a WebDataset
-/// tar), a first TFRecord length whose masked crc32c matches; and a gzip file named
-/// `*.tar.gz`/`*.tgz` (WebDataset) or `*.tfrecord.gz` (TFRecord). `None` otherwise (and for
-/// formats this build does not read).
-pub(crate) fn detect(dir: &dyn StorageDir, name: &str) -> Option<ForeignFormat> {
-    let len = dir.file_len(name).ok()??;
-    let mut head = vec![0u8; len.min(512) as usize];
-    dir.read_at(name, 0, &mut head).ok()?;
-    #[cfg(feature = "arrayrecord")]
-    if crate::layouts::arrayrecord::is_riegeli(&head) {
-        return Some(ForeignFormat::ArrayRecord);
-    }
-    if head.get(257..262) == Some(b"ustar") {
-        return Some(ForeignFormat::WebDataset);
-    }
-    if head.starts_with(&[0x1f, 0x8b]) {
-        if name.ends_with(".tar.gz") || name.ends_with(".tgz") {
-            return Some(ForeignFormat::WebDataset);
-        }
-        if name.ends_with(".tfrecord.gz") {
-            return Some(ForeignFormat::TfRecord);
-        }
-        return None;
-    }
-    #[cfg(feature = "tfrecord")]
-    if head.len() >= 16 && crate::layouts::tfrecord::length_crc_matches(&head) {
-        return Some(ForeignFormat::TfRecord);
-    }
-    None
 }
 
 /// A file of a dataset read in order through its directory (local or remote) from a byte

@@ -18,9 +18,9 @@ use parquet::file::metadata::ParquetMetaData;
 use parquet::file::serialized_reader::SerializedPageReader;
 use parquet::schema::types::ColumnDescPtr;
 
+use super::footer::{dtype_of, guarded, leaf_type_name, read_footer};
 use super::pages::{self, PageInfo};
 use super::source::Source;
-use super::{dtype_of, guarded, leaf_type_name, read_footer};
 use crate::dir::DecodedFile;
 use crate::error::{ForeignError, Result};
 use crate::files::Fs;
