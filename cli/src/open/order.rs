@@ -195,7 +195,7 @@ fn read_llmc_checkpoint(
 /// The run of `batches --order llmc` and the state it starts from.
 ///
 /// # Errors
-/// The shards cannot be opened, more windows than [`LLMC_MAX_SHUFFLED_WINDOWS`] to list, or a
+/// The shards cannot be opened, more windows than `LLMC_MAX_SHUFFLED_WINDOWS` to list, or a
 /// state or checkpoint that does not fit the run.
 pub(crate) fn llmc(a: &BatchesArgs) -> CliResult<(LlmcRun, State)> {
     let (w, rank, world) = (&a.read.window, a.read.rank, a.read.world_size);
