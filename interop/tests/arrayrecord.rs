@@ -1,6 +1,6 @@
 //! Grain's ArrayRecord (issue 28 item 2): the samples written by `array-record` 0.8.6
 //! (`tests/data/samples2/arrayrecord`, acceptance cases AC-AR-01..06 of
-//! `../shared/notes/formats2.md` §8.3) read by record index, as documents and as token
+//! `tests/data/samples2/FORMATS.md` §8.3) read by record index, as documents and as token
 //! streams, against the `expected.json` of the project's own reader; and the malformed
 //! files' errors.
 

@@ -1,6 +1,6 @@
 //! What the record-format tests (ArrayRecord, TFRecord, WebDataset) share: the round-2
 //! samples kept in `tests/data/samples2` (written by the projects' own writers, see
-//! `../shared/notes/formats2.md`), their `expected.json`, and the malformed cases.
+//! `tests/data/samples2/FORMATS.md`), their `expected.json`, and the malformed cases.
 
 use std::path::{Path, PathBuf};
 

@@ -1,5 +1,5 @@
 //! TFRecord (issue 28 item 3): the samples written by the `tfrecord` package 1.14.6
-//! (`tests/data/samples2/tfrecord`, AC-TFR-01..04 of `../shared/notes/formats2.md` §8.4)
+//! (`tests/data/samples2/tfrecord`, AC-TFR-01..04 of `tests/data/samples2/FORMATS.md` §8.4)
 //! read in order by the sequential loader's source and as a token stream, against
 //! `expected.json`; the index file; the malformed files' errors.
 

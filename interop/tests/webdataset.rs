@@ -1,5 +1,5 @@
 //! WebDataset (issue 28 item 3): the shards written by `webdataset` 1.0.2
-//! (`tests/data/samples2/webdataset`, AC-WDS-01..03 of `../shared/notes/formats2.md` §8.5)
+//! (`tests/data/samples2/webdataset`, AC-WDS-01..03 of `tests/data/samples2/FORMATS.md` §8.5)
 //! read in order by the sequential loader's source and as a token stream, against
 //! `expected.json`; the malformed tars' errors.
 

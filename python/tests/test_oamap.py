@@ -638,7 +638,7 @@ def golden_cases() -> list[str]:
 
 
 # Golden cases Awkward cannot represent, and why.
-# (None: every golden case of ../shared/oamap/golden is representable; OAMap's pointer cycles,
+# (None: every golden case of oamap/tests/data/golden is representable; OAMap's pointer cycles,
 # which Awkward cannot hold, are refused by to_awkward, see the pointer test.)
 NOT_AWKWARD: dict[str, str] = {}
 
