@@ -3,7 +3,7 @@
 # SUMMARY and GENERATED blocks) and docs/benchmarks_window_size.png in one run, with no
 # interactive step. It creates the Python venv (benches/venv.sh: numpy, torch, grain, matplotlib),
 # builds the guideloom CLI, the benchmark programs (benches/native) and the burn peer
-# (benches/burn_loader) in release under $CARGO_TARGET_DIR (default target/), writes 1 GiB u16
+# (benches/burn_loader) in release for the host CPU under $CARGO_TARGET_DIR/bench-host (default target/bench-host), writes 1 GiB u16
 # and u32 token data sets from the bundled Austen corpus under benches/out/data, runs every
 # section (main, u32, verify, sweep, cold, scaling, memory, startup, resume; each system
 # interleaved with the others; then python: the Python binding, benches/python.py, in the binding's
@@ -24,11 +24,19 @@ t0=$(date +%s)
 mkdir -p benches/out
 echo "== venv (benches/venv.sh)"
 benches/venv.sh
-target=${CARGO_TARGET_DIR:-$root/target}
-echo "== release builds in $target"
-cargo build --release --bin guideloom
+# Every measured Rust program (the CLI, the raw limit and library runners, the burn peer) is
+# built for this machine's CPU (-C target-cpu=native), in a target directory of its own so the
+# default build is not rebuilt: the raw limit and guideloom sum with the same function
+# (guideloom_formats::sum_ids) compiled for the same target.
+target=${CARGO_TARGET_DIR:-$root/target}/bench-host
+export RUSTFLAGS="${RUSTFLAGS:-} -C target-cpu=native"
+echo "== release builds for the host CPU in $target"
+CARGO_TARGET_DIR=$target cargo build --release --bin guideloom
 CARGO_TARGET_DIR=$target cargo build --release --manifest-path benches/native/Cargo.toml
 CARGO_TARGET_DIR=$target cargo build --release --manifest-path benches/burn_loader/Cargo.toml
+unset RUSTFLAGS
+# The raw limit's check in C (benches/raw_limit.c), compiled for the host CPU too.
+${CC:-cc} -O3 -march=native -pthread benches/raw_limit.c -o "$target/release/raw_limit_c"
 export GUIDELOOM_BENCH_CLI="${GUIDELOOM_BENCH_CLI:-$target/release/guideloom}"
 export GUIDELOOM_BENCH_TARGET="${GUIDELOOM_BENCH_TARGET:-$target/release}"
 export GUIDELOOM_BENCH_CMD="benches/run.sh $*"

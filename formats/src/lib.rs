@@ -56,7 +56,7 @@ pub use meta::{
 };
 pub use serde_doc::SerdeFormat;
 pub use stream::{RawWindow, StreamFormat};
-pub use tokens::{TokenElement, TokenFormat, TokenId};
+pub use tokens::{sum_ids, TokenElement, TokenFormat, TokenId};
 
 /// The result type of this crate.
 pub type Result<T, E = FormatError> = std::result::Result<T, E>;

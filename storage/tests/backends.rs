@@ -612,7 +612,8 @@ fn hybrid_routes_evicted_files_cold_and_cached_files_to_the_map() {
     let Some((bytes, shards)) = evicted_pair(dir.path()) else { return };
     let counting = Arc::new(Counting(Arc::new(AutoBackend::new()), AtomicUsize::new(0)));
     // SAFETY: the files are private to this test; nothing truncates or rewrites them.
-    let hybrid = unsafe { HybridBackend::new() }.cold(counting.clone());
+    // Checks inline, so each route below is the decision made for that call.
+    let hybrid = unsafe { HybridBackend::new() }.cold(counting.clone()).check_in_background(false);
     let every_batch = hybrid.clone().recheck_interval(Duration::ZERO);
     let files = FileSet::new(shards.clone(), 8);
     assert_eq!(every_batch.route(&files, 0).unwrap(), HybridRoute::Cold);
@@ -672,4 +673,64 @@ fn hybrid_routes_evicted_files_cold_and_cached_files_to_the_map() {
     let files = FileSet::new(shards, 8);
     assert_eq!(hourly.route(&files, 1).unwrap(), HybridRoute::Map);
     assert_eq!(hybrid.name(), "hybrid");
+}
+
+/// Polls `route` until it answers `want` (the checker thread's decision landed), for at most
+/// 30 s; whether it did. Not a speed assertion: the check of a 1 MiB file takes microseconds,
+/// the bound only keeps a broken checker from hanging the suite.
+fn route_becomes(
+    backend: &guideloom_storage::HybridBackend,
+    files: &FileSet,
+    file: usize,
+    want: guideloom_storage::HybridRoute,
+) -> bool {
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while std::time::Instant::now() < until {
+        if backend.route(files, file).unwrap() == want {
+            return true;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+    false
+}
+
+/// Issue 31: with checks in the background (the default), the first batch over a warm file
+/// does not wait for its `mincore(2)` check and population: it is read through the cold path
+/// (counted), and the map path takes over once the checker thread decided; an evicted file
+/// stays cold. Reads are exact on both paths.
+#[test]
+fn issue31_hybrid_checks_residency_off_the_first_batchs_path() {
+    use guideloom_storage::{HybridBackend, HybridRoute};
+    use std::time::Duration;
+    let dir = tempfile::tempdir().unwrap();
+    let Some((bytes, shards)) = evicted_pair(dir.path()) else { return };
+    // File 0 made warm again by reading it whole; file 1 stays evicted.
+    let _ = std::fs::read(&shards[0].path).unwrap();
+    assert_eq!(cached_pages(&shards[0].path), (256, 256));
+    let counting = Arc::new(Counting(Arc::new(AutoBackend::new()), AtomicUsize::new(0)));
+    // SAFETY: the files are private to this test; nothing truncates or rewrites them.
+    let hybrid = unsafe { HybridBackend::new() }.cold(counting.clone()).recheck_interval(Duration::ZERO);
+    assert!(hybrid.checks_in_background());
+    let files = FileSet::new(shards.clone(), 8);
+    // The first batch: no decision yet, so the cold path, 256 requests counted.
+    let mut out = vec![0u8; 1 << 20];
+    hybrid.read_into(&files, &whole(0), &mut out).unwrap();
+    assert!(out == bytes[0]);
+    assert_eq!(counting.1.load(Ordering::Relaxed), 256);
+    // The checker finds file 0 warm: the map path, no request counted.
+    assert!(route_becomes(&hybrid, &files, 0, HybridRoute::Map), "file 0 never routed to the map");
+    let mut out = vec![0u8; 1 << 20];
+    hybrid.read_into(&files, &whole(0), &mut out).unwrap();
+    assert!(out == bytes[0]);
+    assert_eq!(counting.1.load(Ordering::Relaxed), 256);
+    // File 1 is evicted: every check says cold, reads stay on the cold path (and exact).
+    for _ in 0..3 {
+        assert_eq!(hybrid.route(&files, 1).unwrap(), HybridRoute::Cold);
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    let req = [ReadRequest { file: 1, offset: 4096 * 7 + 3, len: 5000 }];
+    let mut out = vec![0u8; 5000];
+    hybrid.read_into(&files, &req, &mut out).unwrap();
+    assert!(out[..] == bytes[1][4096 * 7 + 3..4096 * 7 + 3 + 5000]);
+    assert_eq!(counting.1.load(Ordering::Relaxed), 257);
 }

@@ -6,7 +6,9 @@
 //!   SHARDS shards and (optionally) as a raw little-endian `.bin` numpy can memmap.
 //! - `raw BIN u16|u32 SEQ BATCH THREADS MAX_BATCHES(0 = epoch) SEED mmap|mmap-lazy|pread|direct`: the raw
 //!   limit: shuffled non-overlapping windows copied into one batch buffer per thread (memcpy out
-//!   of an mmap, or one pread per window, or O_DIRECT pread of the aligned span + copy).
+//!   of an mmap, or one pread per window, or O_DIRECT pread of the aligned span + copy), thread t
+//!   of T reading batches t, t + T, ... (no lock, no shared counter, the reader chosen once), the
+//!   batch summed in the buffer it was copied into. benches/raw_limit.c is its check in C.
 //! - `lib DIR u16|u32 SEQ BATCH WORKERS MAX_BATCHES(0 = epoch) SEED`: guideloom through the
 //!   library's token-window fast path: `TokenWindows` + `Loader` (shuffle, `windows.collate()`:
 //!   one read per batch into the `[B, L]` buffer); backend from `GUIDELOOM_IO`.
@@ -25,7 +27,6 @@ use std::fs::File;
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Mutex;
 use std::time::Instant;
 
 use guideloom_formats::{TokenElement, TokenFormat};
@@ -39,7 +40,8 @@ fn main() {
     match (a.first().map(String::as_str), a.get(2).map(String::as_str)) {
         (Some("mkdata"), Some("u16")) => mkdata::<u16>(&a[1], n(3), n(4), &a[5], a.get(6)),
         (Some("mkdata"), Some("u32")) => mkdata::<u32>(&a[1], n(3), n(4), &a[5], a.get(6)),
-        (Some("raw"), Some(d)) => raw(&a[1], if d == "u16" { 2 } else { 4 }, n(3), n(4), n(5), n(6), n(7), &a[8]),
+        (Some("raw"), Some("u16")) => raw::<u16>(&a[1], n(3), n(4), n(5), n(6), n(7), &a[8]),
+        (Some("raw"), Some("u32")) => raw::<u32>(&a[1], n(3), n(4), n(5), n(6), n(7), &a[8]),
         (Some("cpu-map"), _) => cpu_map(n(1), n(2), n(3), n(4), n(5)),
         (Some("lib-mapped"), Some("u16")) => lib_mapped::<u16>(&a[1], n(3), n(4), n(5), n(6), n(7)),
         (Some("lib-mapped"), Some("u32")) => lib_mapped::<u32>(&a[1], n(3), n(4), n(5), n(6), n(7)),
@@ -69,7 +71,9 @@ fn shard_elements(dir: &Path) -> Vec<(std::path::PathBuf, u64)> {
         .collect()
 }
 
-trait Tok: TokenElement + Copy + Into<u64> + Default + Send + Sync + PartialEq + std::fmt::Debug + 'static {
+trait Tok:
+    TokenElement + bytemuck::Pod + Copy + Into<u64> + Default + Send + Sync + PartialEq + std::fmt::Debug + 'static
+{
     const SIZE: usize;
 }
 impl Tok for u16 {
@@ -126,14 +130,27 @@ fn splitmix(x: &mut u64) -> u64 {
     z ^ (z >> 31)
 }
 
-fn sum_tokens(buf: &[u8], size: usize) -> u64 {
-    if size == 2 {
-        buf.chunks_exact(2).map(|c| u16::from_le_bytes([c[0], c[1]]) as u64).sum()
-    } else {
-        buf.chunks_exact(4).map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]) as u64).sum()
+/// The sum of `xs` modulo 2^64: `guideloom_formats::sum_ids`, the function `guideloom bench`
+/// sums with, so the raw limit and every guideloom reader here sum with equal code compiled for
+/// the same target (benches/run.sh builds this program and the CLI with `-C target-cpu=native`).
+fn sum_tokens<T: Tok>(xs: &[T]) -> u64 {
+    guideloom_formats::sum_ids(xs)
+}
+
+/// The same ids, read as little-endian `T`s from bytes of any alignment (zero-copy views).
+fn sum_le_bytes<T: Tok>(bytes: &[u8]) -> u64 {
+    match bytemuck::try_cast_slice::<u8, T>(bytes) {
+        Ok(xs) => sum_tokens(xs),
+        Err(_) => {
+            let n = bytes.len() / T::SIZE;
+            let mut v = vec![T::default(); n];
+            bytemuck::cast_slice_mut::<T, u8>(&mut v).copy_from_slice(&bytes[..n * T::SIZE]);
+            sum_tokens(&v)
+        }
     }
 }
 
+/// A page-aligned buffer of `len` bytes (O_DIRECT reads need one).
 struct Aligned(*mut u8, usize);
 impl Aligned {
     fn new(len: usize) -> Self {
@@ -153,93 +170,143 @@ impl Drop for Aligned {
     }
 }
 
-#[allow(clippy::too_many_arguments)]
-fn raw(path: &str, size: usize, seq: u64, batch: u64, threads: u64, max_batches: u64, seed: u64, method: &str) {
+/// How the raw limit copies one window into its batch buffer; chosen once, before the threads
+/// start (each reader is its own monomorphized loop: no per-window dispatch).
+trait Copier: Sync {
+    fn copy(&self, dst: &mut [u8], off: usize, scratch: &mut Aligned);
+}
+
+/// memcpy out of a map (populated up front or faulted on first touch).
+struct MapCopy<'a>(&'a [u8]);
+impl Copier for MapCopy<'_> {
+    #[inline(always)]
+    fn copy(&self, dst: &mut [u8], off: usize, _: &mut Aligned) {
+        dst.copy_from_slice(&self.0[off..off + dst.len()]);
+    }
+}
+
+/// One pread per window.
+struct PreadCopy<'a>(&'a File);
+impl Copier for PreadCopy<'_> {
+    #[inline(always)]
+    fn copy(&self, dst: &mut [u8], off: usize, _: &mut Aligned) {
+        self.0.read_exact_at(dst, off as u64).expect("pread");
+    }
+}
+
+/// O_DIRECT pread of the window's aligned span, then a copy.
+struct DirectCopy<'a>(&'a File);
+impl Copier for DirectCopy<'_> {
+    fn copy(&self, dst: &mut [u8], off: usize, scratch: &mut Aligned) {
+        let a = off & !4095;
+        let e = (off + dst.len() + 4095) & !4095;
+        let sb = &mut scratch.slice()[..e - a];
+        let mut got = 0;
+        while got < sb.len() {
+            let r = self.0.read_at(&mut sb[got..], (a + got) as u64).expect("pread O_DIRECT");
+            if r == 0 {
+                break;
+            }
+            got += r;
+        }
+        dst.copy_from_slice(&sb[off - a..off - a + dst.len()]);
+    }
+}
+
+/// The shape of one raw-limit run.
+#[derive(Clone, Copy)]
+struct RawRun {
+    t0: Instant,
+    len: u64,
+    seq: u64,
+    batch: u64,
+    threads: u64,
+    max_batches: u64,
+    seed: u64,
+}
+
+fn raw<T: Tok>(path: &str, seq: u64, batch: u64, threads: u64, max_batches: u64, seed: u64, method: &str) {
     let t0 = Instant::now();
     let file = if method == "direct" {
         std::fs::OpenOptions::new().read(true).custom_flags(libc::O_DIRECT).open(path).expect("open O_DIRECT")
     } else {
         File::open(path).expect("open")
     };
-    let len = file.metadata().expect("stat").len();
     // SAFETY: the data file is not modified while mapped.
     // `mmap` pre-faults the whole mapping (MAP_POPULATE, counted in the first-batch time);
     // `mmap-lazy` faults pages on first touch (the cold-cache case).
     let map = match method {
         "mmap" => Some(unsafe { memmap2::MmapOptions::new().populate().map(&file) }.expect("mmap")),
         "mmap-lazy" => Some(unsafe { memmap2::Mmap::map(&file) }.expect("mmap")),
-        _ => None,
+        "pread" | "direct" => None,
+        other => panic!("unknown raw method `{other}` (mmap, mmap-lazy, pread, direct)"),
     };
-    let wbytes = seq as usize * size;
-    let n = len / wbytes as u64;
+    let run = RawRun { t0, len: file.metadata().expect("stat").len(), seq, batch, threads, max_batches, seed };
+    let (total, n, w, checksum, first_s) = match &map {
+        Some(m) => raw_run::<T, _>(&MapCopy(m), run),
+        None if method == "pread" => raw_run::<T, _>(&PreadCopy(&file), run),
+        None => raw_run::<T, _>(&DirectCopy(&file), run),
+    };
+    let seconds = t0.elapsed().as_secs_f64();
+    println!(
+        "{}",
+        json!({"batches": total, "windows": w, "tokens": w * seq, "seconds": seconds,
+               "first_batch_s": first_s.min(seconds), "checksum": checksum.to_string(),
+               "epoch_windows": n, "method": method, "threads": threads.max(1)})
+    );
+}
+
+/// The raw limit's loop: thread `t` of `threads` reads batches `t, t + threads, ...` (no
+/// shared counter, no lock), copying each batch's shuffled, non-overlapping windows into its
+/// one batch buffer and summing it there. Returns (batches, epoch windows, windows read,
+/// checksum, first batch seconds).
+fn raw_run<T: Tok, C: Copier>(copier: &C, r: RawRun) -> (u64, u64, u64, u64, f64) {
+    let (seq, batch) = (r.seq, r.batch);
+    let wbytes = seq as usize * T::SIZE;
+    let n = r.len / wbytes as u64;
     // Fisher-Yates over the window numbers.
     let mut perm: Vec<u64> = (0..n).collect();
-    let mut s = seed;
+    let mut s = r.seed;
     for i in (1..n as usize).rev() {
         let j = (splitmix(&mut s) % (i as u64 + 1)) as usize;
         perm.swap(i, j);
     }
-    let total = if max_batches == 0 { n.div_ceil(batch) } else { max_batches };
-    let next = AtomicU64::new(0);
-    let first = Mutex::new(None::<f64>);
-    let checksum = AtomicU64::new(0);
-    let windows = AtomicU64::new(0);
-    std::thread::scope(|sc| {
-        for _ in 0..threads.max(1) {
-            sc.spawn(|| {
-                let mut buf = Aligned::new(batch as usize * wbytes);
-                let mut scratch = Aligned::new(wbytes + 8192);
-                let mut local = 0u64;
-                loop {
-                    let b = next.fetch_add(1, Ordering::Relaxed);
-                    if b >= total {
-                        break;
-                    }
-                    let lo = ((b * batch) % n) as usize;
-                    let hi = (lo + batch as usize).min(n as usize);
-                    let out = buf.slice();
-                    for (k, &w) in perm[lo..hi].iter().enumerate() {
-                        let off = w as usize * wbytes;
-                        let dst = &mut out[k * wbytes..(k + 1) * wbytes];
-                        match method {
-                            "mmap" | "mmap-lazy" => dst.copy_from_slice(&map.as_ref().unwrap()[off..off + wbytes]),
-                            "pread" => file.read_exact_at(dst, off as u64).expect("pread"),
-                            _ => {
-                                let a = off & !4095;
-                                let e = (off + wbytes + 4095) & !4095;
-                                let sb = &mut scratch.slice()[..e - a];
-                                let mut got = 0;
-                                while got < sb.len() {
-                                    let r = file.read_at(&mut sb[got..], (a + got) as u64).expect("pread O_DIRECT");
-                                    if r == 0 {
-                                        break;
-                                    }
-                                    got += r;
-                                }
-                                dst.copy_from_slice(&sb[off - a..off - a + wbytes]);
-                            }
+    let total = if r.max_batches == 0 { n.div_ceil(batch) } else { r.max_batches };
+    let threads = r.threads.max(1);
+    let first_ns = AtomicU64::new(u64::MAX);
+    let per: Vec<(u64, u64)> = std::thread::scope(|sc| {
+        let hs: Vec<_> = (0..threads)
+            .map(|t| {
+                let (perm, first_ns) = (&perm, &first_ns);
+                sc.spawn(move || {
+                    let mut buf = vec![T::default(); batch as usize * seq as usize];
+                    let mut scratch = Aligned::new(wbytes + 8192);
+                    let (mut checksum, mut windows) = (0u64, 0u64);
+                    let mut b = t;
+                    while b < total {
+                        let lo = ((b * batch) % n) as usize;
+                        let hi = (lo + batch as usize).min(n as usize);
+                        let rows = hi - lo;
+                        let out = bytemuck::cast_slice_mut::<T, u8>(&mut buf[..rows * seq as usize]);
+                        for (dst, &w) in out.chunks_exact_mut(wbytes).zip(&perm[lo..hi]) {
+                            copier.copy(dst, w as usize * wbytes, &mut scratch);
                         }
+                        checksum = checksum.wrapping_add(sum_tokens(&buf[..rows * seq as usize]));
+                        if windows == 0 {
+                            first_ns.fetch_min(r.t0.elapsed().as_nanos() as u64, Ordering::Relaxed);
+                        }
+                        windows += rows as u64;
+                        b += threads;
                     }
-                    let rows = hi - lo;
-                    local = local.wrapping_add(sum_tokens(&out[..rows * wbytes], size));
-                    windows.fetch_add(rows as u64, Ordering::Relaxed);
-                    let mut f = first.lock().unwrap();
-                    if f.is_none() {
-                        *f = Some(t0.elapsed().as_secs_f64());
-                    }
-                }
-                checksum.fetch_add(local, Ordering::Relaxed);
-            });
-        }
+                    (checksum, windows)
+                })
+            })
+            .collect();
+        hs.into_iter().map(|h| h.join().expect("raw thread")).collect()
     });
-    let seconds = t0.elapsed().as_secs_f64();
-    let w = windows.load(Ordering::Relaxed);
-    println!(
-        "{}",
-        json!({"batches": total, "windows": w, "tokens": w * seq, "seconds": seconds,
-               "first_batch_s": first.lock().unwrap().unwrap_or(seconds), "checksum": checksum.load(Ordering::Relaxed).to_string(),
-               "epoch_windows": n, "method": method, "threads": threads.max(1)})
-    );
+    let checksum = per.iter().fold(0u64, |a, p| a.wrapping_add(p.0));
+    let windows = per.iter().map(|p| p.1).sum();
+    (total, n, windows, checksum, first_ns.load(Ordering::Relaxed) as f64 * 1e-9)
 }
 
 fn lib<T: Tok>(fast: bool, dir: &str, seq: u64, batch: u64, workers: u64, max_batches: u64, seed: u64) {
@@ -334,13 +401,12 @@ fn lib_mapped<T: Tok>(dir: &str, seq: u64, batch: u64, workers: u64, max_batches
         .build()
         .expect("loader");
     let epoch_windows = guideloom_loader::DataSource::len(loader.source());
-    let size = std::mem::size_of::<T>();
     let mut first = None;
     let (mut n, mut wins, mut checksum) = (0u64, 0u64, 0u64);
     for b in loader.iter() {
         let b = b.expect("batch");
         for part in b.data.parts() {
-            checksum = checksum.wrapping_add(sum_tokens(part, size));
+            checksum = checksum.wrapping_add(sum_le_bytes::<T>(part));
         }
         first.get_or_insert_with(|| t0.elapsed().as_secs_f64());
         n += 1;
@@ -369,7 +435,7 @@ fn consume<T: Tok>(
     let mut first = None;
     let (mut n, mut wins, mut checksum) = (0u64, 0u64, 0u64);
     for b in batches {
-        checksum = checksum.wrapping_add(b.data().iter().map(|&t| Into::<u64>::into(t)).sum::<u64>());
+        checksum = checksum.wrapping_add(sum_tokens(b.data()));
         first.get_or_insert_with(|| t0.elapsed().as_secs_f64());
         n += 1;
         wins += b.shape()[0] as u64;

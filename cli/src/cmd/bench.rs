@@ -160,7 +160,7 @@ impl TokenStorageFn for &Bench<'_> {
         let loader = self.args.builder(windows).collate(collate).build()?;
         let batches = self.iter(&loader)?.map(|b| {
             b.map(|b| {
-                let sum = b.data.data().iter().map(|&t| Into::<u64>::into(t)).sum::<u64>();
+                let sum = guideloom::formats::sum_ids(b.data.data());
                 (b.data.shape()[0] as u64, b.data.data().len() as u64, sum)
             })
         });

@@ -29,8 +29,9 @@ pub struct FileSet {
     /// [`FileSet::for_storage`]); otherwise paths are opened as the caller gave them.
     strict: bool,
     cache: Mutex<Lru>,
-    /// Per file, the [`super::HybridBackend`]'s routing state.
-    residency: Box<[Residency]>,
+    /// Per file, the [`super::HybridBackend`]'s routing state (shared with a background
+    /// check of the file while one runs).
+    residency: Box<[Arc<Residency>]>,
 }
 
 /// Cache key: file index and whether the descriptor was opened with `O_DIRECT`.
@@ -141,7 +142,7 @@ impl FileSet {
     /// unused descriptors and tries again before it reports the error.
     pub fn new(files: Vec<ShardFile>, max_open: usize) -> Self {
         let max_open = max_open.min(descriptor_budget()).max(1);
-        let residency = files.iter().map(|_| Residency::default()).collect();
+        let residency = files.iter().map(|_| Arc::default()).collect();
         FileSet { files, max_open, strict: false, cache: Mutex::new(Lru::default()), residency }
     }
 
@@ -284,6 +285,25 @@ impl FileSet {
     /// The caller guarantees what [`super::MmapBackend::new`] states: no process truncates or
     /// rewrites the file while any map of it is alive.
     pub(crate) unsafe fn map(&self, i: usize) -> Result<Option<Arc<memmap2::Mmap>>> {
+        // SAFETY: this function's contract is `map_with`'s.
+        unsafe { self.map_with(i, true) }
+    }
+
+    /// As [`FileSet::map`], without looking at the page cache when the map is made
+    /// (`scan == false`): no `mincore(2)` pass, no population, no advice. The
+    /// [`super::HybridBackend`] makes its maps this way on a batch's path and checks and
+    /// populates them off it.
+    ///
+    /// # Safety
+    /// As [`FileSet::map`].
+    pub(crate) unsafe fn map_unscanned(&self, i: usize) -> Result<Option<Arc<memmap2::Mmap>>> {
+        // SAFETY: this function's contract is `map_with`'s.
+        unsafe { self.map_with(i, false) }
+    }
+
+    /// # Safety
+    /// As [`FileSet::map`].
+    unsafe fn map_with(&self, i: usize, scan: bool) -> Result<Option<Arc<memmap2::Mmap>>> {
         if let Some(map) = self.lock().touch((i, false)).and_then(|s| s.map.clone()) {
             return Ok(Some(map));
         }
@@ -309,7 +329,7 @@ impl FileSet {
         // pattern: without MADV_RANDOM a fault on evicted data reads `read_ahead_kb` around it
         // (8 MiB here: 200 ms per batch of 32 windows, measured). Advisory; an error changes
         // nothing but speed.
-        if !(resident_fraction(&map).is_some_and(|f| f >= 0.99) && populate(&map)) {
+        if scan && !(resident_fraction(&map).is_some_and(|f| f >= 0.99) && populate(&map)) {
             let _ = map.advise(memmap2::Advice::Random);
         }
         let map = Arc::new(map);
@@ -350,7 +370,7 @@ impl FileSet {
     ///
     /// # Errors
     /// [`StorageError::FileOutOfRange`] when `i >= self.len()`.
-    pub(crate) fn residency(&self, i: usize) -> Result<&Residency> {
+    pub(crate) fn residency(&self, i: usize) -> Result<&Arc<Residency>> {
         self.residency.get(i).ok_or(StorageError::FileOutOfRange { index: i, files: self.files.len() })
     }
 }

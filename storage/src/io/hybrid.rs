@@ -1,7 +1,8 @@
 //! The hybrid backend: per shard file, reads of files in the page cache copy out of maps
 //! (the [`MmapBackend`] path) and reads of the others go through io_uring or pread (the
 //! [`AutoBackend`] path), decided from the file's page-cache residency (`mincore(2)`),
-//! checked at first use and then at most once per recheck interval.
+//! checked at first use and then at most once per recheck interval, off the batches' path
+//! (the residency checker thread) unless asked to check inline.
 
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, OnceLock};
@@ -9,9 +10,10 @@ use std::time::{Duration, Instant};
 
 use super::auto::AutoBackend;
 use super::backend::{buffer_length, ReadBackend};
+use super::checker;
 use super::files::FileSet;
 use super::mmap::MmapBackend;
-use super::pages::{populate, resident_at_least, COLD, UNKNOWN, WARM};
+use super::pages::{populate, resident_at_least, Residency, COLD, UNKNOWN, WARM};
 use super::request::ReadRequest;
 use crate::Result;
 
@@ -59,6 +61,13 @@ fn now_ms() -> u64 {
 /// A check scans the residency in chunks and stops as soon as too many pages are missing, so
 /// checking an evicted file is cheap.
 ///
+/// Checks run off the batches' path by default ([`HybridBackend::check_in_background`]): a
+/// batch that finds a check due hands it, with the file's map (made without looking at the
+/// page cache), to the process's residency checker thread and is read by the last decision,
+/// through the cold path while none was made yet. So the first batch waits neither for a
+/// `mincore(2)` pass nor for the population of the data set it starts (tens to hundreds of
+/// milliseconds a GiB), and the map path takes over within the time of one check.
+///
 /// The decision only picks the faster path: every request is read in full whichever path it
 /// takes (a page evicted after a check is faulted back in), and both return the same bytes
 /// and the same typed errors. A batch whose files take both paths is read as two sub-batches
@@ -71,6 +80,7 @@ pub struct HybridBackend {
     map: MmapBackend,
     cold: Arc<dyn ReadBackend>,
     recheck_ms: u64,
+    background: bool,
 }
 
 impl HybridBackend {
@@ -86,7 +96,12 @@ impl HybridBackend {
     pub unsafe fn new() -> Self {
         // SAFETY: the caller accepted the contract of `MmapBackend::new`, stated above.
         let map = unsafe { MmapBackend::new() };
-        HybridBackend { map, cold: Arc::new(AutoBackend::new()), recheck_ms: millis(HYBRID_RECHECK) }
+        HybridBackend {
+            map,
+            cold: Arc::new(AutoBackend::new()),
+            recheck_ms: millis(HYBRID_RECHECK),
+            background: true,
+        }
     }
 
     /// Uses `cold` for files not in the page cache (default: [`AutoBackend::new`]).
@@ -113,6 +128,27 @@ impl HybridBackend {
         self
     }
 
+    /// Whether residency checks run on the process's residency checker thread (`true`, the
+    /// default: a batch that finds a check due is read by the last decision, through the cold
+    /// path before the first) or inline on the batch's path (`false`: each batch reads by a
+    /// decision made for it, as tests that assert routes need).
+    ///
+    /// ```
+    /// // SAFETY: no process truncates or rewrites the files this backend reads.
+    /// let b = unsafe { guideloom_storage::HybridBackend::new() }.check_in_background(false);
+    /// assert!(!b.checks_in_background());
+    /// ```
+    pub fn check_in_background(mut self, background: bool) -> Self {
+        self.background = background;
+        self
+    }
+
+    /// Whether checks run off the batches' path (set with
+    /// [`HybridBackend::check_in_background`]; default `true`).
+    pub fn checks_in_background(&self) -> bool {
+        self.background
+    }
+
     /// The backend cold files are read through (set with [`HybridBackend::cold`]).
     pub fn cold_backend(&self) -> &Arc<dyn ReadBackend> {
         &self.cold
@@ -120,9 +156,11 @@ impl HybridBackend {
 
     /// Where reads of file `file` of `files` go now: the last decision for that file, or a
     /// fresh one (a `mincore(2)` check of its map) when none was made yet or the recheck
-    /// interval has passed since the last. A file that cannot be opened or mapped goes
-    /// [`HybridRoute::Cold`] (whose read then reports the error); an empty file goes
-    /// [`HybridRoute::Map`] (nothing to read).
+    /// interval has passed since the last. With checks in the background (the default) a due
+    /// check is started on the checker thread and this call answers the last decision
+    /// ([`HybridRoute::Cold`] before the first check ends). A file that cannot be opened or
+    /// mapped goes [`HybridRoute::Cold`] (whose read then reports the error); an empty file
+    /// goes [`HybridRoute::Map`] (nothing to read).
     ///
     /// # Errors
     /// [`StorageError::FileOutOfRange`](crate::StorageError::FileOutOfRange) when `file >=
@@ -137,8 +175,9 @@ impl HybridBackend {
         let state = res.state.load(Ordering::Relaxed);
         let decided = |state| if state == WARM { HybridRoute::Map } else { HybridRoute::Cold };
         // One thread claims a due check; the others keep the last decision (cold before the
-        // first one is known).
+        // first one is known), as do all while a background check runs.
         if (state != UNKNOWN && now < next)
+            || res.checking.load(Ordering::Acquire)
             || res
                 .next_check_ms
                 .compare_exchange(
@@ -150,6 +189,9 @@ impl HybridBackend {
                 .is_err()
         {
             return Ok(decided(state));
+        }
+        if self.background {
+            return Ok(decided(self.check_in_background_now(files, file, res, state)));
         }
         let warm = self.check(files, file, state == COLD);
         let state = if warm { WARM } else { COLD };
@@ -179,6 +221,44 @@ impl HybridBackend {
             populate(&map);
         }
         true
+    }
+}
+
+impl HybridBackend {
+    /// Hands a claimed check of file `file` to the checker thread; returns the state to route
+    /// by meanwhile (`state`, or the outcome when no check is needed: an empty file is warm, a
+    /// file that cannot be mapped is cold).
+    fn check_in_background_now(&self, files: &FileSet, file: usize, res: &Arc<Residency>, state: u8) -> u8 {
+        // SAFETY: `self` exists only through `HybridBackend::new`, whose caller accepted the
+        // contract `FileSet::map_unscanned` needs (no truncation or rewriting of mapped files).
+        let map = match unsafe { files.map_unscanned(file) } {
+            Ok(Some(map)) => map,
+            Ok(None) => {
+                res.state.store(WARM, Ordering::Relaxed);
+                return WARM;
+            }
+            Err(_) => {
+                res.state.store(COLD, Ordering::Relaxed);
+                return COLD;
+            }
+        };
+        res.checking.store(true, Ordering::Release);
+        let res = Arc::clone(res);
+        checker::submit(Box::new(move || {
+            let warm = resident_at_least(&map, HYBRID_MIN_RESIDENT) == Some(true);
+            if warm && state != WARM {
+                // First warm decision for this map (made without population) or a change from
+                // cold: map its pages up front so reads take no page faults. Advisory.
+                let _ = map.advise(memmap2::Advice::Normal);
+                populate(&map);
+            } else if !warm && state != COLD {
+                // Random access on evicted data: no readahead around a stray fault.
+                let _ = map.advise(memmap2::Advice::Random);
+            }
+            res.state.store(if warm { WARM } else { COLD }, Ordering::Relaxed);
+            res.checking.store(false, Ordering::Release);
+        }));
+        state
     }
 }
 

@@ -25,6 +25,7 @@
 
 mod auto;
 mod backend;
+mod checker;
 mod direct;
 mod files;
 mod hybrid;

@@ -1,11 +1,12 @@
 //! Page-cache residency of mapped files (`mincore(2)`), populating maps up front, and the
 //! per-file routing state the [`super::HybridBackend`] keeps from it. A leaf.
 
-use std::sync::atomic::{AtomicU64, AtomicU8};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8};
 use std::sync::OnceLock;
 
 /// Per-file routing state of the [`super::HybridBackend`], kept in the [`super::FileSet`] (one
-/// per file): the last decision and when the next check is due.
+/// per file, shared with the background check of that file while one runs): the last
+/// decision, when the next check is due, and whether a check is running now.
 #[derive(Debug, Default)]
 pub(crate) struct Residency {
     /// [`UNKNOWN`], [`COLD`] or [`WARM`].
@@ -13,6 +14,8 @@ pub(crate) struct Residency {
     /// Milliseconds since the process's first check (the hybrid backend's `now_ms`) at which
     /// the next check is due.
     pub(super) next_check_ms: AtomicU64,
+    /// A background check of this file was handed to the checker thread and has not ended.
+    pub(super) checking: AtomicBool,
 }
 
 pub(super) const UNKNOWN: u8 = 0;
