@@ -49,7 +49,6 @@ fn bench(c: &mut Criterion) {
         let views = mapped.collate(spans).expect("map");
         views
             .parts()
-            .iter()
             .map(|p| p.chunks_exact(2).map(|c| u64::from(u16::from_le_bytes([c[0], c[1]]))).sum::<u64>())
             .sum()
     };

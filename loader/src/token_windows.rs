@@ -253,7 +253,7 @@ impl<E: Element> TokenWindows<E> {
     /// let loader = Loader::builder(windows).batch_size(32).collate(collate).build()?;
     /// for batch in loader.iter() {
     ///     let batch = batch?;
-    ///     let bytes: usize = batch.data.parts().iter().map(|p| p.len()).sum();
+    ///     let bytes: usize = batch.data.parts().map(|p| p.len()).sum();
     ///     assert_eq!(bytes, batch.len() * 2049 * 2);
     /// }
     /// # Ok::<(), guideloom_loader::LoaderError>(())

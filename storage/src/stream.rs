@@ -11,7 +11,7 @@ use crate::core::{
     check_shard_files, PlannedOutput, ReadPlan, Reader, ReaderIndex, ReaderKind, Sealed, Window, Writer,
 };
 use crate::dir::StorageDir;
-use crate::io::{MappedBytes, MmapBackend, ReadOptions, ReadRequest, ShardFile};
+use crate::io::{MappedPieces, MmapBackend, ReadOptions, ReadRequest, ShardFile};
 use crate::layout::{Segment, StreamLayout};
 use crate::manifest::{Manifest, ShardEntry, StorageKind, MANIFEST_FILE};
 use crate::markers::Stream;
@@ -345,12 +345,16 @@ impl<F: StreamFormat> Reader<Stream<F>> {
 
 /// A batch of stream windows as zero-copy views into the mapped shard files, made by
 /// [`Reader::map_many`]: window `i` is the concatenation of [`MappedWindows::window`]`(i)`'s
-/// pieces (one per shard it crosses, in stream order), each a [`MappedBytes`] of
-/// little-endian element bytes. The views keep their maps alive: they stay valid while this
-/// value (or a clone of a piece) lives, whatever the reader's descriptor cache closes.
+/// pieces (one per shard it crosses, in stream order), each a `&[u8]` of little-endian element
+/// bytes. The batch holds one reference to the map of each shard it reads (none per window),
+/// so its views stay valid while it lives, whatever the reader's descriptor cache closes.
+///
+/// A piece of a page-aligned map at an offset that is a multiple of the element size is
+/// aligned for that element, so `bytemuck::cast_slice` turns it into `&[u16]` (`&[u32]` ...)
+/// without copying.
 #[derive(Debug, Clone, Default)]
 pub struct MappedWindows {
-    parts: Vec<MappedBytes>,
+    pieces: MappedPieces,
     /// Per window: one past its last piece.
     ends: Vec<usize>,
 }
@@ -368,15 +372,16 @@ impl MappedWindows {
 
     /// The pieces of window `i` in stream order (one per shard the window crosses), or
     /// `None` when `i >= len()`.
-    pub fn window(&self, i: usize) -> Option<&[MappedBytes]> {
+    pub fn window(&self, i: usize) -> Option<impl ExactSizeIterator<Item = &[u8]> + '_> {
         let end = *self.ends.get(i)?;
         let start = if i == 0 { 0 } else { self.ends[i - 1] };
-        self.parts.get(start..end)
+        let pieces = self.pieces.pieces.get(start..end)?;
+        Some(pieces.iter().map(|p| self.pieces.bytes(p)))
     }
 
     /// Every piece of every window, in batch order.
-    pub fn parts(&self) -> &[MappedBytes] {
-        &self.parts
+    pub fn parts(&self) -> impl ExactSizeIterator<Item = &[u8]> + '_ {
+        self.pieces.pieces.iter().map(|p| self.pieces.bytes(p))
     }
 }
 
@@ -400,9 +405,9 @@ impl<F: StreamFormat> Reader<Stream<F>> {
             return Err(refuse("big-endian elements cannot be viewed in place as little-endian ids"));
         }
         let plan = self.plan(windows)?;
-        let parts = mmap.map_ranges(self.files(), plan.requests())?;
+        let pieces = mmap.map_pieces(self.files(), plan.requests())?;
         let ends = (0..plan.len()).map(|i| plan.segment_range(i).end).collect();
-        Ok(MappedWindows { parts, ends })
+        Ok(MappedWindows { pieces, ends })
     }
 }
 

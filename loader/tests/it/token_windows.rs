@@ -295,7 +295,7 @@ fn mapped_batches_view_the_same_bytes_as_the_copying_path() {
             for row in 0..b.len() {
                 let pieces = b.data.window(row).unwrap();
                 two_pieces += usize::from(pieces.len() == 2);
-                let bytes: Vec<u8> = pieces.iter().flat_map(|p| p.iter().copied()).collect();
+                let bytes: Vec<u8> = pieces.flat_map(|p| p.iter().copied()).collect();
                 let ids: Vec<u32> =
                     bytes.chunks_exact(4).map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect();
                 assert_eq!(ids, want.row(row).unwrap(), "window {} ({workers} workers)", b.indices[row]);

@@ -4,7 +4,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 use std::fs::File;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
 use super::pages::{populate, resident_fraction, Residency};
 use super::request::ShardFile;
@@ -32,6 +32,10 @@ pub struct FileSet {
     /// Per file, the [`super::HybridBackend`]'s routing state (shared with a background
     /// check of the file while one runs).
     residency: Box<[Arc<Residency>]>,
+    /// Per file, its map once made, kept for the life of the set, when every file's map fits
+    /// the cap (`files.len() <= max_open`; empty otherwise): reads through a kept map take no
+    /// lock and no reference count.
+    kept: Box<[OnceLock<Arc<memmap2::Mmap>>]>,
 }
 
 /// Cache key: file index and whether the descriptor was opened with `O_DIRECT`.
@@ -143,7 +147,12 @@ impl FileSet {
     pub fn new(files: Vec<ShardFile>, max_open: usize) -> Self {
         let max_open = max_open.min(descriptor_budget()).max(1);
         let residency = files.iter().map(|_| Arc::default()).collect();
-        FileSet { files, max_open, strict: false, cache: Mutex::new(Lru::default()), residency }
+        let kept = if files.len() <= max_open {
+            files.iter().map(|_| OnceLock::new()).collect()
+        } else {
+            Box::default()
+        };
+        FileSet { files, max_open, strict: false, cache: Mutex::new(Lru::default()), residency, kept }
     }
 
     /// As [`FileSet::new`], for the files of a storage, which readers open this way: a file
@@ -304,6 +313,9 @@ impl FileSet {
     /// # Safety
     /// As [`FileSet::map`].
     unsafe fn map_with(&self, i: usize, scan: bool) -> Result<Option<Arc<memmap2::Mmap>>> {
+        if let Some(map) = self.kept_map(i) {
+            return Ok(Some(Arc::clone(map)));
+        }
         if let Some(map) = self.lock().touch((i, false)).and_then(|s| s.map.clone()) {
             return Ok(Some(map));
         }
@@ -333,6 +345,10 @@ impl FileSet {
             let _ = map.advise(memmap2::Advice::Random);
         }
         let map = Arc::new(map);
+        if let Some(kept) = self.kept.get(i) {
+            // Kept for the life of the set; a map another thread kept first wins.
+            return Ok(Some(Arc::clone(kept.get_or_init(|| map))));
+        }
         if let Some(slot) = self.lock().open.get_mut(&(i, false)) {
             slot.map.get_or_insert_with(|| Arc::clone(&map));
         }
@@ -366,6 +382,12 @@ fn open_file(path: &std::path::Path, direct: bool) -> std::io::Result<File> {
 }
 
 impl FileSet {
+    /// File `i`'s map when the set keeps maps (every file's fits the cap) and it was made:
+    /// borrowed for as long as the set lives, with no lock and no reference count.
+    pub(crate) fn kept_map(&self, i: usize) -> Option<&Arc<memmap2::Mmap>> {
+        self.kept.get(i)?.get()
+    }
+
     /// The routing state of file `i`.
     ///
     /// # Errors

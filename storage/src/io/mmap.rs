@@ -68,6 +68,23 @@ impl MmapBackend {
         requests.iter().map(|r| self.map_range_with(files, *r, &mut seen)).collect()
     }
 
+    /// Every request as a byte range of one of the batch's maps, for
+    /// [`crate::MappedWindows`]: the maps (one per file the batch reads, looked up once each)
+    /// and, per request, the index of its map in them and its range (`usize::MAX` and an
+    /// empty range for an empty request). No reference count is taken per request.
+    ///
+    /// # Errors
+    /// As [`MmapBackend::map_range`], for the first request that fails.
+    pub(crate) fn map_pieces(&self, files: &FileSet, requests: &[ReadRequest]) -> Result<MappedPieces> {
+        let mut seen = Vec::new();
+        let mut pieces = Vec::with_capacity(requests.len());
+        for r in requests {
+            let (k, range) = self.locate_index(files, *r, &mut seen)?;
+            pieces.push(MappedPiece { map: k.unwrap_or(usize::MAX), start: range.start, end: range.end });
+        }
+        Ok(MappedPieces { maps: seen.into_iter().map(|(_, m)| m).collect(), pieces })
+    }
+
     /// [`MmapBackend::map_range`] reusing the maps already looked up for this batch in `seen`
     /// (file index, map), so a batch takes the file set's lock once per file, not per request.
     fn map_range_with(
@@ -90,6 +107,18 @@ impl MmapBackend {
         request: ReadRequest,
         seen: &'s mut Vec<(usize, Option<Arc<memmap2::Mmap>>)>,
     ) -> Result<(Option<&'s Arc<memmap2::Mmap>>, Range<usize>)> {
+        let (k, range) = self.locate_index(files, request, seen)?;
+        Ok((k.and_then(|k| seen[k].1.as_ref()), range))
+    }
+
+    /// [`MmapBackend::locate`], answering the index in `seen` of the request's map (`None`
+    /// for an empty request, which needs none).
+    fn locate_index(
+        &self,
+        files: &FileSet,
+        request: ReadRequest,
+        seen: &mut Vec<(usize, Option<Arc<memmap2::Mmap>>)>,
+    ) -> Result<(Option<usize>, Range<usize>)> {
         let len =
             usize::try_from(request.len).map_err(|_| StorageError::BatchTooLarge { bytes: request.len })?;
         if len == 0 {
@@ -111,7 +140,7 @@ impl MmapBackend {
         let start = usize::try_from(request.offset).ok().filter(|&s| s <= mapped);
         let range = start.and_then(|s| s.checked_add(len).filter(|&e| e <= mapped).map(|e| s..e));
         match range {
-            Some(range) => Ok((map, range)),
+            Some(range) => Ok((Some(k), range)),
             None => Err(StorageError::ShortRead {
                 path: files.file(request.file).path.clone(),
                 offset: request.offset,
@@ -132,8 +161,15 @@ impl ReadBackend for MmapBackend {
         let mut pos = 0usize;
         let mut seen = Vec::new();
         for r in requests {
-            let (map, range) = self.locate(files, *r, &mut seen)?;
-            let src = map.map_or(&[][..], |m| &m[range]);
+            // A kept map (every file's map fits the set's cap): no lock, no reference count.
+            let kept = files.kept_map(r.file).and_then(|m| Some(&m[range_in(m.len(), r)?]));
+            let src = match kept {
+                Some(src) => src,
+                None => {
+                    let (map, range) = self.locate(files, *r, &mut seen)?;
+                    map.map_or(&[][..], |m| &m[range])
+                }
+            };
             let dst = pos
                 .checked_add(src.len())
                 .and_then(|end| out.get_mut(pos..end))
@@ -173,5 +209,40 @@ impl std::ops::Deref for MappedBytes {
 impl AsRef<[u8]> for MappedBytes {
     fn as_ref(&self) -> &[u8] {
         self
+    }
+}
+
+/// The byte range of `request` in a map of `mapped` bytes, when it is non-empty and inside it
+/// (the other cases go through [`MmapBackend::locate`], which answers them).
+fn range_in(mapped: usize, request: &ReadRequest) -> Option<Range<usize>> {
+    let start = usize::try_from(request.offset).ok()?;
+    let end = start.checked_add(usize::try_from(request.len).ok()?)?;
+    (request.len > 0 && end <= mapped).then_some(start..end)
+}
+
+/// The maps of one batch and its requests' ranges in them ([`MmapBackend::map_pieces`]).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct MappedPieces {
+    /// One per file the batch reads (`None` for a file with nothing mapped).
+    pub(crate) maps: Vec<Option<Arc<memmap2::Mmap>>>,
+    /// One per request, in request order.
+    pub(crate) pieces: Vec<MappedPiece>,
+}
+
+/// One request's bytes: `maps[map][start..end]` (`map == usize::MAX`: no bytes).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct MappedPiece {
+    pub(crate) map: usize,
+    pub(crate) start: usize,
+    pub(crate) end: usize,
+}
+
+impl MappedPieces {
+    /// The bytes of `piece`.
+    pub(crate) fn bytes(&self, piece: &MappedPiece) -> &[u8] {
+        match self.maps.get(piece.map) {
+            Some(Some(m)) => &m[piece.start..piece.end],
+            _ => &[],
+        }
     }
 }

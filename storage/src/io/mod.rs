@@ -45,6 +45,7 @@ pub use backend::{ReadBackend, DIRECT_ALIGN};
 pub use direct::DirectBackend;
 pub use files::{descriptor_budget, open_descriptors, shared_descriptor_budget, FileSet};
 pub use hybrid::{HybridBackend, HybridRoute, HYBRID_MIN_RESIDENT, HYBRID_RECHECK};
+pub(crate) use mmap::MappedPieces;
 pub use mmap::{MappedBytes, MmapBackend};
 pub use options::ReadOptions;
 pub use pread::PreadBackend;
