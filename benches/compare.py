@@ -53,7 +53,14 @@ GIB = 1 << 30
 # Bytes of each token data set (1 GiB; --quick: 64 MiB).
 DATA_BYTES = GIB
 # Every section, in the order they run (the default of --sections).
-ALL_SECTIONS = ("main", "u32", "verify", "sweep", "cold", "scaling", "memory", "startup", "resume", "python")
+ALL_SECTIONS = ("main", "u32", "verify", "sweep", "layouts", "batches", "cold", "scaling", "memory", "startup", "resume",
+                "python")
+# The shard layouts of the layouts section (issue 31): data set name -> (bytes, shards), u16
+# tokens of the same corpus; the main data set is 1 GiB in 8 shards. --quick divides the bytes
+# by 16.
+LAYOUTS = {"u16-16x24MB": (16 * 24_000_000, 16), "u16-1024x256KiB": (1024 * 262_144, 1024)}
+# The batch sizes of the batches section: (window tokens, batch, batches per run; 0 = an epoch).
+BATCH_SIZES = ((2049, 1, 0), (2049, 4, 0), (2049, 8, 0), (2049, 32, 0), (129, 256, 4096))
 # Start-up at scale: shards of the many-shard storage (1,000 u16 tokens each) and sparse shard
 # files of 10^6 u16 tokens (10^11 elements at 100,000); --quick makes them smaller.
 MANY_SHARDS = 100_000
@@ -91,6 +98,17 @@ def make_data(dtypes=("u16", "u32")):
             sh([NATIVE, "mkdata", src, dtype, str(DATA_BYTES), "8", store, binf])
 
 
+def make_layouts():
+    """The data sets of the layouts section (LAYOUTS), each with its raw .bin."""
+    src = os.path.join(DATA, "austen-u16")
+    for name, (nbytes, shards) in LAYOUTS.items():
+        store, binf = os.path.join(DATA, name), os.path.join(DATA, f"{name}.bin")
+        if not (os.path.exists(os.path.join(store, "manifest.json")) and os.path.exists(binf)
+                and os.path.getsize(binf) == nbytes):
+            print(f"writing {nbytes / 2**20:,.0f} MiB of u16 tokens in {shards} shards + raw .bin ({name})", flush=True)
+            sh([NATIVE, "mkdata", src, "u16", str(nbytes), str(shards), store, binf])
+
+
 def expected_epoch_sum(dtype, seq):
     # In a child process: a child's ru_maxrss starts from the RSS of the process that spawned it
     # (Linux carries the high-water mark over exec), so this driver must stay small.
@@ -103,10 +121,13 @@ def expected_epoch_sum(dtype, seq):
 # ---------------------------------------------------------------- systems
 
 
-def command(system, dtype, seq, workers, k, backend=None, method=None):
-    """The command line of one run; k = batches (0 = one epoch)."""
-    binf, store = os.path.join(DATA, f"{dtype}.bin"), os.path.join(DATA, dtype)
+def command(system, dtype, seq, workers, k, backend=None, method=None, data=None, batch=None):
+    """The command line of one run; k = batches (0 = one epoch); data: the data set's name
+    (default: the main one of `dtype`); batch: windows per batch (default BATCH)."""
+    name = data or dtype
+    binf, store = os.path.join(DATA, f"{name}.bin"), os.path.join(DATA, name)
     env = dict(os.environ)
+    BATCH = batch or globals()["BATCH"]
     if system in ("guideloom-cli", "guideloom-cli-before"):
         cmd = [CLI if system == "guideloom-cli" else CLI_BEFORE, "bench", store, "--seq-len", str(seq), "--batch-size", str(BATCH), "--shuffle", "--seed", str(SEED),
                "--workers", str(workers), "--backend", backend, "--json"]
@@ -218,9 +239,9 @@ def fadvise_dontneed(paths):
             os.close(fd)
 
 
-def data_files(dtype):
-    store = os.path.join(DATA, dtype)
-    return [os.path.join(DATA, f"{dtype}.bin")] + [os.path.join(store, f) for f in os.listdir(store) if f.endswith(".stream")]
+def data_files(name):
+    store = os.path.join(DATA, name)
+    return [os.path.join(DATA, f"{name}.bin")] + [os.path.join(store, f) for f in os.listdir(store) if f.endswith(".stream")]
 
 
 def measure(section, configs, runs, results, cold=False):
@@ -229,9 +250,10 @@ def measure(section, configs, runs, results, cold=False):
     for r in range(runs):
         order = configs[r % len(configs):] + configs[: r % len(configs)]
         for c in order:
-            cmd, env = command(c["system"], c["dtype"], c["seq"], c["workers"], c["k"], c.get("backend"), c.get("method"))
+            cmd, env = command(c["system"], c["dtype"], c["seq"], c["workers"], c["k"], c.get("backend"), c.get("method"),
+                               c.get("data"), c.get("batch"))
             if cold:
-                fadvise_dontneed(data_files(c["dtype"]))
+                fadvise_dontneed(data_files(c.get("data") or c["dtype"]))
             load1 = os.getloadavg()[0]
             try:
                 j, ru, other = run_one(cmd, env)
@@ -241,7 +263,8 @@ def measure(section, configs, runs, results, cold=False):
                 results.append(rec)
                 continue
             w, s, f = j["windows"], j["seconds"], j["first_batch_s"]
-            steady = (w - BATCH) / (s - f) if s > f and w > BATCH else w / s
+            bsz = c.get("batch") or BATCH
+            steady = (w - bsz) / (s - f) if s > f and w > bsz else w / s
             rec = dict(c, section=section, run=r, run_id=RUN_ID, cold=cold, windows=w, seconds=s, first_batch_s=f,
                        windows_per_s=w / s, steady_windows_per_s=steady, tokens_per_s=w * c["seq"] / s,
                        checksum=j["checksum"], epoch_windows=j.get("epoch_windows"),
@@ -767,6 +790,74 @@ def sweep_table(results):
                   "2,049-token row is the main section's workers-2 table.)", ""]
 
 
+def layouts_table(results):
+    """Per shard layout: each system's steady rate, its share of the best raw limit on the same
+    bytes, its first batch; the default's first batch against io_uring's (issue 31 goals)."""
+    rs = [r for r in results if r.get("section") == "layouts" and "error" not in r]
+    if not rs:
+        return None
+    out = ["| layout | system | k windows/s median (min–max) | of best raw limit | first batch ms | epoch windows | runs |",
+           "|---|---|---|---|---|---|---|"]
+    goals = []
+    for name in ("u16",) + tuple(LAYOUTS):
+        mine = [r for r in rs if (r.get("data") or "u16") == name]
+        if not mine:
+            continue
+        g = group(mine, "layouts", key=lambda r: r["label"])
+        raws = [med([x["steady_windows_per_s"] for x in v]) for k, v in g.items() if k.startswith("raw limit")]
+        raw_best = max(raws, default=float("nan"))
+        desc = "8 x 128 MiB (main)" if name == "u16" else name[4:].replace("x", " x ")
+        for lab, v in sorted(g.items()):
+            m = med([x["steady_windows_per_s"] for x in v])
+            out.append(f"| {desc} | {lab} | {span(v)} | {m / raw_best:.2f} | {fmt_ms(med([x['first_batch_s'] for x in v]))} | "
+                       f"{v[0].get('epoch_windows') or 0:,} | {len(v)} |")
+        d, u, z = (g.get(x) for x in ("guideloom CLI (auto)", "guideloom CLI (io-uring)", "guideloom lib zero-copy views (mmap)"))
+        if d:
+            dm = med([x["steady_windows_per_s"] for x in d])
+            goals.append(f"| {desc} | default >= 0.9 of the raw limit | {dm / raw_best:.2f} | {'met' if dm / raw_best >= 0.9 else 'missed'} |")
+        if z:
+            zm = med([x["steady_windows_per_s"] for x in z])
+            goals.append(f"| {desc} | zero-copy views >= 1.0 of the raw limit | {zm / raw_best:.2f} | {'met' if zm / raw_best >= 1.0 else 'missed'} |")
+        if d and u:
+            fd, fu = med([x["first_batch_s"] for x in d]), med([x["first_batch_s"] for x in u])
+            goals.append(f"| {desc} | default's first batch <= 1.5 x io_uring's + 1 ms | {fmt_ms(fd)} ms vs {fmt_ms(fu)} ms "
+                         f"(bound {fmt_ms(1.5 * fu + 0.001)} ms) | {'met' if fd <= 1.5 * fu + 0.001 else 'missed'} |")
+    return out + ["", "| layout | goal (issue 31) | measured | |", "|---|---|---|---|", *goals, ""]
+
+
+def batches_table(results):
+    """Per batch size: the default's and the raw limits' steady rates, and the fixed cost per
+    batch from a least-squares line through time per batch against batch size (2,049 tokens)."""
+    rs = [r for r in results if r.get("section") == "batches" and "error" not in r]
+    if not rs:
+        return None
+    g = group(rs, "batches", key=lambda r: (r["label"], r["seq"], r["batch"]))
+    labels = sorted({k[0] for k in g})
+    out = ["| window tokens | batch | " + " | ".join(f"{l} k windows/s" for l in labels) + " | default / best raw |",
+           "|---|---|" + "---|" * len(labels) + "---|"]
+    for seq, b, _ in BATCH_SIZES:
+        rates = {l: med([x["steady_windows_per_s"] for x in g[(l, seq, b)]]) for l in labels if (l, seq, b) in g}
+        raws = [v for l, v in rates.items() if l.startswith("raw limit")]
+        d = rates.get("guideloom CLI (auto)")
+        ratio = f"{d / max(raws):.2f}" if d and raws else "–"
+        out.append(f"| {seq:,} | {b} | " + " | ".join(f"{rates[l] / 1e3:,.1f}" if l in rates else "–" for l in labels)
+                   + f" | {ratio} |")
+    out.append("")
+    fixed = []
+    for l in labels:
+        pts = [(b, b / med([x["steady_windows_per_s"] for x in g[(l, 2049, b)]])) for seq, b, _ in BATCH_SIZES
+               if seq == 2049 and (l, 2049, b) in g]
+        if len(pts) >= 2:
+            n = len(pts)
+            mx, my = sum(p[0] for p in pts) / n, sum(p[1] for p in pts) / n
+            slope = sum((p[0] - mx) * (p[1] - my) for p in pts) / sum((p[0] - mx) ** 2 for p in pts)
+            fixed.append(f"{l}: {max(0.0, my - slope * mx) * 1e9:,.0f} ns per batch + {slope * 1e9:,.0f} ns per window")
+    if fixed:
+        out += ["Fixed cost per batch (least squares over batch 1/4/8/32 at 2,049 tokens: seconds per batch = a + b x batch): "
+                + "; ".join(fixed) + ".", ""]
+    return out
+
+
 def write_report(results, args):
     def v(cmd):
         try:
@@ -817,6 +908,14 @@ def write_report(results, args):
             if sw:
                 lines += ["**Windows/s against window length** (plotted in "
                           "[benchmarks_window_size.png](benchmarks_window_size.png))", "", *sw]
+    lt = layouts_table(results)
+    if lt:
+        lines += ["### Shard layouts (u16, 2,049 tokens, batch 32, workers 2, warm)", "",
+                  provenance([r for r in results if r.get("section") == "layouts"]), "", *lt]
+    bt = batches_table(results)
+    if bt:
+        lines += ["### Small batches (u16, workers 2, warm): the fixed cost per batch", "",
+                  provenance([r for r in results if r.get("section") == "batches"]), "", *bt]
     ver = [r for r in results if r.get("section") == "verify" and "error" not in r]
     if ver:
         lines += ["### Epoch checksum (one full epoch per system, u16, 2,049 tokens, workers 2)", "", provenance(ver), "",
@@ -966,6 +1065,8 @@ def main():
     if args.quick:
         DATA_BYTES, MANY_SHARDS, SPARSE_SHARDS, STARTUP_BYTES, MEMORY_SECONDS = 64 << 20, 2000, 2000, 16 << 20, 1
         CPU_RECORDS = 3200
+        for name, (nbytes, shards) in LAYOUTS.items():
+            LAYOUTS[name] = (nbytes // 16, shards)
         for k in PY_K:
             PY_K[k] = max(10, PY_K[k] // 10)
         args.report_to = args.report_to or os.path.join(OUT, "quick.md")
@@ -1054,6 +1155,30 @@ def main():
         measure("sweep", cs, ro, results)
 
     run_section("sweep", "window length 129/513/8,193 tokens, u16, workers 2", sweep)
+
+    def layouts():
+        make_layouts()
+        cs = []
+        for name in ("u16",) + tuple(LAYOUTS):
+            data = None if name == "u16" else name
+            for b in ("auto", "io-uring"):
+                cs.append(dict(system="guideloom-cli", backend=b, dtype="u16", seq=2049, workers=2, k=0, data=data))
+            cs.append(dict(system="guideloom-lib-mapped", backend="auto", dtype="u16", seq=2049, workers=2, k=0, data=data))
+            for m in ("mmap",) + (("c-mmap",) if os.path.exists(RAW_C) else ()):
+                cs.append(dict(system="raw", method=m, dtype="u16", seq=2049, workers=2, k=0, data=data))
+        measure("layouts", cs, ro, results)
+
+    run_section("layouts", "shard layouts: 8 x 128 MiB, 16 x 24 MB, 1,024 x 256 KiB; u16, 2,049 tokens, workers 2", layouts)
+
+    def batches():
+        cs = []
+        for seq, b, k in BATCH_SIZES:
+            for c in (dict(system="guideloom-cli", backend="auto"), dict(system="raw", method="mmap")) + \
+                     ((dict(system="raw", method="c-mmap"),) if os.path.exists(RAW_C) else ()):
+                cs.append(dict(c, dtype="u16", seq=seq, workers=2, k=k, batch=b))
+        measure("batches", cs, ro, results)
+
+    run_section("batches", "batch 1/4/8/32 of 2,049 tokens and 256 of 129 tokens; u16, workers 2", batches)
 
     def cold():
         k = 300
