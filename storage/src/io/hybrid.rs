@@ -13,7 +13,7 @@ use super::backend::{buffer_length, ReadBackend};
 use super::checker;
 use super::files::FileSet;
 use super::mmap::MmapBackend;
-use super::pages::{populate, resident_at_least, Residency, COLD, UNKNOWN, WARM};
+use super::pages::{populate, populate_in_steps, resident_at_least, Residency, COLD, UNKNOWN, WARM};
 use super::request::ReadRequest;
 use crate::Result;
 
@@ -250,7 +250,7 @@ impl HybridBackend {
                 // First warm decision for this map (made without population) or a change from
                 // cold: map its pages up front so reads take no page faults. Advisory.
                 let _ = map.advise(memmap2::Advice::Normal);
-                populate(&map);
+                populate_in_steps(&map);
             } else if !warm && state != COLD {
                 // Random access on evicted data: no readahead around a stray fault.
                 let _ = map.advise(memmap2::Advice::Random);

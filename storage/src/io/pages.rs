@@ -96,6 +96,33 @@ pub(crate) fn resident_fraction(map: &memmap2::Mmap) -> Option<f64> {
     Some(vec.iter().filter(|&&b| b & 1 == 1).count() as f64 / pages as f64)
 }
 
+/// [`populate`] in steps of [`POPULATE_STEP`] bytes, for the residency checker thread: each
+/// `madvise` holds the process's memory-map lock for reading only over its step, so a reader
+/// thread's `mmap` or large allocation (which takes it for writing) waits for one step, not
+/// for the whole file. Whether the kernel populated every step.
+pub(crate) fn populate_in_steps(map: &memmap2::Mmap) -> bool {
+    #[cfg(target_os = "linux")]
+    {
+        let mut ok = true;
+        let mut at = 0usize;
+        while at < map.len() {
+            let len = POPULATE_STEP.min(map.len() - at);
+            ok &= map.advise_range(memmap2::Advice::PopulateRead, at, len).is_ok();
+            at += len;
+        }
+        ok
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        let _ = map;
+        false
+    }
+}
+
+/// Bytes one step of [`populate_in_steps`] maps: 2 MiB (512 pages of 4 KiB; tens of
+/// microseconds of page-table work).
+pub(crate) const POPULATE_STEP: usize = 2 << 20;
+
 /// Maps every page of `map` up front (`MADV_POPULATE_READ`, Linux 5.14+); whether the kernel
 /// did. Other systems have no such advice: `false`.
 pub(crate) fn populate(map: &memmap2::Mmap) -> bool {
