@@ -199,3 +199,52 @@ fn issue33_window_shuffle_last_window_at_and_next_to_a_multiple() {
         assert!(matches!(ws.get(2 * n as u64), Err(LoaderError::IndexOutOfRange { .. })));
     }
 }
+
+/// The sequential loader's window shuffle at a shard's end: shards of 8 (a multiple of the
+/// window 4), 9 (a last window of one record, which stays in place) and 7 (a last window of 3),
+/// with and without length hints (without, the last window is cut where the reader ends). By
+/// hand: window `w` of shard `s` holds exactly records `[4w, min(4w + 4, len_s))`, and both
+/// ways give the same stream.
+#[test]
+fn issue33_sequential_window_shuffle_last_window_at_and_next_to_a_multiple() {
+    use guideloom_loader::sequential::{shard_order, SequentialLoader, VecShards};
+    let lengths = [8u64, 9, 7];
+    let stream = |known: bool| -> Vec<(u64, u64)> {
+        let shards = VecShards::new(
+            lengths.iter().enumerate().map(|(s, &n)| (0..n).map(|k| (s as u64, k)).collect()).collect(),
+        );
+        let source = if known { shards } else { shards.without_lengths() };
+        let l = SequentialLoader::builder(source)
+            .cycle(1)
+            .window_shuffle(4)
+            .batch_size(1)
+            .shuffle(5)
+            .workers(0)
+            .build()
+            .expect("valid");
+        l.iter().flat_map(|b| b.expect("ok").data).collect()
+    };
+    let known = stream(true);
+    assert_eq!(known, stream(false));
+    let mut at = 0;
+    for s in shard_order(3, 5, true, 0) {
+        let n = lengths[s as usize];
+        for start in (0..n).step_by(4) {
+            let end = (start + 4).min(n);
+            let mut w: Vec<u64> = known[at..at + (end - start) as usize]
+                .iter()
+                .map(|&(shard, k)| {
+                    assert_eq!(shard, s);
+                    k
+                })
+                .collect();
+            if end - start == 1 {
+                assert_eq!(w, [start], "shard {s}: a one-record last window");
+            }
+            w.sort_unstable();
+            assert_eq!(w, (start..end).collect::<Vec<_>>(), "shard {s} window at {start}");
+            at += (end - start) as usize;
+        }
+    }
+    assert_eq!(at, 24);
+}
