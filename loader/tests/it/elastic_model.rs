@@ -186,11 +186,13 @@ fn check_segments(o: &Order, segments: &[(u64, u64, Option<usize>)]) -> Result<(
         let (got, s) = actual(o, g, world, state.as_ref(), steps);
         prop_assert_eq!(&got, &want, "segment {} (G {}, W {}, {:?}) from {:?}", i, g, world, steps, cursor);
         let per_epoch = o.steps(g);
-        if per_epoch > 0 {
-            // The state names the model's cursor: step `next_batch` of this global batch.
-            let at = Cursor { epoch: s.next_batch / per_epoch, consumed: s.next_batch % per_epoch * g };
-            prop_assert_eq!(at, next, "state after segment {}", i);
-        }
+        // The state names the model's cursor: step `next_batch` of this global batch (every
+        // global batch here has at least one step per epoch).
+        let at = s
+            .next_batch
+            .checked_div(per_epoch)
+            .map(|epoch| Cursor { epoch, consumed: s.next_batch % per_epoch * g });
+        prop_assert_eq!(at, Some(next), "state after segment {}", i);
         cursor = next;
         state = Some(s);
     }
