@@ -23,6 +23,7 @@ mod olmo;
 mod open;
 mod orders_llmc;
 mod orders_megatron;
+mod orders_megatron_boundaries;
 #[cfg(feature = "parquet")]
 mod parquet;
 mod raw;

@@ -267,6 +267,10 @@ where
                 });
             }
         }
+        // A shard whose known length is used up (read to its end but still in its slot) is
+        // finished: only the unfinished shards are re-dealt (issue 33: a finished one took a
+        // slot of the new rank and changed the order its list is read in).
+        left.retain(|c| shared.interleave.left(c) != Some(0));
         left.sort_by_key(|c| place[c.shard as usize]);
         let lists = shared.deal_entries(&left, shared.options.world_size);
         let steps = shared.steps(&lists, step);

@@ -3,7 +3,9 @@
 //! beside them.
 
 mod acceptance;
+mod boundaries;
 mod elastic;
+mod elastic_model;
 mod golden;
 mod hostile_state;
 #[cfg(feature = "oamap")]
@@ -13,6 +15,7 @@ mod props;
 mod readahead;
 mod regression;
 mod sequential;
+mod sequential_redeal;
 mod stage;
 mod token_windows;
 mod transforms;

@@ -39,8 +39,7 @@ pub(crate) fn resident_at_least(map: &memmap2::Mmap, min: f64) -> Option<bool> {
     const CHUNK_PAGES: usize = 1024;
     let page = page_size();
     let pages = map.len().div_ceil(page);
-    // Pages that may be missing; truncation toward zero makes the test strict.
-    let allowed = (pages as f64 * (1.0 - min.clamp(0.0, 1.0))) as usize;
+    let allowed = allowed_missing(pages, min);
     // `mincore`'s vector is `unsigned char *` on Linux and `char *` on the BSDs and macOS.
     #[cfg(target_os = "linux")]
     type Flag = u8;
@@ -70,6 +69,13 @@ pub(crate) fn resident_at_least(map: &memmap2::Mmap, min: f64) -> Option<bool> {
         first += n;
     }
     Some(true)
+}
+
+/// Pages of `pages` that may be missing for at least `min` (0 to 1) of them to be resident:
+/// `floor(pages * (1 - min))`; truncation toward zero makes the test strict (100 pages at 0.99
+/// allow 1 missing page, 199 allow 1, 200 allow 2).
+fn allowed_missing(pages: usize, min: f64) -> usize {
+    (pages as f64 * (1.0 - min.clamp(0.0, 1.0))) as usize
 }
 
 /// The fraction (0 to 1) of `map`'s pages that are in the page cache, from `mincore(2)`;
@@ -132,5 +138,29 @@ pub(crate) fn populate(map: &memmap2::Mmap) -> bool {
     {
         let _ = map;
         false
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Issue 33: the hybrid backend's residency threshold (0.99) on both sides of a whole page
+    /// and exactly on it, by hand: `floor(n * 0.01)` pages may be missing (`1 - 0.99` is
+    /// 0.010000000000000009 in binary, so 100 pages give 1.0000000000000009 -> 1).
+    #[test]
+    fn issue33_allowed_missing_pages_at_the_threshold() {
+        let min = crate::io::HYBRID_MIN_RESIDENT;
+        assert_eq!(min, 0.99);
+        for (pages, allowed) in
+            [(0, 0), (1, 0), (99, 0), (100, 1), (101, 1), (199, 1), (200, 2), (201, 2), (1000, 10)]
+        {
+            assert_eq!(allowed_missing(pages, min), allowed, "{pages} pages");
+        }
+        // The clamp: a minimum above 1 allows nothing missing, below 0 everything.
+        assert_eq!(allowed_missing(100, 1.5), 0);
+        assert_eq!(allowed_missing(100, -1.0), 100);
+        assert_eq!(allowed_missing(100, 1.0), 0);
+        assert_eq!(allowed_missing(100, 0.0), 100);
     }
 }
