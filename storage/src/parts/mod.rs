@@ -38,4 +38,4 @@ mod writer;
 pub use commit::{commit_parts, commit_parts_in, CommitMode, CommitReport};
 pub use gc::{abort, gc};
 pub use receipt::{check_job, part_dir, part_dir_name, Receipt, PARTS_DIR, RECEIPT_VERSION};
-pub use writer::PartWriter;
+pub use writer::{receipt_of, PartWriter};

@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 
 use super::receipt::{part_dir, part_dir_name, Receipt, RECEIPT_VERSION};
 use crate::core::{Writer, WriterKind};
-use crate::manifest::MANIFEST_FILE;
+use crate::manifest::{Manifest, MANIFEST_FILE};
 use crate::{Result, StorageError};
 
 /// Writes one part of a job: the normal [`Writer`] of kind `K` on the part's directory
@@ -96,28 +96,52 @@ impl<K: WriterKind> PartWriter<K> {
     /// As [`Writer::commit`].
     pub fn finish(mut self) -> Result<Receipt> {
         self.writer.commit()?;
-        let m = self.writer.core.manifest();
-        let dir = part_dir_name(&self.job, self.partition, self.attempt);
-        let shards = m
-            .shards()
-            .iter()
-            .map(|s| {
-                let mut s = s.clone();
-                s.path = Some(format!("{dir}/{}", crate::manifest::shard_file_stem(s.id)));
-                s
-            })
-            .collect();
-        Ok(Receipt {
-            receipt_version: RECEIPT_VERSION,
-            job: self.job,
-            partition: self.partition,
-            attempt: self.attempt,
-            kind: m.kind(),
-            dtype: m.dtype_descr().clone(),
-            format: m.format().clone(),
-            shards,
-        })
+        Ok(receipt_from(self.writer.core.manifest(), self.job, self.partition, self.attempt))
     }
+}
+
+/// The receipt of a part whose manifest is `m`.
+fn receipt_from(m: &Manifest, job: String, partition: u64, attempt: u64) -> Receipt {
+    let dir = part_dir_name(&job, partition, attempt);
+    let shards = m
+        .shards()
+        .iter()
+        .map(|s| {
+            let mut s = s.clone();
+            s.path = Some(format!("{dir}/{}", crate::manifest::shard_file_stem(s.id)));
+            s
+        })
+        .collect();
+    Receipt {
+        receipt_version: RECEIPT_VERSION,
+        job,
+        partition,
+        attempt,
+        kind: m.kind(),
+        dtype: m.dtype_descr().clone(),
+        format: m.format().clone(),
+        shards,
+    }
+}
+
+/// The receipt of a part already committed in its directory by any writer of this crate
+/// (`root/_parts/<job>/<partition:06>-<attempt>/`, for example by `guideloom ingest --part`):
+/// what [`PartWriter::finish`] returns for it.
+///
+/// # Errors
+/// [`StorageError::InvalidJob`]; [`StorageError::InvalidReceipt`] when the part's shards name
+/// their files by paths of their own (a part is flat); manifest errors of the part
+/// ([`StorageError::NotAStorage`] when it was never committed).
+pub fn receipt_of(root: impl AsRef<Path>, job: &str, partition: u64, attempt: u64) -> Result<Receipt> {
+    let dir = part_dir(root.as_ref(), job, partition, attempt)?;
+    let m = Manifest::load(&dir)?;
+    if m.shards().iter().any(|s| s.path.is_some()) {
+        return Err(StorageError::InvalidReceipt {
+            partition,
+            reason: format!("the part {} has shards with paths of their own", dir.display()),
+        });
+    }
+    Ok(receipt_from(&m, job.to_string(), partition, attempt))
 }
 
 impl<K: WriterKind> Deref for PartWriter<K> {
