@@ -6,7 +6,8 @@ The input: ``--docs`` documents of 64..2048 uint16 token ids (uniform lengths, s
 (Spark: ``df.cache()`` and a count; Ray: ``ray.data.from_arrow`` of the same per-partition Arrow
 tables, materialized), so every writer times the write alone: converting Spark's rows or Ray's
 blocks, writing the shards, and the commit (guideloom: ``commit_parts``; Streaming:
-``merge_index``). Each writer writes the same partitions on the same Spark master or Ray CPUs
+``merge_index``). Streaming writes uncompressed (``compression=None``; its default is zstd), as
+guideloom does. Each writer writes the same partitions on the same Spark master or Ray CPUs
 (``--cpus``); each measurement is the best of ``--repeats`` runs into a fresh directory.
 
     target/py-venv/bin/python benches/engine_ingest.py --docs 20000 --partitions 8 --cpus 2 --repeats 3
@@ -113,7 +114,8 @@ def main() -> None:
                         yield {"input_ids": np.asarray(ids, dtype=np.uint16)}
 
                 dataframe_to_mds(df.select(col("input_ids")), merge_index=True,
-                                 mds_kwargs={"out": str(out), "columns": {"input_ids": "ndarray:uint16"}},
+                                 mds_kwargs={"out": str(out), "columns": {"input_ids": "ndarray:uint16"},
+                                             "compression": None},
                                  udf_iterable=to_arrays)
 
             best("streaming dataframe_to_mds", tokens, args.repeats, mds, work)

@@ -26,7 +26,7 @@ fi
 pip=("$venv/bin/python" -m pip install --quiet --disable-pip-version-check)
 if ! "$venv/bin/python" -c 'import pyspark, pyarrow, pandas, ray.data, tiktoken
 import sys; sys.exit(int(pyspark.__version__.split(".")[0]) < 4)' 2>/dev/null; then
-  "${pip[@]}" --no-cache-dir 'pyspark>=4.0,<5' 'pyarrow>=15' pandas 'ray[data]>=2.40,<3' tiktoken >&2
+  "${pip[@]}" 'pyspark>=4.0,<5' 'pyarrow>=15' pandas 'ray[data]>=2.40,<3' tiktoken >&2
 fi
 if [ "${GUIDELOOM_BENCH_ENGINES:-0}" = 1 ] && ! "$venv/bin/python" -c 'import streaming' 2>/dev/null; then
   "${pip[@]}" --no-cache-dir mosaicml-streaming >&2

@@ -142,6 +142,16 @@ def token_documents(n: int, seed: int, high: int = 60_000) -> list[np.ndarray]:
     return [rng.integers(0, high, size=int(k), dtype=np.uint16) for k in rng.integers(1, 41, size=n)]
 
 
+def row_tokens(i: int) -> list[int]:
+    """Row ``i``'s token ids in the engine tests (a function of ``i`` only)."""
+    return token_documents(1, seed=i)[0].tolist()
+
+
+def rows_stream(rows: int, *firsts: int) -> list[int]:
+    """The token stream of rows ``first .. first + rows`` for each of ``firsts``, in that order."""
+    return [t for first in firsts for i in range(first, first + rows) for t in row_tokens(i)]
+
+
 def read_stream(root: Path) -> np.ndarray:
     """The whole token stream of the storage ``root`` (its windows of one token)."""
     windows = gl.TokenWindows(root, 1)
@@ -153,3 +163,16 @@ def loader_batches(root: Path, seq_len: int = 8, batch_size: int = 4) -> list[np
     source = gl.TokenWindows(root, seq_len)
     with gl.Loader(source, batch_size=batch_size, shuffle=True, seed=3, epochs=1) as loader:
         return [np.array(b.data) for b in loader]
+
+
+def assert_same_storage(clean: Path, other: Path, tokens: list[int]) -> None:
+    """``clean`` and ``other`` both hold the stream ``tokens`` (an independent source: the rows'
+    generator), equal byte for byte in every committed shard file and in every batch a shuffled
+    loader yields over their windows of 8 tokens, 4 a batch."""
+    assert read_stream(clean).tolist() == tokens
+    assert read_stream(other).tolist() == tokens
+    assert committed_files(other) == committed_files(clean)
+    batches = loader_batches(clean)
+    assert len(batches) == -(-(len(tokens) // 8) // 4)
+    for a, b in zip(batches, loader_batches(other), strict=True):
+        np.testing.assert_array_equal(a, b)

@@ -3,14 +3,12 @@
 
 from __future__ import annotations
 
-import math
 import sys
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pytest
-from conftest import committed_files, loader_batches, read_stream, token_documents
+from conftest import assert_same_storage, committed_files, read_stream, row_tokens, rows_stream
 
 ray = pytest.importorskip("ray", reason="ray is not installed (python/setup-engines.sh)")
 pytest.importorskip("ray.data")
@@ -39,10 +37,6 @@ def local_ray() -> Any:
     ray.shutdown()
 
 
-def documents_of_id(i: int) -> list[int]:
-    return token_documents(1, seed=i)[0].tolist()
-
-
 def dataset(first: int = 0, marker: Path | None = None, always: bool = False) -> Any:
     """Rows ``first .. first + ROWS`` in ``BLOCKS`` blocks, columns ``id`` and ``input_ids``.
     With ``marker``: the first attempt of the task holding ``first + FAIL_ID`` (the marker file
@@ -51,7 +45,7 @@ def dataset(first: int = 0, marker: Path | None = None, always: bool = False) ->
 
     def docs(batch: Any) -> Any:
         ids = batch.column("id").to_pylist()
-        lists = [documents_of_id(i) for i in ids]
+        lists = [row_tokens(i) for i in ids]
         if marker is not None and first + FAIL_ID in ids:
             if always or not marker.exists():
                 marker.touch()
@@ -63,13 +57,8 @@ def dataset(first: int = 0, marker: Path | None = None, always: bool = False) ->
     ).map_batches(docs, batch_format="pyarrow", batch_size=10, **RETRY)
 
 
-def expected_documents(first: int = 0) -> list[list[int]]:
-    return [documents_of_id(i) for i in range(first, first + ROWS)]
-
-
 def expected_stream(*firsts: int) -> list[int]:
-    """The token stream of the rows starting at each of ``firsts``, written in that order."""
-    return [t for first in firsts for d in expected_documents(first) for t in d]
+    return rows_stream(ROWS, *firsts)
 
 
 def read_tokens(root: Path) -> list[int]:
@@ -82,13 +71,7 @@ def test_issue30_ray_retried_task_equals_clean_run_and_orphan_is_gc_listed(local
     sink = GuideloomDatasink(retried, column="input_ids", dtype="u16", mode="error")
     dataset(marker=tmp_path / "failed-once").write_datasink(sink, ray_remote_args=RETRY)
     assert (tmp_path / "failed-once").exists()
-    assert read_tokens(clean) == expected_stream(0)
-    assert read_tokens(retried) == expected_stream(0)
-    assert committed_files(retried) == committed_files(clean)
-    batches = loader_batches(clean)
-    assert len(batches) == math.ceil(sum(len(d) for d in expected_documents()) // 8 / 4)
-    for a, b in zip(batches, loader_batches(retried), strict=True):
-        np.testing.assert_array_equal(a, b)
+    assert_same_storage(clean, retried, expected_stream(0))
     assert parts.gc(clean) == []
     assert parts.gc(retried) == [f"_parts/{sink.job}/{2:06}-0"]
     # One sink writes one dataset.

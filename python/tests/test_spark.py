@@ -4,15 +4,13 @@ module (Spark's start-up costs about 10 s)."""
 
 from __future__ import annotations
 
-import math
 import os
 import sys
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pytest
-from conftest import committed_files, loader_batches, read_stream, token_documents
+from conftest import assert_same_storage, committed_files, read_stream, row_tokens, rows_stream
 
 pytest.importorskip("pyspark", reason="pyspark is not installed (python/setup-engines.sh)")
 pa = pytest.importorskip("pyarrow")
@@ -52,11 +50,6 @@ def spark() -> Any:
     session.stop()
 
 
-def documents_of_id(i: int) -> list[int]:
-    """Row ``i``'s token ids (a function of ``i`` only)."""
-    return token_documents(1, seed=i)[0].tolist()
-
-
 def frame(spark: Any, first: int = 0, fail: str = "never") -> Any:
     """Rows ``first .. first + ROWS`` in ``PARTITIONS`` range partitions, columns ``id`` and
     ``input_ids`` (``array<int>``). ``fail="first"``: partition ``FAIL_PARTITION``'s first attempt
@@ -68,7 +61,7 @@ def frame(spark: Any, first: int = 0, fail: str = "never") -> Any:
         failing = ctx.partitionId() == FAIL_PARTITION and (fail == "always" or (fail == "first" and ctx.attemptNumber() == 0))
         for n, batch in enumerate(batches):
             ids = batch.column("id").to_pylist()
-            lists = [documents_of_id(i) for i in ids]
+            lists = [row_tokens(i) for i in ids]
             if failing and n == 1:
                 lists[0] = lists[0] + [70_000]
             yield pa.RecordBatch.from_arrays([pa.array(ids, pa.int64()), pa.array(lists, pa.list_(pa.int32()))],
@@ -77,13 +70,8 @@ def frame(spark: Any, first: int = 0, fail: str = "never") -> Any:
     return spark.range(first, first + ROWS, 1, PARTITIONS).mapInArrow(docs, "id long, input_ids array<int>")
 
 
-def expected_documents(first: int = 0) -> list[list[int]]:
-    return [documents_of_id(i) for i in range(first, first + ROWS)]
-
-
 def expected_stream(*firsts: int) -> list[int]:
-    """The token stream of the rows starting at each of ``firsts``, written in that order."""
-    return [t for first in firsts for d in expected_documents(first) for t in d]
+    return rows_stream(ROWS, *firsts)
 
 
 def read_tokens(root: Path) -> list[int]:
@@ -99,15 +87,8 @@ def test_issue30_spark_retried_task_equals_clean_run_and_orphan_is_gc_listed(spa
     frame(spark).write.format("guideloom").mode("append").save(str(clean))
     frame(spark, fail="first").write.format("guideloom").option("column", "input_ids").option("dtype", "u16") \
         .mode("append").save(str(retried))
-    # The documents in partition (= id) order, from an independent source: the generator itself.
-    assert read_tokens(retried) == expected_stream(0)
-    assert read_tokens(clean) == expected_stream(0)
-    # Byte for byte in every committed shard file, and in every batch the loader yields.
-    assert committed_files(retried) == committed_files(clean)
-    batches = loader_batches(clean)
-    assert len(batches) == math.ceil(sum(len(d) for d in expected_documents()) // 8 / 4)
-    for a, b in zip(batches, loader_batches(retried), strict=True):
-        np.testing.assert_array_equal(a, b)
+    # The rows in partition (= id) order, byte for byte in the shards and the loader's batches.
+    assert_same_storage(clean, retried, expected_stream(0))
     # The clean run leaves nothing to collect; the retried one leaves its failed first attempt
     # of partition FAIL_PARTITION, and nothing else.
     assert parts.gc(clean) == []
