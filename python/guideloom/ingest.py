@@ -71,7 +71,7 @@ def documents_to_arrays(documents: Iterable[Any], dtype: Any) -> tuple[np.ndarra
     Raises:
         FormatError: a document that is not 1-D integers, or a token outside ``dtype``'s range.
     """
-    dt = np.dtype(dtype)
+    dt = numpy_dtype(dtype)
     arrays = [np.asarray(d) for d in documents]
     for i, a in enumerate(arrays):
         if a.ndim != 1 or (a.size and a.dtype.kind not in "iu"):
@@ -99,7 +99,7 @@ def arrow_documents(column: Any, dtype: Any, *, name: str = "column") -> tuple[n
     """
     import pyarrow as pa  # type: ignore[import-untyped]
 
-    dt = np.dtype(dtype)
+    dt = numpy_dtype(dtype)
     if isinstance(column, pa.ChunkedArray):
         column = column.combine_chunks() if column.num_chunks != 1 else column.chunk(0)
     typ = column.type
@@ -139,7 +139,10 @@ def _dtype_name(dtype: Any) -> str:
     """The part writer's dtype name (``"u16"``, ``"u32"``) of a numpy dtype or name."""
     if isinstance(dtype, str) and dtype in ("u16", "u32"):
         return dtype
-    dt = np.dtype(dtype)
+    try:
+        dt = np.dtype(dtype)
+    except TypeError:
+        dt = np.dtype(np.float64)  # refused below
     if dt.kind != "u" or dt.itemsize not in (2, 4):
         raise ConfigError(f"token dtype must be u16 or u32 (uint16, uint32), got {dtype!r}", field="dtype",
                           expected="u16|u32", found=str(dtype))

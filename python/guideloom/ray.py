@@ -74,18 +74,16 @@ class GuideloomDatasink(Datasink[str]):
         return True
 
     def on_write_start(self, schema: Any = None) -> None:
-        """Checks the job has not run yet and that ``schema`` (when given) has the column.
+        """Checks the sink has not written yet (``schema``, Ray's schema of the write's first input
+        bundle, is not checked: with the write fused into the map tasks before it, it is the
+        schema of the map's input, not of the blocks :meth:`write` receives).
 
         Raises:
-            ConfigError: the sink was used for a write already, or no such column.
+            ConfigError: the sink was used for a write already.
         """
         if self._started:
             raise ConfigError("a GuideloomDatasink writes one dataset; make a new one for each write", field="job")
         self._started = True
-        names = list(getattr(schema, "names", None) or [])
-        if names and self.column not in names:
-            raise ConfigError(f"no column {self.column!r} in the dataset (columns: {', '.join(names)})",
-                              field="column", expected=self.column, found=",".join(names))
 
     def _attempt(self, partition: int) -> int:
         """The first attempt number with no part directory of ``partition`` (0 on object stores,
@@ -109,6 +107,7 @@ class GuideloomDatasink(Datasink[str]):
         (JSON).
 
         Raises:
+            ConfigError: a block without the column.
             guideloom.errors.FormatError: the column is not ``list<integer>``, holds nulls or a
                 token outside the dtype.
             guideloom.errors.GuideloomError: the part writer's errors.
@@ -119,6 +118,10 @@ class GuideloomDatasink(Datasink[str]):
         def batches() -> Iterable[Any]:
             for block in blocks:
                 table = _arrow_table(block)
+                if self.column not in table.column_names:
+                    raise ConfigError(f"no column {self.column!r} in the dataset (columns: "
+                                      f"{', '.join(table.column_names)})", field="column", expected=self.column,
+                                      found=",".join(table.column_names))
                 for chunk in table.column(self.column).chunks:
                     yield arrow_documents(chunk, dt, name=self.column)
 
