@@ -10,10 +10,14 @@
 # otherwise the script fails saying so.
 #
 # With GUIDELOOM_BENCH_ENGINES=1 also mosaicml-streaming (its `dataframe_to_mds`, the ingest
-# benchmark's reference: benches/engine_ingest.py); CI does not install it.
+# benchmark's reference: benches/engine_ingest.py); CI does not install it. Streaming 0.13 pins
+# numpy < 2.2 (it downgrades the venv's numpy, under which mypy --strict of guideloom fails) and
+# depends on torch (PyPI's CUDA build where PyTorch's CPU index is unreachable): give the bench a
+# venv of its own (GUIDELOOM_PY_VENV=target/bench-venv, made by python/setup-venv.sh).
 #
-# Idempotent: packages that already import are not reinstalled. About 1.5 minutes on a fresh venv
-# here (pyspark's wheel is 300+ MB, ray's about 70 MB).
+# Idempotent: packages that already import are not reinstalled. pyspark is an sdist (about 430 MB,
+# its jars): pip builds a wheel of it once and keeps it in its cache. On a fresh venv here it took
+# 14.5 minutes of wall time (49 s of CPU) while four other builds loaded the machine and its disk.
 #
 #   bash python/setup-engines.sh
 set -euo pipefail
