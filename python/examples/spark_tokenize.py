@@ -10,7 +10,8 @@ manifest write, in partition order.
     python python/examples/spark_tokenize.py --out /tmp/austen-tokens [--master local[2]] [--partitions 8]
     guideloom inspect --verify /tmp/austen-tokens
 
-Prints the storage's token and document counts and the first document's first ids.
+Prints the storage's token count and its first ids (the paragraphs' tokens follow one another in
+the stream, in id order).
 """
 
 from __future__ import annotations
@@ -79,11 +80,9 @@ def main() -> None:
         .option("dtype", dtype).mode(args.mode).save(args.out)
     spark.stop()
 
-    docs = gl.TokenDocuments(args.out)
-    print(f"tokenizer: {name}; {len(texts)} paragraphs -> {len(docs)} documents, {docs.tokens} tokens "
-          f"({dtype}) in {args.out}")
-    print("first document:", docs[0][:12].tolist())
-
+    stream = gl.TokenWindows(args.out, 1)  # the committed token stream, one token a window
+    print(f"tokenizer: {name}; {len(texts)} paragraphs -> {stream.elements} tokens ({dtype}) in {args.out}")
+    print("first ids:", stream.read_batch(range(min(12, len(stream)))).ravel().tolist())
 
 if __name__ == "__main__":
     main()
