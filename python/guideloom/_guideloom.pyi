@@ -30,6 +30,11 @@ __all__ = [
     "_RecordProxy",
     "_oamap_open_npz",
     "_oamap_from_data",
+    "_PartWriter",
+    "check_receipt",
+    "commit_parts",
+    "abort_parts",
+    "gc_parts",
 ]
 
 __version__: str

@@ -55,7 +55,7 @@ impl PyPartWriter {
     }
 
     /// Appends element bytes (a whole number of elements, already in the part's dtype) to the
-    /// part's shard, with the GIL released; returns the shard's element count.
+    /// part's shard, with the GIL released; returns the part's element count so far.
     fn append(&self, py: Python<'_>, data: PyReadonlyArray1<'_, u8>) -> PyResult<u64> {
         let bytes = data.as_slice().map_err(|e| raise("FormatError", e.to_string()))?;
         if !(bytes.len() as u64).is_multiple_of(self.itemsize) {
@@ -69,7 +69,8 @@ impl PyPartWriter {
             .lock()
             .map_err(|_| raise("StorageError", "the part writer was poisoned by a panic"))?;
         let w = guard.as_mut().ok_or_else(|| raise("StorageClosedError", "the part writer is closed"))?;
-        py.detach(|| w.append(0, bytes)).map_err(py_err)
+        py.detach(|| w.append(0, bytes)).map_err(py_err)?;
+        Ok(w.shard_len(0))
     }
 
     /// Commits the part and returns its receipt as JSON text (the writer is then closed).

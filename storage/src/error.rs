@@ -242,7 +242,7 @@ pub enum StorageError {
     },
     /// A part does not agree with the other parts (or, when appending, with the storage) on
     /// its kind, dtype or format.
-    #[error("partition {partition} has {field} {found}, but {against} has {expected}")]
+    #[error("partition {partition} has {field} {found}, but {} has {expected}", against.map_or("the storage".to_string(), |p| format!("partition {p}")))]
     PartMismatch {
         /// The partition that disagrees.
         partition: u64,
@@ -252,8 +252,8 @@ pub enum StorageError {
         expected: String,
         /// What the partition holds (as JSON text).
         found: String,
-        /// The other side: `"partition N"` or `"the storage"`.
-        against: String,
+        /// The other side: `Some(partition)`, or `None` for the storage appended to.
+        against: Option<u64>,
     },
     /// A file a part receipt names does not exist.
     #[error("partition {partition}: {path} named by its receipt does not exist")]

@@ -132,10 +132,7 @@ fn issue30_parts_that_disagree_are_refused_naming_the_partition_and_both_values(
     let b = w.finish().unwrap();
     match commit_parts(root.path(), &[b.clone(), a.clone()], CommitMode::ErrorIfExists) {
         Err(StorageError::PartMismatch { partition: 1, field: "dtype", expected, found, against }) => {
-            assert_eq!(
-                (expected.as_str(), found.as_str(), against.as_str()),
-                ("\"<u2\"", "\"<u4\"", "partition 0")
-            );
+            assert_eq!((expected.as_str(), found.as_str(), against), ("\"<u2\"", "\"<u4\"", Some(0)));
         }
         other => panic!("{other:?}"),
     }
@@ -143,8 +140,8 @@ fn issue30_parts_that_disagree_are_refused_naming_the_partition_and_both_values(
     // Against the storage when appending.
     commit_parts(root.path(), &[a], CommitMode::ErrorIfExists).unwrap();
     match commit_parts(root.path(), &[b], CommitMode::Append) {
-        Err(StorageError::PartMismatch { partition: 1, field: "dtype", against, .. }) => {
-            assert_eq!(against, "the storage")
+        Err(e @ StorageError::PartMismatch { partition: 1, field: "dtype", against: None, .. }) => {
+            assert!(e.to_string().contains("but the storage has"), "{e}")
         }
         other => panic!("{other:?}"),
     }
@@ -315,9 +312,12 @@ fn issue30_a_manifest_whose_path_escapes_the_storage_is_refused() {
 
 /// A directory without a writer lock (as an object store) that lets another committer commit
 /// just before its first manifest replace.
+/// What [`RaceDir`] runs before its first replace.
+type RaceHook = Box<dyn FnOnce(&MemDir) + Send>;
+
 struct RaceDir {
     inner: Arc<MemDir>,
-    before_replace: Mutex<Option<Box<dyn FnOnce(&MemDir) + Send>>>,
+    before_replace: Mutex<Option<RaceHook>>,
 }
 
 impl std::fmt::Debug for RaceDir {
@@ -417,4 +417,45 @@ fn issue30_receipts_of_several_jobs_and_empty_commits() {
     // No part appended to a storage: the manifest is rewritten unchanged in content.
     let fp = Manifest::load(root.path()).unwrap().fingerprint();
     assert_eq!(commit_parts(root.path(), &[], CommitMode::Append).unwrap().fingerprint, fp);
+}
+
+/// Issue 30, item 7: the time of `commit_parts` for 10,000 parts of one shard each (local; the
+/// part files are copies of one real part, made without syncs). Ignored (a measurement, not a
+/// check); run with
+/// `cargo test --release -p guideloom-storage --test storage issue30_bench -- --ignored --nocapture`.
+#[test]
+#[ignore = "a measurement: run it with --ignored --nocapture"]
+fn issue30_bench_commit_parts_of_10000_parts() {
+    const PARTS: u64 = 10_000;
+    let root = tempfile::tempdir().unwrap();
+    let model = part(root.path(), "bench", 0, 0);
+    let data = std::fs::read(root.path().join(model.shards[0].file_name("stream"))).unwrap();
+    let mut receipts = vec![model.clone()];
+    for p in 1..PARTS {
+        let mut r = model.clone();
+        r.partition = p;
+        let stem = format!("{}/shard-00000", r.dir_name());
+        std::fs::create_dir_all(root.path().join(r.dir_name())).unwrap();
+        std::fs::write(root.path().join(format!("{stem}.stream")), &data).unwrap();
+        r.shards[0].path = Some(stem);
+        receipts.push(r);
+    }
+    let texts: Vec<String> = receipts.iter().map(Receipt::to_json).collect();
+    let start = std::time::Instant::now();
+    let parsed: Vec<Receipt> = texts.iter().map(|t| Receipt::from_json(t).unwrap()).collect();
+    let parse = start.elapsed();
+    let start = std::time::Instant::now();
+    let report = commit_parts(root.path(), &parsed, CommitMode::ErrorIfExists).unwrap();
+    let commit = start.elapsed();
+    let start = std::time::Instant::now();
+    let r = StreamReader::open(root.path(), Tokens::new()).unwrap();
+    let open = start.elapsed();
+    assert_eq!(report.shards, PARTS);
+    assert_eq!(r.len(), PARTS * docs(0).concat().len() as u64);
+    println!(
+        "commit_parts of {PARTS} parts: {:.1} ms (receipts parsed in {:.1} ms; the committed storage opens in {:.1} ms)",
+        commit.as_secs_f64() * 1e3,
+        parse.as_secs_f64() * 1e3,
+        open.as_secs_f64() * 1e3
+    );
 }

@@ -115,13 +115,7 @@ pub fn commit_parts_in(
         }
     }
     for r in &kept[1.min(kept.len())..] {
-        agree(
-            r,
-            &kept[0].kind,
-            &kept[0].dtype,
-            &kept[0].format,
-            &format!("partition {}", kept[0].partition),
-        )?;
+        agree(r, &kept[0].kind, &kept[0].dtype, &kept[0].format, Some(kept[0].partition))?;
     }
     check_files(dir, &kept)?;
 
@@ -136,7 +130,7 @@ pub fn commit_parts_in(
         }
         (CommitMode::Append, Some(m)) => {
             if let Some(r) = kept.first() {
-                agree(r, &m.kind(), m.dtype_descr(), m.format(), "the storage")?;
+                agree(r, &m.kind(), m.dtype_descr(), m.format(), None)?;
             }
             m
         }
@@ -190,20 +184,21 @@ pub fn commit_parts_in(
     })
 }
 
-/// Checks that receipt `r` has `kind`, `dtype` and `format` (those of `against`).
+/// Checks that receipt `r` has `kind`, `dtype` and `format` (those of partition `against`, or
+/// of the storage for `None`).
 fn agree(
     r: &Receipt,
     kind: &StorageKind,
     dtype: &Value,
     format: &crate::FormatSpec,
-    against: &str,
+    against: Option<u64>,
 ) -> Result<()> {
     let mismatch = |field, expected: String, found: String| StorageError::PartMismatch {
         partition: r.partition,
         field,
         expected,
         found,
-        against: against.to_string(),
+        against,
     };
     if r.kind != *kind {
         return Err(mismatch("kind", kind.to_string(), r.kind.to_string()));
