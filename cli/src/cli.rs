@@ -46,6 +46,46 @@ pub(crate) enum Command {
     /// Copy a local storage to an object store (s3://, gs://, az://): shard files first, the
     /// manifest last.
     Upload(UploadArgs),
+    /// Publish parts written by `ingest --part` (their receipts) in one atomic commit.
+    CommitParts(CommitPartsArgs),
+    /// List the part directories of a storage that no manifest references; delete them with
+    /// --apply.
+    Gc(GcArgs),
+}
+
+/// `guideloom commit-parts ROOT RECEIPT... | --receipts-dir D`.
+#[derive(clap::Args, Debug)]
+#[command(group(clap::ArgGroup::new("receipts").required(true).multiple(true).args(["receipt", "receipts_dir"])))]
+pub(crate) struct CommitPartsArgs {
+    /// The storage directory the parts were written under.
+    pub(crate) root: PathBuf,
+    /// Receipt files (the JSON `ingest --part` prints or writes with --receipt).
+    pub(crate) receipt: Vec<PathBuf>,
+    /// A directory whose `*.json` files are receipts.
+    #[arg(long)]
+    pub(crate) receipts_dir: Option<PathBuf>,
+    /// What to do with a storage already in ROOT: refuse it (error), append after its shards,
+    /// or overwrite its shards.
+    #[arg(long, value_enum, default_value = "error")]
+    pub(crate) mode: CommitModeArg,
+}
+
+/// `--mode` of commit-parts.
+#[derive(Clone, Copy, Debug, ValueEnum)]
+pub(crate) enum CommitModeArg {
+    Error,
+    Append,
+    Overwrite,
+}
+
+/// `guideloom gc ROOT [--apply]`.
+#[derive(clap::Args, Debug)]
+pub(crate) struct GcArgs {
+    /// The storage directory.
+    pub(crate) root: PathBuf,
+    /// Delete what is listed (default: only list it).
+    #[arg(long)]
+    pub(crate) apply: bool,
 }
 
 /// `guideloom upload LOCAL URL`.
@@ -643,6 +683,30 @@ pub(crate) struct IngestWriteArgs {
     #[arg(long, default_value_t = guideloom::ingest::MAX_DOCUMENT_BYTES,
           value_parser = clap::value_parser!(u64).range(1..))]
     pub(crate) max_document_bytes: u64,
+    /// Write one part of a job instead of the storage: JOB:PARTITION:ATTEMPT, under
+    /// --out/_parts/JOB/; prints the part's receipt (JSON) for `commit-parts`, or writes it to
+    /// --receipt.
+    #[arg(long, value_parser = parse_part, conflicts_with_all = ["append", "workers"])]
+    pub(crate) part: Option<(String, u64, u64)>,
+    /// With --part: write the receipt to this file instead of stdout.
+    #[arg(long, requires = "part")]
+    pub(crate) receipt: Option<PathBuf>,
+    /// Split the input files into up to N contiguous groups, ingest them as N parts in parallel
+    /// and commit them at once (the token stream is the same as with 1; not with --append or
+    /// --doc-meta).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=256),
+          conflicts_with_all = ["append", "doc_meta"])]
+    pub(crate) workers: u64,
+}
+
+/// Parses `JOB:PARTITION:ATTEMPT` (the job is checked when the part is opened).
+fn parse_part(s: &str) -> Result<(String, u64, u64), String> {
+    let mut it = s.rsplitn(3, ':');
+    let (Some(attempt), Some(partition), Some(job)) = (it.next(), it.next(), it.next()) else {
+        return Err(format!("{s:?} is not JOB:PARTITION:ATTEMPT"));
+    };
+    let num = |v: &str, what: &str| v.parse::<u64>().map_err(|e| format!("{what} {v:?}: {e}"));
+    Ok((job.to_string(), num(partition, "partition")?, num(attempt, "attempt")?))
 }
 
 /// `guideloom ingest jsonl`.

@@ -1,5 +1,5 @@
 //! The `guideloom` command-line tool: ingest, inspect, batches, bench, demo, oam, import,
-//! upload.
+//! upload, commit-parts, gc.
 //!
 //! `main` parses the command line ([`cli`]), hands the command to its module in [`cmd`] and
 //! maps the outcome to an exit status: 0 on success, 1 on an error (printed as one sentence on
@@ -57,6 +57,8 @@ fn run(command: Command) -> CliResult {
         Command::Oam(c) => cmd::oam::run(c),
         Command::Import(a) => cmd::import::run(a),
         Command::Upload(a) => cmd::upload::run(&a),
+        Command::CommitParts(a) => cmd::parts::commit(&a),
+        Command::Gc(a) => cmd::parts::gc(&a),
     }
 }
 

@@ -5,6 +5,7 @@
 mod cli;
 mod foreign;
 mod order;
+mod parts;
 mod records;
 mod regression;
 mod remote;

@@ -8,12 +8,14 @@ core.
 - :class:`Loader`: batches as numpy arrays owned by Rust, with a state shared with the CLI.
 - :mod:`guideloom.oamap`: the object-array mapping (nested records as named numpy arrays, read
   lazily through proxies; Awkward Array and Numba).
+- :mod:`guideloom.parts`: many writers, one storage (parts written in parallel, one atomic
+  commit).
 - Exceptions: :mod:`guideloom.errors`, rooted at :class:`GuideloomError`.
 """
 
 import os as _os
 
-from . import _guideloom, errors, oamap, storage_format, types
+from . import _guideloom, errors, oamap, parts, storage_format, types
 from ._guideloom import STATE_VERSION, __version__
 from .errors import GuideloomError
 from .loader import Batch, Loader
@@ -43,6 +45,7 @@ __all__ = [
     "__version__",
     "errors",
     "oamap",
+    "parts",
     "storage_format",
     "types",
 ]

@@ -23,6 +23,11 @@ __all__ = [
     "CorruptStorageError",
     "ForeignLayoutError",
     "RemoteError",
+    "ConcurrentCommitError",
+    "PartError",
+    "ReceiptError",
+    "PartMismatchError",
+    "PartFileError",
     "FormatError",
     "LoaderError",
     "ConfigError",
@@ -101,6 +106,31 @@ class ForeignLayoutError(StorageError, ValueError):
 
 class RemoteError(StorageError):
     """An object-store request failed."""
+
+
+class ConcurrentCommitError(StorageError):
+    """Another writer or committer replaced the manifest since it was read: this commit was
+    refused and the other one stands (``path`` names the manifest)."""
+
+
+class PartError(StorageError):
+    """A part of a job (:mod:`guideloom.parts`) could not be written or committed; ``partition``
+    names it where known."""
+
+
+class ReceiptError(PartError, ValueError):
+    """A malformed receipt (bad JSON, another version, a shard path outside its part, receipts of
+    several jobs) or an unsafe job name."""
+
+
+class PartMismatchError(PartError, StorageMismatchError):
+    """A part disagrees with the others (or with the storage it is appended to) on its kind,
+    dtype or format: ``field`` names which, ``expected`` and ``found`` give both values."""
+
+
+class PartFileError(PartError, CorruptStorageError):
+    """A file a receipt names is missing (``found`` is ``None``) or shorter than committed
+    (``expected`` and ``found`` in bytes); ``path`` names it."""
 
 
 class FormatError(GuideloomError, ValueError):

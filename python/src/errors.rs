@@ -96,6 +96,46 @@ fn storage(e: &StorageError, c: &mut Classified) {
             "RemoteError"
         }
         S::BatchTooLarge { .. } | S::ShardOverflow { .. } => "OutOfRangeError",
+        S::ConcurrentCommit { path: p } => {
+            path(c, p);
+            "ConcurrentCommitError"
+        }
+        S::StorageExists { path: p } => {
+            path(c, p);
+            "StorageExistsError"
+        }
+        S::InvalidJob { .. } => "ReceiptError",
+        S::InvalidReceipt { partition, .. } => {
+            c.context.push(("partition", Context::Int(*partition)));
+            "ReceiptError"
+        }
+        S::PartMismatch { partition, field, expected, found, .. } => {
+            c.context.push(("partition", Context::Int(*partition)));
+            c.context.push(("field", Context::Str((*field).to_string())));
+            c.context.push(("expected", Context::Str(expected.clone())));
+            c.context.push(("found", Context::Str(found.clone())));
+            "PartMismatchError"
+        }
+        S::PartFileMissing { partition, path: p } => {
+            path(c, p);
+            c.context.push(("partition", Context::Int(*partition)));
+            "PartFileError"
+        }
+        S::PartFileShort { partition, path: p, expected, found } => {
+            path(c, p);
+            c.context.push(("partition", Context::Int(*partition)));
+            c.context.push(("expected", Context::Int(*expected)));
+            c.context.push(("found", Context::Int(*found)));
+            "PartFileError"
+        }
+        S::NoParts { path: p } => {
+            path(c, p);
+            "PartError"
+        }
+        S::UnsafeFile { path: p, .. } => {
+            path(c, p);
+            "StorageError"
+        }
         _ => "StorageError",
     };
 }

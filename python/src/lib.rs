@@ -18,6 +18,8 @@
 //! - `oamap`: `_Schema`, `_ListProxy`, `_RecordProxy`: OAMap schemas bound to array sources
 //!   (a Python mapping, an `.npz` file, a directory of `.npy` files) and the lazy proxies over
 //!   the Rust reader (`guideloom.oamap`);
+//! - `parts`: `_PartWriter` and `commit_parts`/`abort_parts`/`gc_parts`, one part of a job and
+//!   their one commit (`guideloom.parts`);
 //! - `errors`: Rust errors raised as the `guideloom.errors` classes.
 //!
 //! Every Rust path the binding uses is imported in `rust_api`.
@@ -30,6 +32,7 @@ mod loader;
 mod mixpack;
 mod oamap;
 mod orders;
+mod parts;
 mod rust_api;
 mod sources;
 mod storage;
@@ -47,5 +50,6 @@ fn _guideloom(m: &Bound<'_, PyModule>) -> PyResult<()> {
     loader::register(m)?;
     mixpack::register(m)?;
     oamap::register(m)?;
+    parts::register(m)?;
     Ok(())
 }

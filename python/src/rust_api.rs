@@ -24,6 +24,10 @@ pub(crate) use guideloom::oamap::{
     OamapError, PartitionArrays, Reader as OamReader, Schema as OamSchema, Value as OamValue,
     DEFAULT_MAX_NPZ_TOTAL,
 };
+pub(crate) use guideloom::storage::kind::Stream as StreamKind;
+pub(crate) use guideloom::storage::parts::{
+    abort as abort_parts, commit_parts, gc as gc_parts, CommitMode, PartWriter, Receipt,
+};
 pub(crate) use guideloom::storage::{
     DocumentReader, DocumentWriter, Manifest, PreadBackend, ReadOptions, RemoteOptions, StorageDir,
     StorageError, StorageLocation, StreamReader, StreamWithMetaReader, StreamWithMetaWriter, StreamWriter,

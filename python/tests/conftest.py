@@ -114,3 +114,65 @@ def write_llmc(path: Path, tokens: np.ndarray) -> Path:
     header[:3] = [20240520, 1, len(tokens)]
     path.write_bytes(header.tobytes() + np.asarray(tokens, "<u2").tobytes())
     return path
+
+
+_KIND_FILES = {"stream": ("stream",), "document": ("docs", "index"), "stream_with_meta": ("stream", "meta", "metaidx")}
+
+
+def committed_files(root: Path) -> list[tuple[str, bytes]]:
+    """Every committed shard file of the storage ``root`` in shard order, as ``(extension, the
+    committed bytes)``, read from its manifest as docs/DESIGN.md lays it out: a shard's files are
+    ``{path}.{ext}`` where the entry has a ``path`` (a storage committed from parts), else
+    ``shard-{id:05}.{ext}``; the main file's committed length is the entry's ``bytes``, the
+    others' their ``files[ext].bytes``. Names and paths are left out, so two storages with the
+    same bytes in the same order compare equal whatever their job ids."""
+    manifest = json.loads((root / "manifest.json").read_text())
+    out = []
+    for shard in manifest["shards"]:
+        for i, ext in enumerate(_KIND_FILES[manifest["kind"]]):
+            length = shard["bytes"] if i == 0 else shard["files"][ext]["bytes"]
+            stem = shard.get("path") or f"shard-{shard['id']:05}"
+            out.append((ext, (root / f"{stem}.{ext}").read_bytes()[:length]))
+    return out
+
+
+def token_documents(n: int, seed: int, high: int = 60_000) -> list[np.ndarray]:
+    """``n`` documents of 1..40 uint16 tokens below ``high``, a function of ``seed`` only."""
+    rng = np.random.default_rng(seed)
+    return [rng.integers(0, high, size=int(k), dtype=np.uint16) for k in rng.integers(1, 41, size=n)]
+
+
+def row_tokens(i: int) -> list[int]:
+    """Row ``i``'s token ids in the engine tests (a function of ``i`` only)."""
+    return token_documents(1, seed=i)[0].tolist()
+
+
+def rows_stream(rows: int, *firsts: int) -> list[int]:
+    """The token stream of rows ``first .. first + rows`` for each of ``firsts``, in that order."""
+    return [t for first in firsts for i in range(first, first + rows) for t in row_tokens(i)]
+
+
+def read_stream(root: Path) -> np.ndarray:
+    """The whole token stream of the storage ``root`` (its windows of one token)."""
+    windows = gl.TokenWindows(root, 1)
+    return windows.read_batch(range(len(windows))).ravel()
+
+
+def loader_batches(root: Path, seq_len: int = 8, batch_size: int = 4) -> list[np.ndarray]:
+    """Every batch a shuffled loader over the token windows of ``root`` yields in one epoch."""
+    source = gl.TokenWindows(root, seq_len)
+    with gl.Loader(source, batch_size=batch_size, shuffle=True, seed=3, epochs=1) as loader:
+        return [np.array(b.data) for b in loader]
+
+
+def assert_same_storage(clean: Path, other: Path, tokens: list[int]) -> None:
+    """``clean`` and ``other`` both hold the stream ``tokens`` (an independent source: the rows'
+    generator), equal byte for byte in every committed shard file and in every batch a shuffled
+    loader yields over their windows of 8 tokens, 4 a batch."""
+    assert read_stream(clean).tolist() == tokens
+    assert read_stream(other).tolist() == tokens
+    assert committed_files(other) == committed_files(clean)
+    batches = loader_batches(clean)
+    assert len(batches) == -(-(len(tokens) // 8) // 4)
+    for a, b in zip(batches, loader_batches(other), strict=True):
+        np.testing.assert_array_equal(a, b)

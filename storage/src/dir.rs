@@ -17,7 +17,7 @@
 use std::fmt;
 use std::path::Path;
 
-use crate::fsutil::file_name;
+use crate::fsutil::name_in;
 use crate::io::{FileSet, ReadRequest, ShardFile};
 use crate::{Result, StorageError};
 
@@ -68,7 +68,7 @@ pub trait StorageDir: Send + Sync + fmt::Debug {
     /// before it is missing or short.
     fn check_lengths(&self, files: &[ShardFile]) -> Result<Option<LengthFault>> {
         for (index, f) in files.iter().enumerate() {
-            match self.file_len(file_name(&f.path)?)? {
+            match self.file_len(name_in(self.path(), &f.path)?)? {
                 Some(len) if len >= f.committed => {}
                 found => return Ok(Some(LengthFault { index, found })),
             }
@@ -125,7 +125,7 @@ pub trait StorageDir: Send + Sync + fmt::Debug {
         let mut pos = 0usize;
         for r in requests {
             let file = files.get(r.file)?;
-            let name = file_name(&file.path)?;
+            let name = name_in(self.path(), &file.path)?;
             // `total` equals `out.len()`, so every request length fits `usize`.
             let n = r.len as usize;
             self.read_at(name, r.offset, &mut out[pos..pos + n])?;

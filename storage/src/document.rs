@@ -11,7 +11,7 @@ use crate::core::{
 };
 use crate::dir::StorageDir;
 use crate::io::{ReadRequest, ShardFile};
-use crate::manifest::{shard_file_name, Manifest, ShardEntry, StorageKind, INDEX, MANIFEST_FILE};
+use crate::manifest::{Manifest, ShardEntry, StorageKind, INDEX, MANIFEST_FILE};
 use crate::markers::Document;
 use crate::{Result, StorageError};
 
@@ -87,7 +87,7 @@ impl ReaderIndex for DocumentIndex {
         let mut total = 0u64;
         for s in m.shards() {
             let docs = s.documents.unwrap_or(0);
-            let name = shard_file_name(s.id, StorageKind::Document.data_extension());
+            let name = s.file_name(StorageKind::Document.data_extension());
             files.push(check_file(dir, s.id, &name, s.bytes)?);
             offsets.push(load_index(dir, s, docs)?);
             total = total.checked_add(docs).ok_or_else(|| StorageError::InvalidManifest {
@@ -181,7 +181,7 @@ impl<F: DocumentFormat> Writer<Document<F>> {
 
 /// Reads and validates a shard's offset index.
 pub(crate) fn load_index(dir: &dyn StorageDir, s: &ShardEntry, docs: u64) -> Result<Vec<u64>> {
-    let file = IndexFile::new(dir, s.id, INDEX);
+    let file = IndexFile::new(dir, s, INDEX);
     let corrupt = |entry, reason| file.corrupt(entry, reason);
     let committed = s.files.get(INDEX).map_or(0, |f| f.bytes);
     let expected = docs.checked_add(1).and_then(|n| n.checked_mul(8));

@@ -33,13 +33,13 @@ pub enum StorageError {
         reason: String,
     },
     /// The manifest's `format_version` is not one this build reads.
-    #[error("manifest {path} has format_version {found}; this build reads version {supported}")]
+    #[error("manifest {path} has format_version {found}; this build reads versions 1 to {supported}")]
     UnsupportedVersion {
         /// The manifest file.
         path: PathBuf,
         /// The version found.
         found: u64,
-        /// The version this build reads and writes.
+        /// The newest version this build reads (and writes).
         supported: u64,
     },
     /// The storage is of another kind than the reader or writer expects.
@@ -221,6 +221,72 @@ pub enum StorageError {
     #[error("{path} changed since this writer read it; another writer committed in between, so this commit was refused")]
     ConcurrentCommit {
         /// The file: the manifest, or the shard object.
+        path: PathBuf,
+    },
+    /// A part job name is not a safe path component (see [`crate::parts::check_job`]).
+    #[error("part job name {job:?} is refused: {reason}")]
+    InvalidJob {
+        /// The job name as given.
+        job: String,
+        /// Why it is refused.
+        reason: String,
+    },
+    /// A part receipt is malformed: bad JSON, another receipt version, a shard path outside
+    /// the part's own directory, a count field missing, receipts of several jobs.
+    #[error("receipt of partition {partition} is refused: {reason}")]
+    InvalidReceipt {
+        /// The receipt's partition (`u64::MAX` when it could not be read).
+        partition: u64,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// A part does not agree with the other parts (or, when appending, with the storage) on
+    /// its kind, dtype or format.
+    #[error("partition {partition} has {field} {found}, but {} has {expected}", against.map_or("the storage".to_string(), |p| format!("partition {p}")))]
+    PartMismatch {
+        /// The partition that disagrees.
+        partition: u64,
+        /// `"kind"`, `"dtype"` or `"format"`.
+        field: &'static str,
+        /// What the other side holds (as JSON text).
+        expected: String,
+        /// What the partition holds (as JSON text).
+        found: String,
+        /// The other side: `Some(partition)`, or `None` for the storage appended to.
+        against: Option<u64>,
+    },
+    /// A file a part receipt names does not exist.
+    #[error("partition {partition}: {path} named by its receipt does not exist")]
+    PartFileMissing {
+        /// The receipt's partition.
+        partition: u64,
+        /// The file.
+        path: PathBuf,
+    },
+    /// A file a part receipt names holds fewer bytes than the receipt commits.
+    #[error("partition {partition}: {path} holds {found} bytes, its receipt commits {expected}")]
+    PartFileShort {
+        /// The receipt's partition.
+        partition: u64,
+        /// The file.
+        path: PathBuf,
+        /// Committed length in the receipt.
+        expected: u64,
+        /// Bytes the file holds.
+        found: u64,
+    },
+    /// A storage (or a part) already exists where a new one was asked for: committing parts
+    /// with [`crate::parts::CommitMode::ErrorIfExists`] onto a committed storage, or opening a
+    /// part writer on an attempt that was already written.
+    #[error("{path} already holds a storage")]
+    StorageExists {
+        /// The storage's manifest.
+        path: PathBuf,
+    },
+    /// Nothing to commit: no receipt, and no storage to take the kind, dtype and format from.
+    #[error("no part to commit into {path}, and no storage there to take its kind from")]
+    NoParts {
+        /// The storage directory.
         path: PathBuf,
     },
     /// A storage file is not a regular file inside the storage: a symbolic link (never

@@ -25,6 +25,67 @@ pub(crate) fn file_name(path: &Path) -> Result<&str> {
     })
 }
 
+/// The name of the file at `path` relative to the storage directory `dir` (what
+/// [`crate::StorageDir`] methods take): `path` with `dir` stripped, which keeps the directories
+/// of a shard committed from a part (`_parts/job/000000-0/shard-00000.stream`); the last
+/// component when `path` is not below `dir`.
+///
+/// # Errors
+/// [`StorageError::Io`] when the name is not UTF-8.
+pub(crate) fn name_in<'a>(dir: &Path, path: &'a Path) -> Result<&'a str> {
+    match path.strip_prefix(dir) {
+        Ok(rel) if !rel.as_os_str().is_empty() => rel.to_str().ok_or_else(|| {
+            StorageError::io(
+                path,
+                std::io::Error::new(std::io::ErrorKind::InvalidInput, "the path is not UTF-8"),
+            )
+        }),
+        _ => file_name(path),
+    }
+}
+
+/// Checks that no directory between the storage directory `dir` and the file `name` (a plain
+/// relative name, [`resolve`]) is a symbolic link or anything but a directory, so that a name
+/// with directories (a shard committed from a part) is never followed out of the storage.
+/// `checked` holds the directories (relative names) already found good and gets the new ones;
+/// a directory that does not exist ends the walk (the file is then missing, reported by its
+/// reader).
+///
+/// # Errors
+/// [`StorageError::UnsafeFile`] naming the directory that is a link or not a directory;
+/// [`StorageError::Io`] when one cannot be examined.
+pub(crate) fn check_no_links(
+    dir: &Path,
+    name: &str,
+    checked: &mut std::collections::HashSet<String>,
+) -> Result<()> {
+    let mut end = 0;
+    while let Some(slash) = name[end..].find('/') {
+        end += slash;
+        let prefix = &name[..end];
+        end += 1;
+        if checked.contains(prefix) {
+            continue;
+        }
+        let path = dir.join(prefix);
+        match std::fs::symlink_metadata(&path) {
+            Ok(m) if m.file_type().is_dir() => {
+                checked.insert(prefix.to_string());
+            }
+            Ok(m) if m.file_type().is_symlink() => {
+                return Err(StorageError::UnsafeFile {
+                    path,
+                    reason: "a directory of a shard path is a symbolic link (links are never followed out of the storage)".into(),
+                })
+            }
+            Ok(m) => return Err(StorageError::not_regular(&path, m.file_type())),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+            Err(e) => return Err(StorageError::io(&path, e)),
+        }
+    }
+    Ok(())
+}
+
 /// `dir/name` when `name` names a file inside `dir`: a non-empty relative path of plain
 /// components (no `..`, no root, no NUL or backslash). Every file a [`crate::LocalDir`] reads or
 /// writes is named through here, so no name (from a manifest, an index, a caller) leaves the

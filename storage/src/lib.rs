@@ -94,6 +94,7 @@ mod layout;
 mod lock;
 mod manifest;
 mod markers;
+pub mod parts;
 pub mod remote;
 mod stream;
 mod stream_meta;
@@ -116,8 +117,8 @@ pub use io::{
 };
 pub use layout::{LayoutFile, Segment, StreamLayout};
 pub use manifest::{
-    FileEntry, FormatSpec, Manifest, ShardEntry, StorageKind, FORMAT_VERSION, MANIFEST_FILE,
-    MAX_MANIFEST_BYTES,
+    check_shard_path, FileEntry, FormatSpec, Manifest, ShardEntry, StorageKind, FORMAT_VERSION,
+    FORMAT_VERSION_FLAT, MANIFEST_FILE, MAX_MANIFEST_BYTES, MAX_SHARD_PATH_BYTES,
 };
 pub use remote::{CacheOptions, RemoteOptions, RetryPolicy, StorageLocation};
 #[cfg(feature = "remote")]

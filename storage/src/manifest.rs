@@ -17,8 +17,18 @@ use serde_json::{Map, Value};
 use crate::dir::{ExpectedFile, LocalDir, StorageDir, WriteDir};
 use crate::{Result, StorageError};
 
-/// The manifest format version this build reads and writes.
-pub const FORMAT_VERSION: u64 = 1;
+/// The manifest format version this build writes when a shard names its files by a path
+/// ([`ShardEntry::path`], a storage committed from parts); it reads this one and every
+/// earlier one. A manifest without such a shard is written as version 1
+/// ([`FORMAT_VERSION_FLAT`]), as before, so that older builds still read it.
+pub const FORMAT_VERSION: u64 = 2;
+
+/// The manifest format version of a storage whose shard files all have the flat names
+/// `shard-{id:05}.{ext}` (the first version; written whenever no shard has a path).
+pub const FORMAT_VERSION_FLAT: u64 = 1;
+
+/// The longest [`ShardEntry::path`] accepted, in bytes.
+pub const MAX_SHARD_PATH_BYTES: usize = 1024;
 
 /// The largest `manifest.json` a reader accepts, in bytes (256 MiB: about a million shards).
 pub const MAX_MANIFEST_BYTES: u64 = 256 << 20;
@@ -122,6 +132,16 @@ pub struct ShardEntry {
     /// Other files of the shard, by extension (`"index"`, `"meta"`, `"metaidx"`).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub files: BTreeMap<String, FileEntry>,
+    /// Where the shard's files are, relative to the storage directory, without their
+    /// extension: the files are `{path}.{ext}` (for example
+    /// `_parts/job/000003-0/shard-00000` names `_parts/job/000003-0/shard-00000.stream`).
+    /// `None` (the default, not written): `shard-{id:05}.{ext}`. Set by
+    /// [`crate::parts::commit_parts`], so that committing parts copies no byte. Checked on
+    /// load ([`check_shard_path`]): relative, normalized, no `..`, no root, and never followed
+    /// out of a local storage through a symbolic link. Not part of
+    /// [`Manifest::fingerprint`] (it says where the bytes are, not what they are).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
 }
 
 impl ShardEntry {
@@ -132,6 +152,65 @@ impl ShardEntry {
             StorageKind::Document => self.documents.unwrap_or(0),
         }
     }
+
+    /// The name of the shard's `ext` file relative to the storage directory: `{path}.{ext}`
+    /// when the entry has a [`ShardEntry::path`], else `shard-{id:05}.{ext}`.
+    pub fn file_name(&self, ext: &str) -> String {
+        let mut name = String::new();
+        self.push_file_name(&mut name, ext);
+        name
+    }
+
+    /// Appends [`ShardEntry::file_name`]`(ext)` to `out`.
+    pub(crate) fn push_file_name(&self, out: &mut String, ext: &str) {
+        match &self.path {
+            Some(p) => {
+                out.push_str(p);
+                out.push('.');
+                out.push_str(ext);
+            }
+            None => push_shard_file_name(out, self.id, ext),
+        }
+    }
+}
+
+/// Checks a [`ShardEntry::path`]: non-empty, at most [`MAX_SHARD_PATH_BYTES`] bytes, relative
+/// and normalized (components separated by single `/`, none empty, `.` or `..`; no leading or
+/// trailing `/`), of printable characters other than `\\` (no NUL, no control character).
+///
+/// ```
+/// use guideloom_storage::check_shard_path;
+/// assert!(check_shard_path("_parts/job/000001-0/shard-00000").is_ok());
+/// for bad in ["", "/abs", "a/../b", "../x", "a//b", "./a", "a/", "a\\b", "a\u{0}b", "."] {
+///     assert!(check_shard_path(bad).is_err(), "{bad:?}");
+/// }
+/// ```
+///
+/// # Errors
+/// The reason, as text, when the path is refused.
+pub fn check_shard_path(path: &str) -> std::result::Result<(), String> {
+    if path.is_empty() {
+        return Err("the shard path is empty".into());
+    }
+    if path.len() > MAX_SHARD_PATH_BYTES {
+        return Err(format!("the shard path is longer than {MAX_SHARD_PATH_BYTES} bytes"));
+    }
+    if path.chars().any(|c| c.is_control() || c == '\\') {
+        return Err(format!("the shard path {path:?} holds a control character or a backslash"));
+    }
+    if path.starts_with('/') {
+        return Err(format!("the shard path {path:?} is absolute; it must be relative to the storage"));
+    }
+    for component in path.split('/') {
+        match component {
+            "" => return Err(format!("the shard path {path:?} is not normalized (an empty component)")),
+            "." | ".." => {
+                return Err(format!("the shard path {path:?} holds a {component:?} component"));
+            }
+            _ => {}
+        }
+    }
+    Ok(())
 }
 
 /// The parsed and validated `manifest.json` of a storage.
@@ -192,7 +271,7 @@ impl Manifest {
             None => (Value::Null, None),
         };
         Ok(Manifest {
-            format_version: FORMAT_VERSION,
+            format_version: FORMAT_VERSION_FLAT,
             kind,
             dtype,
             format,
@@ -223,7 +302,25 @@ impl Manifest {
         let Some(text) = Self::read_text(dir)? else {
             return Err(StorageError::NotAStorage { dir: dir.path().to_path_buf() });
         };
-        Self::from_text(&text, &dir.path().join(MANIFEST_FILE))
+        let m = Self::from_text(&text, &dir.path().join(MANIFEST_FILE))?;
+        m.check_links(dir)?;
+        Ok(m)
+    }
+
+    /// In a local directory, checks that no directory on a shard's path
+    /// ([`ShardEntry::path`]) is a symbolic link (or anything but a directory), so that no
+    /// shard file is reached out of the storage through a link. Nothing to check for flat
+    /// shards or other directories.
+    ///
+    /// # Errors
+    /// [`StorageError::UnsafeFile`] naming the directory; [`StorageError::Io`].
+    pub(crate) fn check_links(&self, dir: &dyn StorageDir) -> Result<()> {
+        let Some(local) = dir.local_dir() else { return Ok(()) };
+        let mut checked = std::collections::HashSet::new();
+        for s in self.shards.iter().filter(|s| s.path.is_some()) {
+            crate::fsutil::check_no_links(local, &s.file_name(self.kind.data_extension()), &mut checked)?;
+        }
+        Ok(())
     }
 
     /// The bytes of `dir`'s `manifest.json`; `Ok(None)` when there is none.
@@ -257,7 +354,7 @@ impl Manifest {
             .map_err(|e| StorageError::InvalidManifest { path: path.clone(), reason: e.to_string() })?;
         let version = version.format_version.as_ref().and_then(Value::as_u64);
         match version {
-            Some(FORMAT_VERSION) => {}
+            Some(FORMAT_VERSION_FLAT | FORMAT_VERSION) => {}
             Some(found) => {
                 return Err(StorageError::UnsupportedVersion { path, found, supported: FORMAT_VERSION })
             }
@@ -312,6 +409,15 @@ impl Manifest {
                     s.id, self.kind
                 )));
             }
+            if let Some(p) = &s.path {
+                if self.format_version < FORMAT_VERSION {
+                    return Err(bad(format!(
+                        "shard {} has a path, which format_version {} does not allow",
+                        s.id, self.format_version
+                    )));
+                }
+                check_shard_path(p).map_err(|reason| bad(format!("shard {}: {reason}", s.id)))?;
+            }
         }
         self.element_dtype = match self.kind {
             StorageKind::Stream | StorageKind::StreamWithMeta => {
@@ -352,7 +458,7 @@ impl Manifest {
                 };
                 if let Some(FileEntry { bytes, checksum }) = entry {
                     out.push(ExpectedFile {
-                        name: shard_file_name(s.id, ext),
+                        name: s.file_name(ext),
                         shard: s.id,
                         committed: bytes,
                         checksum,
@@ -363,12 +469,14 @@ impl Manifest {
         out
     }
 
-    /// Shard file path: `dir/shard-{id:05}.{ext}`.
+    /// Shard file path of a flat shard (one without [`ShardEntry::path`]):
+    /// `dir/shard-{id:05}.{ext}`; [`ShardEntry::file_name`] gives any shard's.
     pub fn shard_path(dir: &Path, id: u64, ext: &str) -> PathBuf {
         dir.join(shard_file_name(id, ext))
     }
 
-    /// The manifest format version ([`FORMAT_VERSION`]).
+    /// The manifest format version: [`FORMAT_VERSION`] when a shard has a path,
+    /// [`FORMAT_VERSION_FLAT`] otherwise.
     pub fn format_version(&self) -> u64 {
         self.format_version
     }
@@ -414,8 +522,12 @@ impl Manifest {
         &mut self.metadata
     }
 
-    /// Adds `entry`, or replaces the shard with its id.
+    /// Adds `entry`, or replaces the shard with its id (an entry with a path raises the
+    /// format version to [`FORMAT_VERSION`]).
     pub(crate) fn upsert(&mut self, entry: ShardEntry) {
+        if entry.path.is_some() {
+            self.format_version = FORMAT_VERSION;
+        }
         match self.shards.binary_search_by_key(&entry.id, |s| s.id) {
             Ok(i) => self.shards[i] = entry,
             Err(i) => self.shards.insert(i, entry),
@@ -489,6 +601,11 @@ mod erased {
     }
 }
 
+/// A flat shard's files without their extension: `shard-{id:05}`.
+pub(crate) fn shard_file_stem(id: u64) -> String {
+    format!("shard-{id:05}")
+}
+
 /// A shard file's name: `shard-{id:05}.{ext}`.
 pub(crate) fn shard_file_name(id: u64, ext: &str) -> String {
     let mut name = String::with_capacity(12 + ext.len());
@@ -547,6 +664,7 @@ mod tests {
                     .iter()
                     .map(|&(k, b)| (k.to_string(), FileEntry { bytes: b, checksum: 5 }))
                     .collect(),
+                path: None,
             };
             stream.shards.push(entry(Some(id / 2), None, &[]));
             docs.shards.push(entry(None, Some(id), &[("index", 16)]));

@@ -84,6 +84,7 @@ impl<F: StreamFormat> StreamReader<F> {
                 bytes: f.bytes,
                 checksum: 0,
                 files: BTreeMap::new(),
+                path: None,
             });
         }
         *manifest.metadata_mut() = metadata;

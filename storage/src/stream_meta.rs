@@ -24,7 +24,7 @@ use crate::core::{
 };
 use crate::dir::StorageDir;
 use crate::io::{ReadRequest, ShardFile};
-use crate::manifest::{shard_file_name, Manifest, ShardEntry, MANIFEST_FILE, META, METAIDX};
+use crate::manifest::{Manifest, ShardEntry, MANIFEST_FILE, META, METAIDX};
 use crate::markers::StreamWithMeta;
 use crate::stream::StreamIndex;
 use crate::{Result, StorageError};
@@ -150,7 +150,7 @@ impl ReaderIndex for StreamWithMetaIndex {
                 })
             };
             let (meta, index) = (entry(META)?, entry(METAIDX)?);
-            let meta_file = check_file(dir, s.id, &shard_file_name(s.id, META), meta.bytes)?;
+            let meta_file = check_file(dir, s.id, &s.file_name(META), meta.bytes)?;
             runs.push(load_runs(dir, s, meta.bytes, index.bytes)?);
             files.push(d);
             files.push(meta_file);
@@ -239,7 +239,7 @@ pub(crate) fn load_runs(
     meta_bytes: u64,
     index_bytes: u64,
 ) -> Result<ShardRuns> {
-    let file = IndexFile::new(dir, s.id, METAIDX);
+    let file = IndexFile::new(dir, s, METAIDX);
     let corrupt = |entry, reason| file.corrupt(entry, reason);
     let elements = s.elements.unwrap_or(0);
     if !index_bytes.is_multiple_of(ENTRY) {

@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 
 use crate::dir::{LocalDir, StorageDir, WriteDir};
 use crate::fsutil::{open_existing, read_exact_at, resolve, Access};
-use crate::manifest::{shard_file_name, Manifest, ShardEntry, MANIFEST_FILE};
+use crate::manifest::{Manifest, ShardEntry, MANIFEST_FILE};
 use crate::remote::UPLOAD_PART;
 use crate::{RemoteDir, Result, StorageError};
 
@@ -94,6 +94,7 @@ impl RemoteDir {
             return Err(StorageError::NotAStorage { dir: local.to_path_buf() });
         };
         let m = Manifest::from_text(&text, &local.join(MANIFEST_FILE))?;
+        m.check_links(&local_dir)?;
         let old_text = Manifest::read_text(self)?;
         let old = old_text
             .as_deref()
@@ -110,7 +111,7 @@ impl RemoteDir {
         let mut staged = Vec::new();
         for shard in m.shards() {
             for (i, ext) in m.kind().files().iter().enumerate() {
-                let name = shard_file_name(shard.id, ext);
+                let name = shard.file_name(ext);
                 let (bytes, checksum) = file_entry(shard, i, ext);
                 let path = resolve(local, &name)?;
                 let file = open_existing(&path, Access::Read { direct: false })?;

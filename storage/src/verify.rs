@@ -5,7 +5,7 @@ use std::path::Path;
 use crate::core::{check_file, ReaderIndex};
 use crate::dir::{LocalDir, StorageDir};
 use crate::document::DocumentIndex;
-use crate::manifest::{shard_file_name, Manifest, StorageKind};
+use crate::manifest::{Manifest, StorageKind};
 use crate::stream::StreamIndex;
 use crate::stream_meta::StreamWithMetaIndex;
 use crate::{Result, StorageError};
@@ -55,7 +55,7 @@ pub fn verify_in(dir: &dyn StorageDir) -> Result<VerifyReport> {
         let main = (m.kind().data_extension(), s.bytes, s.checksum);
         let aux = s.files.iter().map(|(ext, f)| (ext.as_str(), f.bytes, f.checksum));
         for (ext, bytes, expected) in std::iter::once(main).chain(aux) {
-            let name = shard_file_name(s.id, ext);
+            let name = s.file_name(ext);
             let path = check_file(dir, s.id, &name, bytes)?.path;
             let found = checksum(dir, &name, bytes)?;
             if found != expected {

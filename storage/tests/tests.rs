@@ -10,6 +10,7 @@ mod hostile;
 mod layout;
 mod location;
 mod meta;
+mod parts;
 mod plan;
 mod power_loss;
 mod props;

@@ -9,4 +9,5 @@ pub(crate) mod import;
 pub(crate) mod ingest;
 pub(crate) mod inspect;
 pub(crate) mod oam;
+pub(crate) mod parts;
 pub(crate) mod upload;

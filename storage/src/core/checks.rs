@@ -7,7 +7,7 @@ use guideloom_formats::Dtype;
 
 use crate::dir::{LengthFault, StorageDir};
 use crate::io::ShardFile;
-use crate::manifest::{push_shard_file_name, Manifest, ShardEntry, StorageKind, MANIFEST_FILE};
+use crate::manifest::{Manifest, ShardEntry, StorageKind, MANIFEST_FILE};
 use crate::{Result, StorageError};
 
 /// Checks that `m` is of `kind` and, for stream kinds, records the dtype `dtype`.
@@ -76,7 +76,7 @@ pub(crate) fn check_shard_files(
         .iter()
         .map(|s| {
             name.clear();
-            push_shard_file_name(&mut name, s.id, ext);
+            s.push_file_name(&mut name, ext);
             ShardFile { path: base.join(&name), shard: s.id, committed: s.bytes }
         })
         .collect();
@@ -101,9 +101,9 @@ pub(crate) struct IndexFile<'a> {
 }
 
 impl<'a> IndexFile<'a> {
-    /// The `ext` file of shard `shard` in `dir`.
-    pub(crate) fn new(dir: &'a dyn StorageDir, shard: u64, ext: &str) -> Self {
-        IndexFile { dir, shard, name: crate::manifest::shard_file_name(shard, ext) }
+    /// The `ext` file of the shard `shard` in `dir`.
+    pub(crate) fn new(dir: &'a dyn StorageDir, shard: &ShardEntry, ext: &str) -> Self {
+        IndexFile { dir, shard: shard.id, name: shard.file_name(ext) }
     }
 
     /// Checks that the file holds at least `committed` bytes (see [`check_file`]).

@@ -66,6 +66,17 @@ pub(crate) struct WriterCore {
 }
 
 impl WriterCore {
+    /// The manifest as last read or committed (plus pending metadata).
+    pub(crate) fn manifest(&self) -> &Manifest {
+        &self.manifest
+    }
+
+    /// Whether the directory held a committed manifest when the writer opened it (or the
+    /// writer has committed since).
+    pub(crate) fn has_committed(&self) -> bool {
+        self.base.is_some()
+    }
+
     /// Bytes of one element (stream kinds; 1 for documents): the manifest's dtype, which is
     /// the format's (checked on open).
     pub(crate) fn itemsize(&self) -> u64 {
@@ -97,7 +108,8 @@ impl WriterCore {
                         (Some(s), 0) => FileEntry { bytes: s.bytes, checksum: s.checksum },
                         (Some(s), _) => s.files.get(*ext).copied().unwrap_or(empty),
                     };
-                    files.push(AppendFile::open(&self.dir, shard_file_name(id, ext), id, committed)?);
+                    let name = entry.map_or_else(|| shard_file_name(id, ext), |s| s.file_name(ext));
+                    files.push(AppendFile::open(&self.dir, name, id, committed)?);
                 }
                 let count = entry.map_or(0, |s| s.count(self.kind));
                 Ok(e.insert(OpenShard { files, count }))
@@ -161,6 +173,7 @@ impl<K: WriterKind> Writer<K> {
         let (manifest, base) = match Manifest::read_text(&*dir)? {
             Some(text) => {
                 let m = Manifest::from_text(&text, &dir.path().join(MANIFEST_FILE))?;
+                m.check_links(&*dir)?;
                 check_kind_dtype(&m, dir.path(), K::KIND, dtype.as_ref())?;
                 (m, Some(text))
             }
@@ -234,6 +247,7 @@ impl<K: WriterKind> Writer<K> {
                 bytes: main.bytes,
                 checksum: main.checksum,
                 files: core.files.iter().skip(1).map(|e| e.to_string()).zip(aux.iter().copied()).collect(),
+                path: core.manifest.shard(id).and_then(|s| s.path.clone()),
             });
         }
         // Replace only the manifest this writer read or last committed: a writer that got

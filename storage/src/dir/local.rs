@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use super::{DirEntry, DirLock, EntryKind, LengthFault, StorageDir, WriteDir, WriteFile};
 use crate::error::kind_name;
 use crate::fsutil::{
-    file_name, open_existing, open_regular, plain_name, read_exact_at, regular_len, resolve, Access,
+    name_in, open_existing, open_regular, plain_name, read_exact_at, regular_len, resolve, Access,
 };
 use crate::io::ShardFile;
 use crate::{Result, StorageError};
@@ -157,7 +157,7 @@ fn check_chunk(
     base: usize,
 ) -> Result<Finding> {
     for (i, f) in files.iter().enumerate() {
-        let (name, committed) = (file_name(&f.path)?, f.committed);
+        let (name, committed) = (name_in(dir, &f.path)?, f.committed);
         let path_len = || regular_len(&resolve(dir, name)?);
         let len = match fd {
             Some(fd) => {

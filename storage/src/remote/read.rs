@@ -14,7 +14,7 @@ use super::retry::classify;
 use super::stats::add;
 use super::store::RemoteDir;
 use crate::dir::{DirEntry, EntryKind, ExpectedFile, StorageDir};
-use crate::fsutil::file_name;
+use crate::fsutil::name_in;
 use crate::io::{FileSet, ReadRequest};
 use crate::{Result, StorageError};
 
@@ -193,7 +193,7 @@ impl StorageDir for RemoteDir {
         let mut blocks: HashMap<usize, HashMap<u64, Bytes>> = HashMap::new();
         let mut wanted = Vec::new();
         for (&f, ranges) in &per_file {
-            let name = file_name(&files.get(f)?.path)?;
+            let name = name_in(&self.label, &files.get(f)?.path)?;
             let size = self.size_of(name)?;
             if let Some(r) = ranges.iter().find(|r| r.end > size) {
                 return Err(StorageError::ShortRead {
@@ -231,7 +231,7 @@ impl StorageDir for RemoteDir {
         }
         for (f, ranges) in per_file {
             let Ok(file) = files.get(f) else { continue };
-            let Ok(name) = file_name(&file.path) else { continue };
+            let Ok(name) = name_in(&self.label, &file.path) else { continue };
             let Ok(size) = self.size_of(name) else { continue };
             let ids = self.inner.bs.ids(size, ranges.into_iter());
             self.request(&Arc::from(name), size, &ids, true);
