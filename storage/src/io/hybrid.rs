@@ -11,8 +11,8 @@ use super::auto::AutoBackend;
 use super::backend::{buffer_length, ReadBackend};
 use super::files::FileSet;
 use super::mmap::MmapBackend;
-use super::pages::{populate, resident_at_least, COLD, UNKNOWN, WARM};
-use super::request::ReadRequest;
+use super::pages::{allowed_missing, populate, resident_at_least, COLD, UNKNOWN, WARM};
+use super::request::{ReadRequest, ShardFile};
 use crate::Result;
 
 /// The share of a file's pages that must be in the page cache for [`HybridBackend`] to read
@@ -36,6 +36,40 @@ pub enum HybridRoute {
     Map,
     /// The io_uring or pread path (the file was found evicted, or cannot be mapped).
     Cold,
+}
+
+/// Where a [`HybridBackend`] learns how much of a shard file is in the page cache, in place of
+/// its own `mincore(2)` check ([`HybridBackend::residency_probe`]): a test implementation
+/// reports residency deterministically, so the routing rule is checked on any host (also one
+/// whose file system keeps pages `posix_fadvise(DONTNEED)` should drop, such as tmpfs).
+///
+/// ```
+/// use std::sync::Arc;
+/// use guideloom_storage::{FileSet, HybridBackend, HybridRoute, ResidencyProbe, ShardFile};
+///
+/// /// Every file has 255 of its 256 pages cached.
+/// #[derive(Debug)]
+/// struct AlmostAll;
+/// impl ResidencyProbe for AlmostAll {
+///     fn resident_pages(&self, _file: &ShardFile, _len: u64) -> Option<(u64, u64)> {
+///         Some((255, 256))
+///     }
+/// }
+///
+/// let dir = tempfile::tempdir()?;
+/// let path = dir.path().join("shard-00000.stream");
+/// std::fs::write(&path, [7u8; 4096])?;
+/// let files = FileSet::new(vec![ShardFile { path, shard: 0, committed: 4096 }], 4);
+/// // SAFETY: nothing truncates or rewrites the file while the backend maps it.
+/// let hybrid = unsafe { HybridBackend::new() }.residency_probe(Arc::new(AlmostAll));
+/// assert_eq!(hybrid.route(&files, 0)?, HybridRoute::Map); // 255/256 >= 0.99
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub trait ResidencyProbe: Send + Sync + std::fmt::Debug {
+    /// How many pages of `file` are in the page cache and how many it has, as `(resident,
+    /// total)`, for its first `len` bytes (what the backend maps: `min(committed, file
+    /// length)`, never 0); `None` when unknown (the file is then read through the cold path).
+    fn resident_pages(&self, file: &ShardFile, len: u64) -> Option<(u64, u64)>;
 }
 
 /// Milliseconds since the first call in this process (monotonic).
@@ -71,6 +105,7 @@ pub struct HybridBackend {
     map: MmapBackend,
     cold: Arc<dyn ReadBackend>,
     recheck_ms: u64,
+    probe: Option<Arc<dyn ResidencyProbe>>,
 }
 
 impl HybridBackend {
@@ -86,7 +121,12 @@ impl HybridBackend {
     pub unsafe fn new() -> Self {
         // SAFETY: the caller accepted the contract of `MmapBackend::new`, stated above.
         let map = unsafe { MmapBackend::new() };
-        HybridBackend { map, cold: Arc::new(AutoBackend::new()), recheck_ms: millis(HYBRID_RECHECK) }
+        HybridBackend {
+            map,
+            cold: Arc::new(AutoBackend::new()),
+            recheck_ms: millis(HYBRID_RECHECK),
+            probe: None,
+        }
     }
 
     /// Uses `cold` for files not in the page cache (default: [`AutoBackend::new`]).
@@ -110,6 +150,15 @@ impl HybridBackend {
     /// every batch, for tests).
     pub fn recheck_interval(mut self, interval: Duration) -> Self {
         self.recheck_ms = millis(interval);
+        self
+    }
+
+    /// Takes each file's residency from `probe` instead of `mincore(2)` (default: `mincore`
+    /// over the file's map). The rule stays the backend's: a file is read through its map when
+    /// at most `floor(total * (1 - HYBRID_MIN_RESIDENT))` of its `total` pages are missing
+    /// (at least [`HYBRID_MIN_RESIDENT`] resident). For tests of the routing rule on any host.
+    pub fn residency_probe(mut self, probe: Arc<dyn ResidencyProbe>) -> Self {
+        self.probe = Some(probe);
         self
     }
 
@@ -168,7 +217,17 @@ impl HybridBackend {
             Ok(None) => return true,
             Err(_) => return false,
         };
-        if resident_at_least(&map, HYBRID_MIN_RESIDENT) != Some(true) {
+        let warm = match &self.probe {
+            None => resident_at_least(&map, HYBRID_MIN_RESIDENT) == Some(true),
+            Some(probe) => {
+                files.get(file).ok().and_then(|f| probe.resident_pages(f, map.len() as u64)).is_some_and(
+                    |(resident, total)| {
+                        resident <= total && total - resident <= allowed_missing(total, HYBRID_MIN_RESIDENT)
+                    },
+                )
+            }
+        };
+        if !warm {
             return false;
         }
         if was_cold {
