@@ -331,6 +331,11 @@ pub fn check_write(dir: &dyn WriteDir) {
             );
             assert_eq!(source.kind(), std::io::ErrorKind::NotFound, "{a}: {source}");
         }
+        // An object store names the object it could not copy.
+        Err(StorageError::Remote { url, cause, .. }) => {
+            assert!(url.ends_with("v.bin") || url.ends_with("x.bin"), "{a}: the error names {url}");
+            assert!(cause.contains("does not exist"), "{a}: {cause}");
+        }
         other => panic!("{a}: renaming a missing file gave {other:?}"),
     }
     check_replace(dir);
