@@ -34,7 +34,7 @@ unset CARGO_TARGET_DIR # cargo-mutants builds in its own copy of the tree
 
 tools="$PWD/target/tools"
 mutants="$tools/bin/cargo-mutants"
-if ! "$mutants" --version >/dev/null 2>&1; then
+if ! "$mutants" mutants --version >/dev/null 2>&1; then
   echo "== installing cargo-mutants from crates.io into target/tools (once)"
   cargo install --root "$tools" cargo-mutants --locked
 fi
@@ -78,7 +78,8 @@ for scope in "${scopes[@]}"; do
   "$mutants" mutants --package "$pkg" --test-package "$pkg" "${file_args[@]}" \
     --copy-target "$copy_target" --jobs "$jobs" --timeout "$timeout" --output "$out/$scope" \
     "$@" -- "${tests[@]}" || rc=$?
-  echo "== [${SECONDS}s] $scope: exit $rc; missed: $(wc -l <"$out/$scope/mutants.out/missed.txt" 2>/dev/null || echo '?')"
+  missed="$out/$scope/mutants.out/missed.txt"
+  echo "== [${SECONDS}s] $scope: exit $rc; missed: $(if [ -f "$missed" ]; then wc -l <"$missed"; else echo none run; fi)"
   [ "$rc" -ne 0 ] && [ "$status" -eq 0 ] && status=$rc
 done
 exit "$status"
