@@ -7,6 +7,8 @@
 # it depends on is newer than the installed build (cargo's own checks make a rebuild of an
 # unchanged tree cost seconds).
 #
+# GUIDELOOM_PY_PACKAGES_ONLY=1 installs the packages and stops before the binding.
+#
 # torch only with GUIDELOOM_PY_TORCH=1 (.ci/run sets it): the CPU-only build from PyTorch's index
 # when it answers (about 200 MB), else PyPI's Linux wheel, the CUDA build (about 4 GB of nvidia-*
 # packages; 3 minutes here), as benches/venv.sh does. The torch tests are skipped without it.
@@ -30,6 +32,11 @@ if [ "${GUIDELOOM_PY_TORCH:-0}" = 1 ] && ! "$venv/bin/python" -c 'import torch' 
     echo "setup-venv: $index unreachable; torch from PyPI (the CUDA build: about 4 GB, 3 minutes here)" >&2
     "${pip[@]}" --no-cache-dir torch >&2
   fi
+fi
+if [ "${GUIDELOOM_PY_PACKAGES_ONLY:-0}" = 1 ]; then
+  # The packages alone (.ci/run installs them in the background while Rust builds).
+  echo "$venv/bin/python"
+  exit 0
 fi
 case "$venv" in /*) bin="$venv/bin" ;; *) bin="$PWD/$venv/bin" ;; esac
 export PATH="$bin:$PATH"

@@ -433,7 +433,10 @@ mod tests {
         assert!(
             matches!(f.pack(&extra, &mut out), Err(FormatError::UnknownField { field, .. }) if field == "x")
         );
-        assert!(ColumnsFormat::new(Dtype::Primitive(Primitive::U8)).is_err());
+        assert!(matches!(
+            ColumnsFormat::new(Dtype::Primitive(Primitive::U8)),
+            Err(FormatError::InvalidDtype(ref r)) if r.starts_with("the columns format needs a structured dtype, got ")
+        ));
     }
 
     #[test]

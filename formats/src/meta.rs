@@ -37,7 +37,7 @@ use crate::{Dtype, FormatError, RawWindow, StreamFormat, TokenElement, TokenForm
 /// sink.check(3)?;
 /// assert_eq!(sink.runs().collect::<Vec<_>>(), [(0, &b"a"[..]), (2, &b"bc"[..])]);
 /// assert!(matches!(sink.push(0, Some(b"x")), Err(FormatError::InvalidMeta { position: 3, .. })));
-/// assert!(sink.check(4).is_err());
+/// assert!(matches!(sink.check(4), Err(FormatError::InvalidMeta { position: 3, .. })));
 /// # Ok::<(), FormatError>(())
 /// ```
 #[derive(Debug, Clone)]
@@ -530,7 +530,11 @@ mod tests {
         s.push("b", Some(b"y")).unwrap();
         let e = s.push("a", Some(b"z")).unwrap_err();
         assert!(matches!(e, FormatError::InvalidMeta { position: 2, .. }));
-        assert!(s.push("c", Some(b"w")).is_err());
+        assert!(matches!(
+            s.push("c", Some(b"w")),
+            Err(FormatError::InvalidMeta { position: 3, ref reason })
+                if reason.starts_with("the record was already refused at element 2: ")
+        ));
         assert!(matches!(s.check(4), Err(FormatError::InvalidMeta { position: 2, .. })));
         s.clear();
         assert!(matches!(s.push("a", None), Err(FormatError::InvalidMeta { position: 0, .. })));
@@ -558,8 +562,21 @@ mod tests {
         let short: [&[u8]; 2] = [&p0, &p1[..3]];
         let mw = MetaWindow::new(w, &[4, 4], &[0, 0, 1], &short, &[5, 0]).unwrap();
         assert!(matches!(f.unpack(&mw), Err(FormatError::Decode { shard: 4, .. })));
-        assert!(MetaWindow::new(w, &[4, 4], &[0, 2, 1], &data, &[5, 0]).is_err());
-        assert!(MetaWindow::new(w, &[4], &[0, 0, 1], &data, &[5, 0]).is_err());
-        assert!(MetaWindow::new(w, &[4, 4], &[0, 0], &data, &[5, 0]).is_err());
+        let bad_window = |r: Result<MetaWindow<'_>, FormatError>| match r {
+            Err(FormatError::BadWindow(reason)) => reason,
+            other => panic!("expected BadWindow, got {other:?}"),
+        };
+        assert_eq!(
+            bad_window(MetaWindow::new(w, &[4, 4], &[0, 2, 1], &data, &[5, 0])),
+            "element 1 points to payload 2 of a window with 2 payloads"
+        );
+        assert_eq!(
+            bad_window(MetaWindow::new(w, &[4], &[0, 0, 1], &data, &[5, 0])),
+            "2 payloads but 1 payload shards and 2 run offsets"
+        );
+        assert_eq!(
+            bad_window(MetaWindow::new(w, &[4, 4], &[0, 0], &data, &[5, 0])),
+            "2 payload indices for 3 elements"
+        );
     }
 }

@@ -1,5 +1,6 @@
 //! Every malformed sample of `malformed/cases.json` (AC-MEG-10, AC-LLMC-05, AC-MDS-08,
-//! AC-LIT-04, AC-NPY-07) gives its typed error naming the file, and detection finds its layout.
+//! AC-LIT-04, AC-NPY-07; issue 33: one for every validation of these readers) gives its typed
+//! error naming the file, and detection finds its layout.
 
 use guideloom_interop::{ForeignDataset, ForeignError, ForeignFormat, ForeignOptions, InteropError};
 
@@ -16,6 +17,21 @@ fn malformed_cases() -> Vec<(&'static str, ForeignFormat, &'static str, ForeignE
             F::Litdata,
             "chunk-0-0.bin",
             E::ChunkSizeMismatch { dim: 9, need: 34, have: 30 },
+        ),
+        // Issue 33: every validation of the readers has a sample (these from the valid layout
+        // of dim_mismatch, dim 7: items of 4 and 3 u16 tokens at offsets 16, 24, 30).
+        ("litdata/encrypted/index.json", F::Litdata, "index.json", E::Encrypted),
+        (
+            "litdata/odd_item_bytes/index.json",
+            F::Litdata,
+            "chunk-0-0.bin",
+            E::SampleLayout { sample: 0, reason: "7 bytes are not whole 2-byte tokens".into() },
+        ),
+        (
+            "litdata/offsets_decreasing/index.json",
+            F::Litdata,
+            "chunk-0-0.bin",
+            E::OffsetsNotMonotonic { entry: 1 },
         ),
         (
             "litdata/framed_zstd_magic/index.json",
@@ -74,6 +90,21 @@ fn malformed_cases() -> Vec<(&'static str, ForeignFormat, &'static str, ForeignE
         ),
         ("mds/index_version_1/index.json", F::Mds, "index.json", E::UnsupportedIndexVersion { found: 1 }),
         (
+            "mds/index_not_object/index.json",
+            F::Mds,
+            "index.json",
+            E::InvalidIndex { reason: "the index is not a JSON object".into() },
+        ),
+        // Issue 33: offset_past_eof's offsets made valid, then entry 1 moved past entry 2
+        // (201, 250, 245, 267).
+        ("mds/offsets_decreasing/index.json", F::Mds, "shard.00000.mds", E::OffsetsNotMonotonic { entry: 2 }),
+        (
+            "mds/unsupported_hash/index.json",
+            F::Mds,
+            "shard.00000.mds",
+            E::UnsupportedHash { algorithm: "md4".into() },
+        ),
+        (
             "mds/missing_shard/index.json",
             F::Mds,
             "shard.00000.mds",
@@ -128,6 +159,32 @@ fn malformed_cases() -> Vec<(&'static str, ForeignFormat, &'static str, ForeignE
             "doc_index_end_mismatch.idx",
             E::DocumentIndexEnd { last: 3, sequences: 4 },
         ),
+        // Issue 33: negative_pointer.idx with its pointers made valid (0, 8, 14, 24), then one
+        // field changed each.
+        (
+            "megatron/doc_index_decreasing.idx",
+            F::Megatron,
+            "doc_index_decreasing.idx",
+            E::DocumentIndexNotMonotonic { entry: 2 },
+        ),
+        (
+            "megatron/doc_index_start.idx",
+            F::Megatron,
+            "doc_index_start.idx",
+            E::DocumentIndexStart { found: 1 },
+        ),
+        (
+            "megatron/negative_length.idx",
+            F::Megatron,
+            "negative_length.idx",
+            E::NegativeLength { sequence: 1 },
+        ),
+        (
+            "megatron/pointer_mismatch.idx",
+            F::Megatron,
+            "pointer_mismatch.idx",
+            E::PointerMismatch { sequence: 2, found: 15, expected: 14 },
+        ),
         ("megatron/dtype_code_zero.idx", F::Megatron, "dtype_code_zero.idx", E::UnknownDTypeCode { code: 0 }),
         (
             "megatron/negative_pointer.idx",
@@ -148,6 +205,15 @@ fn malformed_cases() -> Vec<(&'static str, ForeignFormat, &'static str, ForeignE
             E::TruncatedIndex { need: 122, have: 100 },
         ),
         ("npy/bad_magic.npy", F::Npy, "bad_magic.npy", E::BadMagic { found: "\\x93NUMPZ".into() }),
+        // Issue 33: v2_u2.npy announcing a 10,001-byte header (over the 10,000 read), and
+        // v1_u2.npy with a fourth key.
+        ("npy/header_too_large.npy", F::Npy, "header_too_large.npy", E::HeaderTooLarge { len: 10_001 }),
+        (
+            "npy/header_extra_key.npy",
+            F::Npy,
+            "header_extra_key.npy",
+            E::HeaderExtraKey { key: "order".into() },
+        ),
         ("npy/data_truncated.npy", F::Npy, "data_truncated.npy", E::DataSize { have: 5, need: 6 }),
         (
             "npy/float_tokens.npy",
@@ -192,7 +258,7 @@ fn every_malformed_sample_gives_its_typed_error_naming_the_file() {
             }
             _ => (file.to_string(), want),
         };
-        let verify = case.starts_with("mds/hash_mismatch");
+        let verify = case.starts_with("mds/hash_mismatch") || case.starts_with("mds/unsupported_hash");
         let options = ForeignOptions::new().format(format).verify_hashes(verify);
         let e = ForeignDataset::open(case_path(case), &options).expect_err(case);
         assert_foreign(&e, &file, &want);

@@ -57,15 +57,22 @@ fn llmc_sequential_order_matches_llmc_dataloader() {
             guideloom_storage::Window::new(9, 3),
         ]
     );
-    assert!(llmc_windows(&data, 0, 2, 1).is_err());
+    assert_llmc_config(llmc_windows(&data, 0, 2, 1), "B = 0, T = 2, processes = 1: ");
     // llm.c stopped at shard 1, batch position 1: the rest, then the wrap.
     let state = llmc_resume_state(&loader.initial_state(), &data, (1, 2, 1), 1, 1).unwrap();
     let rest: Vec<Vec<i64>> = loader.iter_from(&state).unwrap().map(|b| b.unwrap().data.remove(0)).collect();
     assert_eq!(rest[..], got[4..]);
     assert_eq!(rest[2], [50256, 301, 302]);
-    assert!(llmc_resume_state(&loader.initial_state(), &data, (1, 2, 1), 1, 4).is_err());
-    assert!(llmc_resume_state(&loader.initial_state(), &data, (1, 2, 1), 2, 0).is_err());
-    assert!(llmc_resume_state(&loader.initial_state(), &data, (1, 2, 2), 0, 0).is_err());
+    let initial = loader.initial_state();
+    assert_llmc_config(
+        llmc_resume_state(&initial, &data, (1, 2, 1), 1, 4),
+        "batch position 4 of shard 1, which holds 3",
+    );
+    assert_llmc_config(llmc_resume_state(&initial, &data, (1, 2, 1), 2, 0), "shard 2 of 2");
+    assert_llmc_config(
+        llmc_resume_state(&initial, &data, (1, 2, 2), 0, 0),
+        "the loader's global batch is 1; ",
+    );
 }
 
 /// One configuration llm.c's own `DataLoader` ran (`loader/tests/data/llmc_order/expected.txt`,
@@ -75,6 +82,24 @@ fn llmc_sequential_order_matches_llmc_dataloader() {
 struct LlmcCase {
     config: (u64, u64, u64, u64, bool),
     batches: Vec<(u64, u64, Vec<i64>)>,
+}
+
+/// `r` is the llm.c order's configuration error (field `llmc`) whose detail starts with
+/// `detail` (issue 33: refusals asserted by variant and field, not by `is_err`).
+fn assert_llmc_config<T: std::fmt::Debug>(r: guideloom_interop::Result<T>, detail: &str) {
+    match r {
+        Err(InteropError::InvalidConfig { field: "llmc", detail: d }) if d.starts_with(detail) => {}
+        other => panic!("expected InvalidConfig {{ field: \"llmc\", detail: {detail:?}.. }}, got {other:?}"),
+    }
+}
+
+/// `r` is an llm.c checkpoint error whose detail starts with `detail`.
+fn assert_checkpoint<T: std::fmt::Debug>(r: guideloom_interop::Result<T>, detail: &str) {
+    match r {
+        Err(InteropError::ForeignCheckpoint { what: "llm.c checkpoint", detail: d })
+            if d.starts_with(detail) => {}
+        other => panic!("expected ForeignCheckpoint {{ detail: {detail:?}.. }}, got {other:?}"),
+    }
 }
 
 fn llmc_order_dir() -> PathBuf {
@@ -168,8 +193,8 @@ fn llmc_orders_match_llmc_dataloader_and_positions_resume() {
         r0.iter().map(|w| w.offset + 4).collect::<Vec<_>>(),
         r1.iter().map(|w| w.offset).collect::<Vec<_>>()
     );
-    assert!(llmc_shuffled_windows(&data, (1, 4, 2), 2, 1).is_err());
-    assert!(llmc_shuffled_windows(&data, (0, 4, 2), 0, 1).is_err());
+    assert_llmc_config(llmc_shuffled_windows(&data, (1, 4, 2), 2, 1), "process rank 2 of 2 processes");
+    assert_llmc_config(llmc_shuffled_windows(&data, (0, 4, 2), 0, 1), "B = 0, T = 4, processes = 2: ");
 }
 
 /// llm.c's checkpoints (`state_*.bin` in `train_gpt2.cu`'s layout, written by the harness
@@ -214,7 +239,7 @@ fn llmc_checkpoints_resume_at_the_next_batch() {
                 other.epoch(tail, &data, (b, t), 10),
                 Err(InteropError::ForeignCheckpoint { .. })
             ));
-            assert!(c.epoch(tail, &data, (b, t), epoch).is_err());
+            assert_checkpoint(c.epoch(tail, &data, (b, t), epoch), &format!("no epoch below {epoch} "));
             llmc_shuffled_resume_state(
                 &loader.initial_state(),
                 &data,
@@ -224,7 +249,7 @@ fn llmc_checkpoints_resume_at_the_next_batch() {
             )
             .unwrap()
         } else {
-            assert!(c.epoch(&bytes, &data, (b, t), 10).is_err());
+            assert_checkpoint(c.epoch(&bytes, &data, (b, t), 10), "not a shuffled run: ");
             llmc_resume_state(&loader.initial_state(), &data, (b, t, p), c.shard, c.sample).unwrap()
         };
         let rest: Vec<Vec<i64>> =
@@ -234,9 +259,9 @@ fn llmc_checkpoints_resume_at_the_next_batch() {
         assert_eq!(rest, want, "{file}");
     }
     let mut bad = std::fs::read(llmc_order_dir().join("state_shuffled_r0.bin")).unwrap();
-    assert!(LlmcCheckpoint::parse_header(&bad[..1000]).is_err());
+    assert_checkpoint(LlmcCheckpoint::parse_header(&bad[..1000]), "1000 bytes, need a 1024-byte header");
     bad[0] ^= 1;
-    assert!(matches!(LlmcCheckpoint::parse_header(&bad), Err(InteropError::ForeignCheckpoint { .. })));
+    assert_checkpoint(LlmcCheckpoint::parse_header(&bad), "magic 20240526 (expected 20240527)");
 }
 
 /// Issue 32 class 6: the epoch search of a shuffled llm.c checkpoint ran `max_epochs`

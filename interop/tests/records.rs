@@ -53,8 +53,15 @@ fn native_stream_windows_and_no_documents() {
     assert!(r.lengths().is_none());
     let err = open_token_records(at, RecordUnit::Documents, &OpenOptions::default()).unwrap_err();
     assert!(matches!(err, InteropError::InvalidConfig { field: "documents", .. }), "{err}");
-    assert!(open_token_records(at, RecordUnit::Windows { seq_len: 0, stride: 1 }, &OpenOptions::default())
-        .is_err());
+    let err = open_token_records(at, RecordUnit::Windows { seq_len: 0, stride: 1 }, &OpenOptions::default())
+        .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            InteropError::Loader(guideloom_loader::LoaderError::InvalidConfig { field: "seq_len", .. })
+        ),
+        "{err}"
+    );
 }
 
 #[test]

@@ -134,3 +134,23 @@ fn issue14_llmc_checkpoint_after_a_shards_last_batch_resumes_at_the_next_shard()
     // After the last shard's last batch: the wrap to shard 0.
     assert_eq!(next(1, 3), [50256, 301, 302]);
 }
+
+/// Issue 33 (mutation testing, `interop/src/orders/megatron/split.rs`): the split string's
+/// refusals at their boundaries. Megatron's `parse_and_normalize_split` takes one to three
+/// numbers (four are refused, three accepted) whose sum is positive and finite (a zero sum, and
+/// one that overflows f64 — 400 nines — are refused; a sum of 1 is accepted).
+#[test]
+fn issue33_megatron_split_strings_refused_at_their_boundaries() {
+    use guideloom_interop::megatron_split_ranges;
+    let refused = |split: &str, detail: &str| match megatron_split_ranges(split, 10) {
+        Err(InteropError::InvalidConfig { field: "split", detail: d }) => assert_eq!(d, detail, "{split:?}"),
+        other => panic!("{split:?}: expected a refusal, got {other:?}"),
+    };
+    refused("1,2,3,4", "\"1,2,3,4\" must hold one to three numbers");
+    refused("", "\"\" must hold one to three numbers");
+    assert_eq!(megatron_split_ranges("1,2,2", 10).unwrap(), [Some(0..2), Some(2..6), Some(6..10)]);
+    refused("0,0", "the numbers of \"0,0\" sum to 0");
+    let huge = "9".repeat(400);
+    refused(&huge, &format!("the numbers of {huge:?} sum to inf"));
+    assert_eq!(megatron_split_ranges("0,1", 10).unwrap(), [None, Some(0..10), None]);
+}

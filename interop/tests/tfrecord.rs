@@ -4,7 +4,7 @@
 //! `expected.json`; the index file; the malformed files' errors.
 
 use guideloom_formats::Primitive;
-use guideloom_interop::{ForeignDataset, ForeignFormat, ForeignOptions, TfRecordShards};
+use guideloom_interop::{ForeignDataset, ForeignError, ForeignFormat, ForeignOptions, TfRecordShards};
 use guideloom_loader::sequential::{SequentialLoader, SequentialSource, ShardPos, ShardReader};
 
 use crate::records_samples::{
@@ -58,6 +58,7 @@ fn issue28_ac_tfr_03_the_index_reaches_record_17() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("bad.index"), "0 162\n162 236\n").unwrap();
     let e = shards.read_index(0, dir.path().join("bad.index").to_str().unwrap()).unwrap_err();
+    assert!(matches!(e.foreign_error(), Some(ForeignError::BadRecordIndex { line: 2, .. })), "{e}");
     assert!(e.to_string().contains("index line 2"), "{e}");
 }
 

@@ -4,7 +4,7 @@
 //! `expected.json`; the malformed tars' errors.
 
 use guideloom_formats::Primitive;
-use guideloom_interop::{ForeignDataset, ForeignFormat, ForeignOptions, WebDatasetShards};
+use guideloom_interop::{ForeignDataset, ForeignError, ForeignFormat, ForeignOptions, WebDatasetShards};
 use guideloom_loader::sequential::{SequentialLoader, SequentialSource, ShardPos, ShardReader};
 
 use crate::records_samples::{
@@ -86,6 +86,10 @@ fn issue28_ac_wds_03_long_pax_keys_and_dotted_directories() {
     assert_eq!((data.dtype(), data.elements()), (Primitive::U16, 137));
     // Without the field named, the default `npy` field is missing.
     let e = ForeignDataset::open(&path, &opts()).unwrap_err();
+    assert!(
+        matches!(e.foreign_error(), Some(ForeignError::MissingField { field, .. }) if field == "npy"),
+        "{e}"
+    );
     assert!(e.to_string().contains("no field npy"), "{e}");
 }
 

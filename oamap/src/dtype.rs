@@ -207,10 +207,12 @@ mod tests {
             assert_eq!(Dtype::parse(code).unwrap(), d);
             assert_eq!(Dtype::parse(descr).unwrap(), d);
         }
-        assert!(Dtype::parse("int3").is_err());
-        assert!(Dtype::parse("Dx4").is_err());
-        assert!(Dtype::parse("").is_err());
-        assert!(Dtype::parse("object").is_err());
+        for bad in ["int3", "Dx4", "", "object"] {
+            assert!(
+                matches!(Dtype::parse(bad), Err(OamapError::Dtype { ref dtype, .. }) if dtype == bad),
+                "{bad:?}"
+            );
+        }
     }
 
     #[test]
@@ -219,10 +221,18 @@ mod tests {
         assert_eq!(Dtype::INT8, Dtype::parse("|i1").unwrap());
         assert_eq!(Dtype::UINT8, Dtype::parse("Du1").unwrap());
         assert!(matches!(Dtype::parse("<f2"), Err(OamapError::Dtype { .. })));
-        assert!(Dtype::parse("Df2").is_err());
-        assert!(Dtype::parse("Ds4").is_err());
-        assert!(Dtype::new(DtypeKind::Float, 2, false).is_err());
-        assert!(Dtype::new(DtypeKind::Bytes, 0, false).is_err());
+        for bad in ["Df2", "Ds4"] {
+            assert!(
+                matches!(Dtype::parse(bad), Err(OamapError::Dtype { ref dtype, .. }) if dtype == bad),
+                "{bad:?}"
+            );
+        }
+        for (kind, size, name) in [(DtypeKind::Float, 2, "Float2"), (DtypeKind::Bytes, 0, "Bytes0")] {
+            assert!(matches!(
+                Dtype::new(kind, size, false),
+                Err(OamapError::Dtype { ref dtype, ref reason }) if dtype == name && reason == "unsupported item size"
+            ));
+        }
         let be = Dtype::new(DtypeKind::UInt, 1, true).unwrap();
         assert!(!be.big_endian(), "one-byte types have no byte order");
         assert_eq!(Dtype::parse(">S3").unwrap().code(), "DS3");

@@ -414,12 +414,12 @@ mod tests {
         // Truncated data, bad magic, 2-d shape, structured dtype: typed errors naming the array.
         let e = parse_npy("arr", &b[..b.len() - 1]).unwrap_err();
         assert!(matches!(&e, OamapError::Npy { name, .. } if name == "arr"), "{e}");
-        assert!(parse_npy("arr", b"hello world").is_err());
         let two_d = String::from_utf8_lossy(&b).replace("(2,)", "(1,2)").into_bytes();
-        assert!(parse_npy("arr", &two_d).is_err());
         let structured = String::from_utf8_lossy(&b).replace("'>i2'", "[('a','<i2')]").into_bytes();
-        assert!(parse_npy("arr", &structured).is_err());
-        assert!(parse_npy("arr", &b[..12]).is_err());
+        for bytes in [&b"hello world"[..], &two_d, &structured, &b[..12]] {
+            let e = parse_npy("arr", bytes).unwrap_err();
+            assert!(matches!(&e, OamapError::Npy { name, .. } if name == "arr"), "{e:?}");
+        }
     }
 
     #[cfg(feature = "npz")]

@@ -247,7 +247,9 @@ fn bench(c: &mut Criterion) {
             buffered.push(("io_uring", Arc::new(u)));
             direct.push(("io_uring", Arc::new(d)));
         }
-        (Err(e), _) | (_, Err(e)) => eprintln!("io_uring skipped: {e}"),
+        (Err(e), _) | (_, Err(e)) => {
+            guideloom_testkit::skip_backend("io_uring", "the io_uring benchmarks", &e.to_string())
+        }
     }
     // SAFETY: the bench's storage lives in its own temp dir; nothing truncates or rewrites it
     // while mapped.

@@ -112,8 +112,8 @@ pub use error::{Result, StorageError};
 pub use io::{
     auto_backend_choice, choose_backend, descriptor_budget, io_uring_probe, open_descriptors,
     shared_descriptor_budget, AutoBackend, BackendChoice, BackendKind, DirectBackend, FileSet, HybridBackend,
-    HybridRoute, MappedBytes, MmapBackend, PreadBackend, ReadBackend, ReadOptions, ReadRequest, ShardFile,
-    UringBackend, DIRECT_ALIGN, HYBRID_MIN_RESIDENT, HYBRID_RECHECK, IO_ENV_VAR,
+    HybridRoute, MappedBytes, MmapBackend, PreadBackend, ReadBackend, ReadOptions, ReadRequest,
+    ResidencyProbe, ShardFile, UringBackend, DIRECT_ALIGN, HYBRID_MIN_RESIDENT, HYBRID_RECHECK, IO_ENV_VAR,
 };
 pub use layout::{LayoutFile, Segment, StreamLayout};
 pub use manifest::{

@@ -192,7 +192,11 @@ fn invalid_records_are_typed_errors_and_write_nothing() {
     assert_eq!(r.manifest().shards().iter().map(|s| s.id).collect::<Vec<_>>(), [0, 1]);
     // The writer keeps working after a refusal.
     let mut w = StreamWithMetaWriter::open(dir.path(), SCRIPT).unwrap();
-    assert!(w.append(0, &script(&[(0, None)])).is_err());
+    let e = w.append(0, &script(&[(0, None)])).unwrap_err();
+    assert!(
+        matches!(&e, StorageError::Format { shard: 0, source: FormatError::InvalidMeta { position: 0, .. } }),
+        "{e:?}"
+    );
     w.append(0, &script(&[(5, Some(b"c"))])).unwrap();
     w.commit().unwrap();
     let r = StreamWithMetaReader::open(dir.path(), SCRIPT).unwrap();

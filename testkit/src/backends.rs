@@ -17,8 +17,8 @@ use crate::skip_backend;
 ///
 /// A backend this host cannot run (the kernel or a seccomp profile refuses io_uring, the run
 /// forces it off with `GUIDELOOM_IO=pread`, a temp file system refuses `O_DIRECT`) is left out
-/// with a note on stderr, or fails the test when `GUIDELOOM_REQUIRE_BACKENDS` names it
-/// ([`skip_backend`]; CI requires both).
+/// as a skip (`SKIPPED: <what>: <reason>`), or fails the test when `GUIDELOOM_REQUIRE_BACKENDS`
+/// names it ([`skip_backend`]; CI requires both).
 ///
 /// The mmap and hybrid backends are made under the tests' contract: the files they read live
 /// in private temporary directories (or are the repository's samples), which nothing truncates

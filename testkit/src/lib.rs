@@ -123,15 +123,16 @@ pub fn u16_storage_tokens(mib: u64, shards: u64, start: u64, len: u64) -> Vec<u1
 }
 
 /// The environment variable that turns a missing I/O backend (or test tool) from an explicit
-/// skip into a test failure: a comma-separated list of `io_uring`, `direct` (`O_DIRECT`) and
-/// `strace` (the syscall-order test of local commits), or `all`. CI (`.ci/run`) sets it, so a
-/// runner that lost one fails instead of passing with less checked; unset (a developer's
-/// machine, a sandbox that blocks io_uring or ptrace), tests skip what is missing and say so
-/// on stderr.
+/// skip into a test failure: a comma-separated list of `io_uring`, `direct` (`O_DIRECT`),
+/// `strace` (the syscall-order test of local commits) and `evict` (`posix_fadvise(DONTNEED)`
+/// dropping a file's pages, which the hybrid backend's host test needs), or `all`. CI
+/// (`.ci/run`) sets it, so a runner that lost one fails instead of passing with less checked;
+/// unset (a developer's machine, a sandbox that blocks io_uring or ptrace), tests skip what is
+/// missing and say so ([`skipped`]).
 pub const REQUIRE_BACKENDS_ENV: &str = "GUIDELOOM_REQUIRE_BACKENDS";
 
 /// The names [`REQUIRE_BACKENDS_ENV`] accepts.
-pub const REQUIRABLE_BACKENDS: [&str; 3] = ["io_uring", "direct", "strace"];
+pub const REQUIRABLE_BACKENDS: [&str; 4] = ["io_uring", "direct", "strace", "evict"];
 
 /// The backends [`REQUIRE_BACKENDS_ENV`] requires (names of [`REQUIRABLE_BACKENDS`]).
 ///
@@ -148,7 +149,7 @@ pub fn required_backends() -> Vec<&'static str> {
         match REQUIRABLE_BACKENDS.iter().find(|b| b.eq_ignore_ascii_case(name)) {
             Some(b) => out.push(*b),
             None => panic!(
-                "{REQUIRE_BACKENDS_ENV}={value}: unknown backend {name:?}; expected io_uring, direct, strace or all"
+                "{REQUIRE_BACKENDS_ENV}={value}: unknown backend {name:?}; expected io_uring, direct, strace, evict or all"
             ),
         }
     }
@@ -160,22 +161,51 @@ pub fn required_backends() -> Vec<&'static str> {
 /// Whether [`REQUIRE_BACKENDS_ENV`] requires `backend` (one of [`REQUIRABLE_BACKENDS`]).
 ///
 /// # Panics
-/// As [`required_backends`].
+/// As [`required_backends`], and when `backend` is not one of [`REQUIRABLE_BACKENDS`] (a
+/// name the variable cannot require would make its skip impossible to turn into a failure).
 pub fn backend_required(backend: &str) -> bool {
+    assert!(
+        REQUIRABLE_BACKENDS.contains(&backend),
+        "{backend:?} is not a backend {REQUIRE_BACKENDS_ENV} can require ({REQUIRABLE_BACKENDS:?})"
+    );
     required_backends().contains(&backend)
 }
 
+/// The start of every skip line [`skipped`] prints: `SKIPPED: ` (what CI's skip count,
+/// `.ci/check-skips.py`, looks for at the start of a line of the test output).
+pub const SKIP_MARK: &str = "SKIPPED: ";
+
+/// The line [`skipped`] prints for `what` and `reason`: `SKIPPED: <what>: <reason>` (one
+/// line: line breaks in the reason become spaces).
+pub fn skip_line(what: &str, reason: &str) -> String {
+    let one_line = |s: &str| s.split_whitespace().collect::<Vec<_>>().join(" ");
+    format!("{SKIP_MARK}{}: {}", one_line(what), one_line(reason))
+}
+
+/// Reports that a test (or the part `what` of one) did not run, and why, as one line
+/// [`skip_line`] on the process's standard error, written past libtest's output capture (the
+/// capture takes only `print!`/`eprint!`), so the line shows in `cargo test`'s output even
+/// when the test passes. CI counts these lines (`.ci/check-skips.py`): any skip not listed in
+/// `.ci/allowed-skips.txt` fails the run.
+pub fn skipped(what: &str, reason: &str) {
+    use std::io::Write;
+    let line = skip_line(what, reason) + "\n";
+    // Standard error is unbuffered; a failed write has nowhere to be reported.
+    let _ = std::io::stderr().lock().write_all(line.as_bytes());
+}
+
 /// What a test does with a backend it cannot run: fails (panics naming `backend` and
-/// `reason`) when [`REQUIRE_BACKENDS_ENV`] requires it, else prints an explicit skip note on
-/// stderr (`note: <what> skipped: <reason>`) and returns, so the caller leaves it out.
+/// `reason`) when [`REQUIRE_BACKENDS_ENV`] requires it, else reports the skip ([`skipped`]:
+/// `SKIPPED: <what>: <reason> (set GUIDELOOM_REQUIRE_BACKENDS=<backend> to make this a
+/// failure)`) and returns, so the caller leaves it out.
 ///
 /// # Panics
-/// When the run requires `backend`.
+/// When the run requires `backend`, or `backend` is not one of [`REQUIRABLE_BACKENDS`].
 pub fn skip_backend(backend: &str, what: &str, reason: &str) {
     if backend_required(backend) {
         panic!("{what}: backend {backend} is required ({REQUIRE_BACKENDS_ENV}) but unavailable: {reason}");
     }
-    eprintln!("note: {what} skipped: {reason} (set {REQUIRE_BACKENDS_ENV}={backend} to make this a failure)");
+    skipped(what, &format!("{reason} (set {REQUIRE_BACKENDS_ENV}={backend} to make this a failure)"));
 }
 
 /// Whether `O_DIRECT` opens succeed in `dir` (tmpfs refused them before Linux 6.6); `Err`
@@ -198,6 +228,25 @@ pub fn direct_io_works_in(dir: &Path) -> Result<(), String> {
 
 #[cfg(test)]
 mod tests {
+    /// Issue 33: a skip is one line that starts with the mark CI counts, its reason on the
+    /// same line.
+    #[test]
+    fn issue33_a_skip_is_one_greppable_line() {
+        assert_eq!(
+            super::skip_line("the hybrid routing test", "pages of\n  /tmp/x stayed cached"),
+            "SKIPPED: the hybrid routing test: pages of /tmp/x stayed cached"
+        );
+        assert!(super::skip_line("a", "b").starts_with(super::SKIP_MARK));
+    }
+
+    /// Issue 33: a name the requirement variable cannot name is refused, so no skip is beyond
+    /// its reach.
+    #[test]
+    #[should_panic(expected = "is not a backend GUIDELOOM_REQUIRE_BACKENDS can require")]
+    fn issue33_an_unrequirable_backend_is_refused() {
+        super::backend_required("floppy");
+    }
+
     use guideloom_formats::TokenFormat;
     use guideloom_storage::{StreamReader, Window};
 

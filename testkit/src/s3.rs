@@ -41,7 +41,7 @@ fn free_port() -> u16 {
 
 impl MotoServer {
     /// Starts `moto_server` on a free port of 127.0.0.1 and waits (at most 60 s) until it
-    /// answers. `None`, with the reason on stderr, when it is not installed (run
+    /// answers. `None`, with the reason reported as a skip ([`crate::skipped`]), when it is not installed (run
     /// `bash tests/s3/setup.sh`) or does not start, unless [`REQUIRE_S3_ENV`] is set: then it
     /// panics.
     pub fn start(test: &str) -> Option<MotoServer> {
@@ -49,7 +49,7 @@ impl MotoServer {
             if std::env::var_os(REQUIRE_S3_ENV).is_some_and(|v| !v.is_empty()) {
                 panic!("{test}: {why} ({REQUIRE_S3_ENV} is set)");
             }
-            eprintln!("SKIPPED {test}: {why}; run `bash tests/s3/setup.sh` to install moto_server");
+            crate::skipped(test, &format!("{why}; run `bash tests/s3/setup.sh` to install moto_server"));
             None
         };
         let Some(exe) = moto_server_path() else {

@@ -4,8 +4,8 @@
 # `moto_server` executable on success. Idempotent: an existing, working venv is reused.
 #
 # The remote-storage tests (cli/tests/remote.rs) look for target/s3-venv/bin/moto_server (or the
-# path in GUIDELOOM_MOTO_SERVER) and are skipped, with a message on stderr, when it is not
-# there; .ci/run runs this script first so that CI runs them.
+# path in GUIDELOOM_MOTO_SERVER) and are skipped, with a `SKIPPED:` line on stderr, when it is
+# not there; .ci/run runs this script first and fails when it fails, so that CI runs them.
 #
 # Usage: bash tests/s3/setup.sh
 set -euo pipefail

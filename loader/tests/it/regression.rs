@@ -230,9 +230,11 @@ fn issue16_rows_too_long_to_allocate_are_refused_not_a_capacity_overflow_panic()
         );
         for strategy in strategies {
             let e = PackPlan::new(&[3, 5], PackConfig::new(l, strategy)).unwrap_err();
+            assert!(matches!(e, LoaderError::InvalidConfig { field: "pack", .. }), "{e}");
             assert_eq!(e.to_string(), want);
             let docs = VecSource::new(vec![vec![1u32, 2, 3]]);
             let e = Packed::scan(docs, PackConfig::new(l, strategy), 0u32, u32::MAX).unwrap_err();
+            assert!(matches!(e, LoaderError::InvalidConfig { field: "pack", .. }), "{e}");
             assert_eq!(e.to_string(), want);
         }
         let loader = Loader::builder(Filter::new(
@@ -251,6 +253,7 @@ fn issue16_rows_too_long_to_allocate_are_refused_not_a_capacity_overflow_panic()
             u32::MAX,
         )
         .unwrap_err();
+        assert!(matches!(e, LoaderError::InvalidConfig { field: "pack", .. }), "{e}");
         assert_eq!(e.to_string(), want);
     }
     // The largest allowed row still plans (no row is laid out here).

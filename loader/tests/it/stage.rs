@@ -140,11 +140,14 @@ fn streaming_packers_refuse_best_fit_decreasing_and_zero_sizes() {
     let l = || loader(docs(&[1], all), PLAIN, 0);
     let e =
         StagePacked::new(l(), PackConfig::new(6, PackStrategy::BestFitDecreasing), 2, 0u32, I).unwrap_err();
+    assert!(matches!(e, LoaderError::InvalidConfig { field: "pack", .. }), "{e}");
     assert!(e.to_string().starts_with("invalid configuration: pack: best-fit-decreasing"), "{e}");
     let e = StagePacked::new(l(), PackConfig::new(6, PackStrategy::ConcatSplit), 0, 0u32, I).unwrap_err();
+    assert!(matches!(e, LoaderError::InvalidConfig { field: "batch_size", .. }), "{e}");
     assert_eq!(e.to_string(), "invalid configuration: batch_size: must be at least 1");
     let e = StagePacked::new(l(), PackConfig::new(6, PackStrategy::FirstFit { bins: 0 }), 1, 0u32, I)
         .unwrap_err();
+    assert!(matches!(e, LoaderError::InvalidConfig { field: "pack", .. }), "{e}");
     assert_eq!(e.to_string(), "invalid configuration: pack: 0 bins");
 }
 

@@ -1,7 +1,9 @@
 //! Gathering shuffled batches of exoplanet stars into columnar batches equals gathering the
 //! same records from planets.json.gz.
 
-use guideloom_oamap::{gather, gather_into, open_npz, Column, ColumnarBatch, GatheredColumn, Projection};
+use guideloom_oamap::{
+    gather, gather_into, open_npz, Column, ColumnarBatch, GatheredColumn, OamapError, Projection,
+};
 use serde_json::Value;
 
 use guideloom_testkit::stars_json;
@@ -124,7 +126,14 @@ fn shuffled_batches_equal_json_gather() {
     assert_eq!(names.offsets[1], [0, 10, 20, 30, 40, 50]);
     let Column::U8(bytes) = names.values.data() else { panic!() };
     assert_eq!(&bytes[40..50], b"HD 40307 g");
-    assert!(gather(&reader, &[n], &proj).is_err());
-    assert!(Projection::new(reader.schema(), &["planets.nope"]).is_err());
-    assert!(Projection::new(reader.schema(), &["planets"]).is_err());
+    let e = gather(&reader, &[n], &proj).unwrap_err();
+    assert!(
+        matches!(&e, OamapError::Path { path, reason }
+            if *path == n.to_string() && *reason == format!("record index past the top-level list of {n}")),
+        "{e:?}"
+    );
+    for bad in ["planets.nope", "planets"] {
+        let e = Projection::new(reader.schema(), &[bad]).unwrap_err();
+        assert!(matches!(&e, OamapError::Path { path, .. } if path == bad), "{e:?}");
+    }
 }

@@ -41,7 +41,10 @@ pub const IO_ENV_VAR: &str = "GUIDELOOM_IO";
 /// use guideloom_storage::BackendKind;
 /// assert_eq!("io-uring".parse::<BackendKind>()?, BackendKind::IoUring);
 /// assert_eq!(" MMAP ".parse::<BackendKind>()?, BackendKind::Mmap);
-/// assert!("bogus".parse::<BackendKind>().is_err());
+/// assert!(matches!(
+///     "bogus".parse::<BackendKind>(),
+///     Err(guideloom_storage::StorageError::UnknownBackend { name }) if name == "bogus"
+/// ));
 /// # Ok::<(), guideloom_storage::StorageError>(())
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

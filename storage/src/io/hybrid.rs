@@ -13,8 +13,8 @@ use super::backend::{buffer_length, ReadBackend};
 use super::checker;
 use super::files::FileSet;
 use super::mmap::MmapBackend;
-use super::pages::{populate, populate_in_steps, resident_at_least, Residency, COLD, UNKNOWN, WARM};
-use super::request::ReadRequest;
+use super::pages::{allowed_missing, populate, populate_in_steps, resident_at_least, Residency, COLD, UNKNOWN, WARM};
+use super::request::{ReadRequest, ShardFile};
 use crate::Result;
 
 /// The share of a file's pages that must be in the page cache for [`HybridBackend`] to read
@@ -38,6 +38,42 @@ pub enum HybridRoute {
     Map,
     /// The io_uring or pread path (the file was found evicted, or cannot be mapped).
     Cold,
+}
+
+/// Where a [`HybridBackend`] learns how much of a shard file is in the page cache, in place of
+/// its own `mincore(2)` check ([`HybridBackend::residency_probe`]): a test implementation
+/// reports residency deterministically, so the routing rule is checked on any host (also one
+/// whose file system keeps pages `posix_fadvise(DONTNEED)` should drop, such as tmpfs).
+///
+/// ```
+/// use std::sync::Arc;
+/// use guideloom_storage::{FileSet, HybridBackend, HybridRoute, ResidencyProbe, ShardFile};
+///
+/// /// Every file has 255 of its 256 pages cached.
+/// #[derive(Debug)]
+/// struct AlmostAll;
+/// impl ResidencyProbe for AlmostAll {
+///     fn resident_pages(&self, _file: &ShardFile, _len: u64) -> Option<(u64, u64)> {
+///         Some((255, 256))
+///     }
+/// }
+///
+/// let dir = tempfile::tempdir()?;
+/// let path = dir.path().join("shard-00000.stream");
+/// std::fs::write(&path, [7u8; 4096])?;
+/// let files = FileSet::new(vec![ShardFile { path, shard: 0, committed: 4096 }], 4);
+/// // SAFETY: nothing truncates or rewrites the file while the backend maps it.
+/// // Inline checks: the first route is the probe's decision (in the background it would be
+/// // the cold path until the checker thread answers).
+/// let hybrid = unsafe { HybridBackend::new() }.residency_probe(Arc::new(AlmostAll)).check_in_background(false);
+/// assert_eq!(hybrid.route(&files, 0)?, HybridRoute::Map); // 255/256 >= 0.99
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub trait ResidencyProbe: Send + Sync + std::fmt::Debug {
+    /// How many pages of `file` are in the page cache and how many it has, as `(resident,
+    /// total)`, for its first `len` bytes (what the backend maps: `min(committed, file
+    /// length)`, never 0); `None` when unknown (the file is then read through the cold path).
+    fn resident_pages(&self, file: &ShardFile, len: u64) -> Option<(u64, u64)>;
 }
 
 /// Milliseconds since the first call in this process (monotonic).
@@ -81,6 +117,7 @@ pub struct HybridBackend {
     cold: Arc<dyn ReadBackend>,
     recheck_ms: u64,
     background: bool,
+    probe: Option<Arc<dyn ResidencyProbe>>,
 }
 
 impl HybridBackend {
@@ -101,6 +138,7 @@ impl HybridBackend {
             cold: Arc::new(AutoBackend::new()),
             recheck_ms: millis(HYBRID_RECHECK),
             background: true,
+            probe: None,
         }
     }
 
@@ -147,6 +185,15 @@ impl HybridBackend {
     /// [`HybridBackend::check_in_background`]; default `true`).
     pub fn checks_in_background(&self) -> bool {
         self.background
+    }
+
+    /// Takes each file's residency from `probe` instead of `mincore(2)` (default: `mincore`
+    /// over the file's map). The rule stays the backend's: a file is read through its map when
+    /// at most `floor(total * (1 - HYBRID_MIN_RESIDENT))` of its `total` pages are missing
+    /// (at least [`HYBRID_MIN_RESIDENT`] resident). For tests of the routing rule on any host.
+    pub fn residency_probe(mut self, probe: Arc<dyn ResidencyProbe>) -> Self {
+        self.probe = Some(probe);
+        self
     }
 
     /// The backend cold files are read through (set with [`HybridBackend::cold`]).
@@ -210,7 +257,8 @@ impl HybridBackend {
             Ok(None) => return true,
             Err(_) => return false,
         };
-        if resident_at_least(&map, HYBRID_MIN_RESIDENT) != Some(true) {
+        let warm = is_warm(self.probe.as_deref(), files.get(file).ok(), &map);
+        if !warm {
             return false;
         }
         if was_cold {
@@ -244,8 +292,9 @@ impl HybridBackend {
         };
         res.checking.store(true, Ordering::Release);
         let res = Arc::clone(res);
+        let (probe, shard) = (self.probe.clone(), files.get(file).ok().cloned());
         checker::submit(Box::new(move || {
-            let warm = resident_at_least(&map, HYBRID_MIN_RESIDENT) == Some(true);
+            let warm = is_warm(probe.as_deref(), shard.as_ref(), &map);
             if warm && state != WARM {
                 // First warm decision for this map (made without population) or a change from
                 // cold: map its pages up front so reads take no page faults. Advisory.
@@ -259,6 +308,18 @@ impl HybridBackend {
             res.checking.store(false, Ordering::Release);
         }));
         state
+    }
+}
+
+/// Whether `map` (of `file`) is warm enough for the map path: at least
+/// [`HYBRID_MIN_RESIDENT`] of its pages resident, by `probe` when one is set, else by
+/// `mincore(2)`.
+fn is_warm(probe: Option<&dyn ResidencyProbe>, file: Option<&ShardFile>, map: &memmap2::Mmap) -> bool {
+    match probe {
+        None => resident_at_least(map, HYBRID_MIN_RESIDENT) == Some(true),
+        Some(probe) => file.and_then(|f| probe.resident_pages(f, map.len() as u64)).is_some_and(|(resident, total)| {
+            resident <= total && total - resident <= allowed_missing(total, HYBRID_MIN_RESIDENT)
+        }),
     }
 }
 

@@ -44,7 +44,7 @@ pub use auto::{auto_backend_choice, choose_backend, AutoBackend, BackendChoice, 
 pub use backend::{ReadBackend, DIRECT_ALIGN};
 pub use direct::DirectBackend;
 pub use files::{descriptor_budget, open_descriptors, shared_descriptor_budget, FileSet};
-pub use hybrid::{HybridBackend, HybridRoute, HYBRID_MIN_RESIDENT, HYBRID_RECHECK};
+pub use hybrid::{HybridBackend, HybridRoute, ResidencyProbe, HYBRID_MIN_RESIDENT, HYBRID_RECHECK};
 pub(crate) use mmap::MappedPieces;
 pub use mmap::{MappedBytes, MmapBackend};
 pub use options::ReadOptions;

@@ -32,6 +32,13 @@ fn page_size() -> usize {
     })
 }
 
+/// How many of `pages` pages may be missing from the page cache for at least `min` (0 to 1)
+/// of them to be resident: `floor(pages * (1 - min))` (truncation toward zero makes the test
+/// strict: with `min` 0.99, 2 of 256 pages, 1 of 100, 0 of 99).
+pub(crate) fn allowed_missing(pages: u64, min: f64) -> u64 {
+    (pages as f64 * (1.0 - min.clamp(0.0, 1.0))) as u64
+}
+
 /// Whether at least `min` (0 to 1) of `map`'s pages are in the page cache, from `mincore(2)`
 /// over chunks of 1,024 pages, stopping at the first chunk after which too many pages are known to
 /// be missing; `None` when the kernel does not say. An empty map is resident.
@@ -39,7 +46,7 @@ pub(crate) fn resident_at_least(map: &memmap2::Mmap, min: f64) -> Option<bool> {
     const CHUNK_PAGES: usize = 1024;
     let page = page_size();
     let pages = map.len().div_ceil(page);
-    let allowed = allowed_missing(pages, min);
+    let allowed = allowed_missing(pages as u64, min) as usize;
     // `mincore`'s vector is `unsigned char *` on Linux and `char *` on the BSDs and macOS.
     #[cfg(target_os = "linux")]
     type Flag = u8;
@@ -69,13 +76,6 @@ pub(crate) fn resident_at_least(map: &memmap2::Mmap, min: f64) -> Option<bool> {
         first += n;
     }
     Some(true)
-}
-
-/// Pages of `pages` that may be missing for at least `min` (0 to 1) of them to be resident:
-/// `floor(pages * (1 - min))`; truncation toward zero makes the test strict (100 pages at 0.99
-/// allow 1 missing page, 199 allow 1, 200 allow 2).
-fn allowed_missing(pages: usize, min: f64) -> usize {
-    (pages as f64 * (1.0 - min.clamp(0.0, 1.0))) as usize
 }
 
 /// The fraction (0 to 1) of `map`'s pages that are in the page cache, from `mincore(2)`;
