@@ -13,7 +13,9 @@ use super::backend::{buffer_length, ReadBackend};
 use super::checker;
 use super::files::FileSet;
 use super::mmap::MmapBackend;
-use super::pages::{allowed_missing, populate, populate_in_steps, resident_at_least, Residency, COLD, UNKNOWN, WARM};
+use super::pages::{
+    allowed_missing, populate, populate_in_steps, resident_at_least, Residency, COLD, UNKNOWN, WARM,
+};
 use super::request::{ReadRequest, ShardFile};
 use crate::Result;
 
@@ -317,9 +319,11 @@ impl HybridBackend {
 fn is_warm(probe: Option<&dyn ResidencyProbe>, file: Option<&ShardFile>, map: &memmap2::Mmap) -> bool {
     match probe {
         None => resident_at_least(map, HYBRID_MIN_RESIDENT) == Some(true),
-        Some(probe) => file.and_then(|f| probe.resident_pages(f, map.len() as u64)).is_some_and(|(resident, total)| {
-            resident <= total && total - resident <= allowed_missing(total, HYBRID_MIN_RESIDENT)
-        }),
+        Some(probe) => {
+            file.and_then(|f| probe.resident_pages(f, map.len() as u64)).is_some_and(|(resident, total)| {
+                resident <= total && total - resident <= allowed_missing(total, HYBRID_MIN_RESIDENT)
+            })
+        }
     }
 }
 
