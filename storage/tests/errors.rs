@@ -118,7 +118,7 @@ fn manifest_not_json_or_unknown_version() {
     std::fs::write(&p, good.replace("\"format_version\": 1", "\"format_version\": 99")).unwrap();
     assert!(matches!(
         StreamReader::open(dir.path(), TokenFormat::<u16>::new()),
-        Err(StorageError::UnsupportedVersion { found: 99, supported: 1, .. })
+        Err(StorageError::UnsupportedVersion { found: 99, supported: 2, .. })
     ));
     std::fs::write(&p, good.replace("\"elements\": 3", "\"elements\": -3")).unwrap();
     assert!(matches!(

@@ -16,12 +16,14 @@ use crate::{Result, StorageError};
 ///
 /// ```
 /// use guideloom_formats::TokenFormat;
+/// use guideloom_storage::kind::Stream;
 /// use guideloom_storage::parts::{commit_parts, CommitMode, PartWriter};
 /// use guideloom_storage::{StreamReader, Window};
 /// let root = tempfile::tempdir()?;
 /// let mut receipts = Vec::new();
 /// for (partition, tokens) in [(1u64, vec![3u32, 4]), (0, vec![1, 2])] {
-///     let mut w = PartWriter::open(root.path(), "job", partition, 0, TokenFormat::<u16>::new())?;
+///     let mut w: PartWriter<Stream<TokenFormat<u16>>> =
+///         PartWriter::open(root.path(), "job", partition, 0, TokenFormat::new())?;
 ///     w.append(0, &tokens)?;
 ///     receipts.push(w.finish()?);
 /// }
