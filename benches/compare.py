@@ -544,13 +544,18 @@ def write_interop_report(results, args):
                      f"{m / native[w]:.2f}x | {ck} | {len(rs)} | {med([x['other_load'] for x in rs]):.2f} |" if w in native else "")
     lines += ["", "Commands: " + "; ".join(sorted({f"`{r['cmd']}`" for rs in g.values() for r in rs[:1]})), "",
               "<!-- END INTEROP -->"]
-    gen = "\n".join(lines)
+    write_block("INTEROP", "Foreign datasets read in place (issue 13)", "\n".join(lines))
+
+
+def write_block(name, heading, gen):
+    """Replaces the generated block `name` of DOC with `gen` (added at the end under `heading`
+    when DOC has none)."""
     doc = open(DOC).read()
-    if "<!-- BEGIN INTEROP" not in doc:
-        doc += "\n## Foreign datasets read in place (issue 13)\n\n<!-- BEGIN INTEROP -->\n<!-- END INTEROP -->\n"
-    doc = re.sub(r"<!-- BEGIN INTEROP.*?<!-- END INTEROP -->", lambda _: gen, doc, flags=re.S)
+    if f"<!-- BEGIN {name}" not in doc:
+        doc += f"\n## {heading}\n\n<!-- BEGIN {name} -->\n<!-- END {name} -->\n"
+    doc = re.sub(rf"<!-- BEGIN {name}.*?<!-- END {name} -->", lambda _: gen, doc, flags=re.S)
     open(DOC, "w").write(doc)
-    print(f"wrote the INTEROP block of {os.path.relpath(DOC, ROOT)}")
+    print(f"wrote the {name} block of {os.path.relpath(DOC, ROOT)}")
 
 
 # ---------------------------------------------------------------- formats (issue 28)
@@ -749,13 +754,8 @@ def write_formats_report(results, args):
                   | {r["cmd"] for r in results if r.get("section") == "formats-sequential" and "cmd" in r})
     lines += ["", "Commands of the measured runs (data under benches/out/data/formats): " + "; ".join(f"`{c}`" for c in cmds), "",
               "<!-- END FORMATS -->"]
-    gen = "\n".join(lines)
-    doc = open(DOC).read()
-    if "<!-- BEGIN FORMATS" not in doc:
-        doc += "\n## Hugging Face Arrow, Parquet, ArrayRecord, TFRecord and WebDataset (issue 28)\n\n<!-- BEGIN FORMATS -->\n<!-- END FORMATS -->\n"
-    doc = re.sub(r"<!-- BEGIN FORMATS.*?<!-- END FORMATS -->", lambda _: gen, doc, flags=re.S)
-    open(DOC, "w").write(doc)
-    print(f"wrote the FORMATS block of {os.path.relpath(DOC, ROOT)}")
+    write_block("FORMATS", "Hugging Face Arrow, Parquet, ArrayRecord, TFRecord and WebDataset (issue 28)", "\n".join(lines))
+
 
 def austen_u16():
     """The bundled Austen corpus as a u16 storage (gpt2) under DATA, made by the CLI once, as
@@ -788,14 +788,18 @@ def formats_main(args):
     runs = args.runs or (1 if args.quick else 3)
     if args.quick:
         DATA, FORMATS_MIB, FORMATS_K = os.path.join(OUT, "data-quick"), 16, 30
+    if args.quick and not args.report_to:
+        args.report_to = os.path.join(OUT, "quick.md")
     if args.report_to:
         DOC = os.path.abspath(args.report_to)
+        if not os.path.exists(DOC):
+            sh(["cp", os.path.join(ROOT, "docs", "BENCHMARKS.md"), DOC])
     results = []
     open(os.path.join(OUT, "results.jsonl"), "w").close()
     load_start = os.getloadavg()[0]
     formats_section(runs, results)
     results[-1]["load_start"] = load_start
-    json.dump(results, open(os.path.join(OUT, "formats.json"), "w"), indent=0)
+    json.dump(results, open(os.path.join(OUT, "formats-quick.json" if args.quick else "formats.json"), "w"), indent=0)
     write_formats_report(results, args)
     if not args.keep_data:
         sh(["rm", "-rf", formats_dir()])

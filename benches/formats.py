@@ -64,18 +64,9 @@ import sys
 import tempfile
 import time
 
+from peers import drain, passthrough, vm_hwm_kb
+
 SHARDS = 4
-
-
-def vm_hwm_kb(pid):
-    try:
-        with open(f"/proc/{pid}/status") as f:
-            for line in f:
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1])
-    except OSError:
-        pass
-    return 0
 
 
 def source_tokens(np, storage):
@@ -171,10 +162,6 @@ def write(storage, out, mib, seq, seed):
     print(f"webdataset {time.time() - t:.1f} s", file=sys.stderr, flush=True)
     print(json.dumps({"documents": n, "tokens": total, "windows": total // seq, "parquet": parquet,
                       "checksum": str(int(tokens.sum(dtype=np.uint64)))}), flush=True)
-
-
-def passthrough(batch):
-    return batch
 
 
 def files(d, suffix):
@@ -333,17 +320,7 @@ def sequential(peer, d, seq, batch, max_batches, seed):
 
 
 def consume(np, it, to_np, t0, seq, max_batches, n, tmp):
-    first = None
-    batches = windows = checksum = 0
-    for b in it:
-        a = to_np(b)
-        checksum += int(a.sum(dtype=np.uint64))
-        if first is None:
-            first = time.perf_counter() - t0
-        batches += 1
-        windows += a.shape[0]
-        if max_batches and batches >= max_batches:
-            break
+    first, batches, windows, checksum = drain(np, it, to_np, t0, max_batches)
     seconds = time.perf_counter() - t0
     if tmp is not None:
         tmp.cleanup()
