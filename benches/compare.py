@@ -15,7 +15,11 @@ each record tagged with the run (`run_id`) that produced it.
 Megatron .bin/.idx and a nanoGPT train.bin over the same 1 GiB of u16 tokens) against the
 native storage, megatron-core's IndexedDataset and nanoGPT's memmap gather, and rewrites only
 the INTEROP block of docs/BENCHMARKS.md. `--sections python` (also the last section of a full
-run) runs benches/python.py in the binding's venv and rewrites the PYTHON block.
+run) runs benches/python.py in the binding's venv and rewrites the PYTHON block. `--sections
+formats` alone (benches/formats.sh; benches/run.sh runs it after the others) measures issue 28's
+layouts (Hugging Face Arrow, Parquet, ArrayRecord, TFRecord, WebDataset: the same documents,
+written by benches/formats.py) against the native storage and their Python peers, warm and cold,
+and rewrites only the FORMATS block.
 """
 import argparse
 import json
@@ -145,6 +149,8 @@ def command(system, dtype, seq, workers, k, backend=None, method=None, data=None
             cmd += ["--format", "nanogpt", "--dtype", "u16"]
         if k:
             cmd += ["--max-batches", str(k)]
+    elif system in ("gl-format", "py-format"):
+        cmd = format_command(system, seq, workers, k, backend, method)
     elif system in ("megatron", "nanogpt"):
         path = MEGATRON_PREFIX + ".bin" if system == "megatron" else binf
         cmd = [PY, PEERS, system, path, dtype, str(seq), str(BATCH), "0", str(k), str(SEED)]
@@ -166,6 +172,8 @@ def command(system, dtype, seq, workers, k, backend=None, method=None, data=None
 
 
 def label(system, backend=None, method=None):
+    if system in ("gl-format", "py-format"):
+        return FORMAT_LABELS[method] if system == "gl-format" else FORMAT_PEER_LABELS[method]
     if system == "guideloom-cli":
         return f"guideloom CLI ({backend})"
     if system == "guideloom-cli-before":
@@ -564,13 +572,265 @@ def write_interop_report(results, args):
                      f"{m / native[w]:.2f}x | {ck} | {len(rs)} | {med([x['other_load'] for x in rs]):.2f} |" if w in native else "")
     lines += ["", "Commands: " + "; ".join(sorted({f"`{r['cmd']}`" for rs in g.values() for r in rs[:1]})), "",
               "<!-- END INTEROP -->"]
-    gen = "\n".join(lines)
+    write_block("INTEROP", "Foreign datasets read in place (issue 13)", "\n".join(lines))
+
+
+def write_block(name, heading, gen):
+    """Replaces the generated block `name` of DOC with `gen` (added at the end under `heading`
+    when DOC has none)."""
     doc = open(DOC).read()
-    if "<!-- BEGIN INTEROP" not in doc:
-        doc += "\n## Foreign datasets read in place (issue 13)\n\n<!-- BEGIN INTEROP -->\n<!-- END INTEROP -->\n"
-    doc = re.sub(r"<!-- BEGIN INTEROP.*?<!-- END INTEROP -->", lambda _: gen, doc, flags=re.S)
+    if f"<!-- BEGIN {name}" not in doc:
+        doc += f"\n## {heading}\n\n<!-- BEGIN {name} -->\n<!-- END {name} -->\n"
+    doc = re.sub(rf"<!-- BEGIN {name}.*?<!-- END {name} -->", lambda _: gen, doc, flags=re.S)
     open(DOC, "w").write(doc)
-    print(f"wrote the INTEROP block of {os.path.relpath(DOC, ROOT)}")
+    print(f"wrote the {name} block of {os.path.relpath(DOC, ROOT)}")
+
+
+# ---------------------------------------------------------------- formats (issue 28)
+
+FORMAT_PEERS = os.path.join(ROOT, "benches", "formats.py")
+# MiB of u16 tokens in every layout (--quick: 16): 64 MiB, 16,376 windows of 2,049 tokens (every layout
+# is written by its Python writer, the TFRecord one taking most of the time).
+FORMATS_MIB = 64
+# Batches of every measured run (the same windows for the sequential systems; a full epoch is
+# read once per system by the check that precedes the runs).
+FORMATS_K = 200
+# The directory under formats_dir() of each layout, of the guideloom systems and of the peers.
+FORMAT_DIRS = {"native": "native", "native-seq": "native", "arrow": "hf_arrow", "parquet": "parquet",
+               "arrayrecord": "arrayrecord", "tfrecord": "tfrecord", "webdataset": "webdataset"}
+FORMAT_OF_PEER = {"hf-torch": "hf_arrow", "parquet-torch": "parquet", "grain-arrayrecord": "arrayrecord",
+                  "grain-arrayrecord-batched": "arrayrecord",
+                  "tfrecord-torch": "tfrecord", "wds": "webdataset"}
+FORMAT_LABELS = {"native": "guideloom CLI, native storage (shuffled)",
+                 "native-seq": "guideloom CLI, native storage (in order)",
+                 "arrow": "guideloom CLI, HF save_to_disk Arrow in place (--format arrow)",
+                 "parquet": "guideloom CLI, Parquet (--format parquet)",
+                 "arrayrecord": "guideloom CLI, ArrayRecord (--format arrayrecord --dtype u16)",
+                 "tfrecord": "guideloom CLI, TFRecord (--sequential --tfrecord)",
+                 "webdataset": "guideloom CLI, WebDataset (--sequential --webdataset)"}
+FORMAT_PEER_LABELS = {"hf-torch": "datasets load_from_disk + torch DataLoader (batched __getitems__, 1 process)",
+               "parquet-torch": "datasets Dataset.from_parquet + torch DataLoader (batched __getitems__, 1 process)",
+               "grain-arrayrecord": "Grain ArrayRecordDataSource + MapDataset, a record read per window, ReadOptions(num_threads=0), 1 process",
+               "grain-arrayrecord-batched": "Grain ArrayRecordDataSource + MapDataset, a batch's records in one __getitems__, ReadOptions(num_threads=0), 1 process",
+               "tfrecord-torch": "tfrecord TFRecordDataset + torch DataLoader, 1 process",
+               "wds": "webdataset WebDataset + WebLoader, 1 process"}
+FORMATS_RANDOM = ("native", "arrow", "parquet", "arrayrecord")
+FORMATS_SEQUENTIAL = ("native-seq", "tfrecord", "webdataset")
+
+
+def formats_dir():
+    return os.path.join(DATA, "formats")
+
+
+def format_cli(layout, seq, workers, k):
+    """guideloom's command line for one layout: shuffled windows from the random-access layouts,
+    windows in order from the sequential ones."""
+    d = os.path.join(formats_dir(), FORMAT_DIRS[layout])
+    common = ["--seq-len", str(seq), "--batch-size", str(BATCH), "--workers", str(workers), "--json"]
+    if k:
+        common += ["--max-batches", str(k)]
+    shuffled = ["--shuffle", "--seed", str(SEED)]
+    if layout == "native":
+        return [CLI, "bench", d] + shuffled + common
+    if layout == "native-seq":
+        return [CLI, "bench", d] + common
+    if layout in ("arrow", "parquet"):
+        return [CLI, "bench", d, "--format", layout] + shuffled + common
+    if layout == "arrayrecord":
+        return [CLI, "bench", os.path.join(d, "*.array_record"), "--format", "arrayrecord", "--dtype", "u16"] + shuffled + common
+    return [CLI, "bench", "--sequential", f"--{layout}", d] + common
+
+
+def format_files(c):
+    """The data files a configuration of the formats section reads (dropped from the page
+    cache before a cold run)."""
+    sub = FORMAT_DIRS[c["method"]] if c["system"] == "gl-format" else FORMAT_OF_PEER[c["method"]]
+    d = os.path.join(formats_dir(), sub)
+    return [os.path.join(dp, f) for dp, _, fs in os.walk(d) for f in fs]
+
+
+def make_formats(seq):
+    """The same documents in every layout (benches/formats.py write) and a native storage
+    imported from the Arrow copy by the CLI; reused while the size matches."""
+    d = formats_dir()
+    stamp = os.path.join(d, "written.json")
+    if os.path.exists(stamp):
+        info = json.load(open(stamp))
+        if info.get("mib") == FORMATS_MIB and info.get("seq") == seq:
+            return info
+    sh(["rm", "-rf", d])
+    t0 = time.time()
+    out = sh([PY, FORMAT_PEERS, "write", austen_u16(), d, str(FORMATS_MIB), str(seq), str(SEED)])
+    info = json.loads(out.strip().splitlines()[-1])
+    sh([CLI, "import", os.path.join(d, "hf_arrow"), "--format", "arrow", "--out", os.path.join(d, "native"),
+        "--out-dtype", "u16"])
+    info.update(mib=FORMATS_MIB, seq=seq, seconds=time.time() - t0,
+                bytes={k: sum(os.path.getsize(os.path.join(dp, f)) for dp, _, fs in os.walk(os.path.join(d, k)) for f in fs)
+                       for k in sorted(set(FORMAT_DIRS.values()))})
+    json.dump(info, open(stamp, "w"))
+    print(f"  wrote the layouts ({info['documents']:,} documents, {info['tokens']:,} tokens) in {info['seconds']:.0f} s",
+          flush=True)
+    return info
+
+
+def formats_section(runs, results):
+    seq, w = 2049, 2
+    info = make_formats(seq)
+    rand = [dict(system="gl-format", method=l, dtype="u16", seq=seq, workers=w, k=FORMATS_K) for l in FORMATS_RANDOM]
+    rand += [dict(system="py-format", method=p, dtype="u16", seq=seq, workers=0, k=FORMATS_K)
+             for p in ("hf-torch", "parquet-torch", "grain-arrayrecord", "grain-arrayrecord-batched")]
+    seqs = [dict(system="gl-format", method=l, dtype="u16", seq=seq, workers=w, k=FORMATS_K) for l in FORMATS_SEQUENTIAL]
+    seqs += [dict(system="py-format", method=p, dtype="u16", seq=seq, workers=0, k=FORMATS_K) for p in ("tfrecord-torch", "wds")]
+    rand = [c for c in rand if c["method"] not in SKIP]
+    seqs = [c for c in seqs if c["method"] not in SKIP]
+    # One full epoch of every system: every token is delivered (the sum of the writer's tokens).
+    for c in rand + seqs:
+        c0 = dict(c, k=0)
+        cmd, env = command(c0["system"], c0["dtype"], seq, c0["workers"], 0, None, c0["method"])
+        try:
+            j, ru, other = run_one(cmd, env, timeout=900)
+        except RuntimeError as e:
+            print(f"  FAILED epoch check {label(c0['system'], method=c0['method'])}: {e}", flush=True)
+            results.append(dict(c0, section="formats-epoch", run_id=RUN_ID, error=str(e)[:500]))
+            continue
+        ok = j["checksum"] == info["checksum"] and j["windows"] == info["windows"]
+        results.append(dict(c0, section="formats-epoch", run_id=RUN_ID, windows=j["windows"], seconds=j["seconds"],
+                            checksum=j["checksum"], expected=info["checksum"], equal=ok,
+                            label=label(c0["system"], method=c0["method"])))
+        print(f"  [epoch] {results[-1]['label']}: {j['windows']:,} windows in {j['seconds']:.1f} s, checksum "
+              f"{'equal' if ok else 'DIFFERS: ' + j['checksum'] + ' != ' + info['checksum']}", flush=True)
+    for name, cs in (("formats-random", rand), ("formats-sequential", seqs)):
+        measure(name, cs, runs, results)
+        # Cold: the run's files dropped from the page cache by the command itself (format_command).
+        measure(name + "-cold", [dict(c, backend="cold") for c in cs], runs, results)
+    results.append(dict(section="formats-info", run_id=RUN_ID, **info))
+
+
+def write_formats_report(results, args):
+    g_info = [r for r in results if r.get("section") == "formats-info"]
+    if not g_info:
+        return
+    info = g_info[-1]
+    pyv = sh([PY, "-c", "import importlib.metadata as m; print(' | '.join(p + ' ' + m.version(p) for p in "
+              "('numpy', 'torch', 'datasets', 'pyarrow', 'grain', 'array_record', 'tfrecord', 'webdataset')))"]).strip()
+    mib = lambda b: f"{b / 2**20:,.0f}"
+    lines = ["<!-- BEGIN FORMATS generated by benches/compare.py --sections formats: do not edit by hand -->", "",
+             f"Generated {time.strftime('%Y-%m-%d %H:%M %Z')} by `{os.environ.get('GUIDELOOM_BENCH_CMD', 'benches/compare.py ' + ' '.join(sys.argv[1:]))}` "
+             f"on this machine ({os.cpu_count()} vCPUs, kernel {platform.release()}) **while other jobs loaded it** (load "
+             f"average {info.get('load_start', 0):.1f} at the start, {os.getloadavg()[0]:.1f} at the end; the *other load* "
+             "column is the CPU time of other processes during each run, in cores): every figure is the median of runs "
+             "interleaved with the other systems of its table (round r runs each system once, in a rotated order), and the "
+             "*vs native* column is the median over rounds of the ratio to the native storage's run of the same round, "
+             "which the load disturbs less than the absolute rates. "
+             f"guideloom {sh(['git', '-C', ROOT, 'rev-parse', '--short', 'HEAD']).strip()}, Python {platform.python_version()}: {pyv}.", "",
+             f"The same {info['documents']:,} documents ({info['tokens']:,} u16 token ids of the Austen corpus, tiled; 64-8,192 "
+             "tokens each) in every layout, written by each project's own writer (benches/formats.py): "
+             + ", ".join(f"{k} {mib(v)} MiB" for k, v in info["bytes"].items()) + ". Non-overlapping windows of "
+             f"{info['seq']:,} tokens, batch {BATCH}; guideloom with 2 workers (its default configuration on 2 cores), the "
+             f"peers in one process (their fastest configuration on 2 cores in the main section). Each measured run reads "
+             f"{FORMATS_K} batches ({FORMATS_K * BATCH:,} windows); *cold* drops the layout's files from the page cache "
+             "(posix_fadvise DONTNEED) before each run. Rates are steady windows/s (after the first batch); "
+             "*first batch* includes the open.", ""]
+    ep = [r for r in results if r.get("section") == "formats-epoch"]
+    if ep:
+        lines += ["Every system first read one whole epoch; its checksum (the sum of every token id delivered) against the "
+                  f"writer's sum of all {info['tokens']:,} tokens ({info['windows']:,} windows):", "",
+                  "| system | windows | seconds | checksum |", "|---|---|---|---|"]
+        for r in ep:
+            if "error" in r:
+                lines.append(f"| {label(r['system'], method=r['method'])} | failed | | {r['error'][:120]} |")
+            else:
+                lines.append(f"| {r['label']} | {r['windows']:,} | {r['seconds']:.2f} | "
+                             f"{'= ' + r['checksum'] if r['equal'] else 'DIFFERS: ' + r['checksum']} |")
+        lines.append("")
+    titles = {"formats-random": "Random access, shuffled windows, warm page cache",
+              "formats-random-cold": "Random access, shuffled windows, cold page cache",
+              "formats-sequential": "Sequential, windows in order, warm page cache",
+              "formats-sequential-cold": "Sequential, windows in order, cold page cache",
+              "formats-grain": "Random access, Grain's two ways of reading ArrayRecord windows (a second interleaved set), warm",
+              "formats-grain-cold": "Random access, Grain's two ways of reading ArrayRecord windows (a second interleaved set), cold"}
+    for sec, title in titles.items():
+        rs_all = [r for r in results if r.get("section") == sec and "error" not in r]
+        if not rs_all:
+            continue
+        shuffled = "random" in sec or "grain" in sec
+        base = "guideloom CLI, native storage (shuffled)" if shuffled else "guideloom CLI, native storage (in order)"
+        by_round = {r["run"]: r["steady_windows_per_s"] for r in rs_all if r["label"] == base}
+        g = {}
+        for r in rs_all:
+            g.setdefault(r["label"], []).append(r)
+        lines += [f"**{title}**", "",
+                  "| system | k windows/s median (min–max) | M tokens/s | first batch ms | peak RSS MiB | vs native (median of per-round ratios) | checksum of the runs | runs | other load |",
+                  "|---|---|---|---|---|---|---|---|---|"]
+        for lab, rs in sorted(g.items(), key=lambda kv: -med([x["steady_windows_per_s"] for x in kv[1]])):
+            ws = [x["steady_windows_per_s"] for x in rs]
+            m = med(ws)
+            ratios = [x["steady_windows_per_s"] / by_round[x["run"]] for x in rs if x["run"] in by_round]
+            cks = {x["checksum"] for x in rs}
+            ck = ("= " + next(iter(cks))) if len(cks) == 1 else "differ between runs"
+            if shuffled:
+                ck = "(own order)" if len(cks) != 1 or not lab.startswith("guideloom") else ck
+            lines.append(f"| {lab} | {fmt_k(m)} ({fmt_k(min(ws))}–{fmt_k(max(ws))}) | {m * info['seq'] / 1e6:,.1f} | "
+                         f"{fmt_ms(med([x['first_batch_s'] for x in rs]))} | {rss(rs)} | "
+                         f"{med(ratios):.2f}x | {ck} | {len(rs)} | {med([x['other_load'] for x in rs]):.2f} |")
+        lines.append("")
+    for r in results:
+        if r.get("section", "").startswith("formats-") and "error" in r:
+            lines.append(f"- failed: {label(r['system'], method=r['method'])} "
+                         f"({r['section']}): {r['error'][:200]}")
+    cmds = sorted({r["cmd"] for r in results if r.get("section") == "formats-random" and "cmd" in r}
+                  | {r["cmd"] for r in results if r.get("section") == "formats-sequential" and "cmd" in r})
+    lines += ["", "Commands of the measured runs (data under benches/out/data/formats): " + "; ".join(f"`{c}`" for c in cmds), "",
+              "<!-- END FORMATS -->"]
+    write_block("FORMATS", "Hugging Face Arrow, Parquet, ArrayRecord, TFRecord and WebDataset (issue 28)", "\n".join(lines))
+
+
+def austen_u16():
+    """The bundled Austen corpus as a u16 storage (gpt2) under DATA, made by the CLI once, as
+    make_data makes it."""
+    src = os.path.join(DATA, "austen-u16")
+    if not os.path.exists(os.path.join(src, "manifest.json")):
+        os.makedirs(DATA, exist_ok=True)
+        sh([CLI, "ingest", "text", "--out", src, "--tokenizer", "gpt2", "--dtype", "u16", "--eos",
+            os.path.join(ROOT, "data", "austen")])
+    return src
+
+
+def format_command(system, seq, workers, k, backend, method):
+    """The command of a configuration of the formats section: method is the layout
+    (gl-format) or the peer (py-format); backend "cold" drops its files from the page cache
+    first (benches/formats.py drop, which then execs the command)."""
+    if system == "gl-format":
+        cmd = format_cli(method, seq, workers, k)
+    else:
+        cmd = [PY, FORMAT_PEERS, method, os.path.join(formats_dir(), FORMAT_OF_PEER[method]), str(seq), str(BATCH), str(k),
+               str(SEED)]
+    if backend == "cold":
+        cmd = [PY, FORMAT_PEERS, "drop", *format_files(dict(system=system, method=method)), "--", *cmd]
+    return cmd
+
+
+def formats_main(args):
+    """`--sections formats`, alone: the formats section and its report block."""
+    global DATA, DOC, FORMATS_MIB, FORMATS_K
+    runs = args.runs or (1 if args.quick else 3)
+    if args.quick:
+        DATA, FORMATS_MIB, FORMATS_K = os.path.join(OUT, "data-quick"), 16, 30
+    if args.quick and not args.report_to:
+        args.report_to = os.path.join(OUT, "quick.md")
+    if args.report_to:
+        DOC = os.path.abspath(args.report_to)
+        if not os.path.exists(DOC):
+            sh(["cp", os.path.join(ROOT, "docs", "BENCHMARKS.md"), DOC])
+    results = []
+    open(os.path.join(OUT, "results.jsonl"), "w").close()
+    load_start = os.getloadavg()[0]
+    formats_section(runs, results)
+    results[-1]["load_start"] = load_start
+    json.dump(results, open(os.path.join(OUT, "formats-quick.json" if args.quick else "formats.json"), "w"), indent=0)
+    write_formats_report(results, args)
+    if not args.keep_data:
+        sh(["rm", "-rf", formats_dir()])
 
 
 # ---------------------------------------------------------------- report
@@ -1057,6 +1317,8 @@ def main():
     ap.add_argument("--merge", action="store_true",
                     help="keep the results of the sections not run now from benches/out/results.json")
     args = ap.parse_args()
+    if args.sections == "formats":
+        return formats_main(args)
     t_start = time.time()
     secs = args.sections.split(",")
     unknown = [x for x in secs if x not in ALL_SECTIONS + ("interop",)]

@@ -52,6 +52,24 @@ def descendants(pid):
     return out
 
 
+def drain(np, it, to_np, t0, max_batches):
+    """Reads batches from `it` (each made a numpy array by `to_np`) until it ends or
+    `max_batches` (0 = no limit), summing every token id; returns (seconds to the first batch
+    from `t0`, batches, windows, checksum)."""
+    first = None
+    batches = windows = checksum = 0
+    for b in it:
+        a = to_np(b)
+        checksum += int(a.sum(dtype=np.uint64))
+        if first is None:
+            first = time.perf_counter() - t0
+        batches += 1
+        windows += a.shape[0]
+        if max_batches and batches >= max_batches:
+            break
+    return first, batches, windows, checksum
+
+
 def passthrough(batch):
     """collate_fn of torch-best: `__getitems__` has stacked the batch already."""
     return batch
@@ -162,17 +180,7 @@ def main():
     else:
         raise SystemExit(f"unknown system {system}")
 
-    first = None
-    batches = windows = checksum = 0
-    for b in it:
-        a = to_np(b)
-        checksum += int(a.sum(dtype=np.uint64))
-        if first is None:
-            first = time.perf_counter() - t0
-        batches += 1
-        windows += a.shape[0]
-        if max_batches and batches >= max_batches:
-            break
+    first, batches, windows, checksum = drain(np, it, to_np, t0, max_batches)
     seconds = time.perf_counter() - t0
     rss = vm_hwm_kb(os.getpid()) + sum(vm_hwm_kb(p) for p in descendants(os.getpid()))
     print(json.dumps({"batches": batches, "windows": windows, "tokens": windows * seq, "seconds": seconds,
@@ -190,17 +198,8 @@ def numpy_gather(path, np, np_dtype, n, seq, batch, max_batches, seed):
     t0 = time.perf_counter()
     data = np.memmap(path, dtype=np_dtype, mode="r")
     order = np.random.default_rng(seed).permutation(n)
-    first = None
-    batches = windows = checksum = 0
-    for b0 in range(0, n, batch):
-        a = np.stack([data[i * seq:(i + 1) * seq] for i in order[b0:b0 + batch]])
-        checksum += int(a.sum(dtype=np.uint64))
-        if first is None:
-            first = time.perf_counter() - t0
-        batches += 1
-        windows += a.shape[0]
-        if max_batches and batches >= max_batches:
-            break
+    batches_of = (np.stack([data[i * seq:(i + 1) * seq] for i in order[b0:b0 + batch]]) for b0 in range(0, n, batch))
+    first, batches, windows, checksum = drain(np, batches_of, lambda a: a, t0, max_batches)
     seconds = time.perf_counter() - t0
     print(json.dumps({"batches": batches, "windows": windows, "tokens": windows * seq, "seconds": seconds,
                       "first_batch_s": first if first is not None else seconds, "checksum": str(checksum),
@@ -243,18 +242,8 @@ def in_process(system, path, np, torch, seq, batch, max_batches, seed):
 
     n = total // seq
     order = np.random.default_rng(seed).permutation(n)
-    first = None
-    batches = windows = checksum = 0
-    for b0 in range(0, n, batch):
-        ix = order[b0:b0 + batch] * seq
-        a = get_batch(ix).numpy()
-        checksum += int(a.sum(dtype=np.uint64))
-        if first is None:
-            first = time.perf_counter() - t0
-        batches += 1
-        windows += a.shape[0]
-        if max_batches and batches >= max_batches:
-            break
+    batches_of = (get_batch(order[b0:b0 + batch] * seq) for b0 in range(0, n, batch))
+    first, batches, windows, checksum = drain(np, batches_of, lambda b: b.numpy(), t0, max_batches)
     seconds = time.perf_counter() - t0
     print(json.dumps({"batches": batches, "windows": windows, "tokens": windows * seq, "seconds": seconds,
                       "first_batch_s": first if first is not None else seconds, "checksum": str(checksum),

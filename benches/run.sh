@@ -42,7 +42,22 @@ export GUIDELOOM_BENCH_TARGET="${GUIDELOOM_BENCH_TARGET:-$target/release}"
 export GUIDELOOM_BENCH_CMD="benches/run.sh $*"
 echo "== setup took $(( $(date +%s) - t0 )) s"
 status=0
+# Then the formats section alone (`compare.py --sections formats`, as benches/formats.sh: issue
+# 28's Arrow, Parquet, ArrayRecord, TFRecord and WebDataset against the native storage and their
+# Python peers, their packages added to the venv), unless --sections or --report-only leaves it out.
+formats=1 prev=
+for a in "$@"; do
+  if [ "$prev" = --sections ] || [ "$a" = --report-only ]; then formats=0; fi
+  prev=$a
+done
 benches/.venv/bin/python benches/compare.py "$@" || status=$?
+if [ $formats = 1 ] && [ $status = 0 ]; then
+  echo "== formats (compare.py --sections formats, as benches/formats.sh)"
+  benches/venv.sh numpy torch datasets pyarrow grain array_record tfrecord webdataset
+  fa=()
+  for a in "$@"; do case $a in --quick|--keep-data) fa+=("$a") ;; esac; done
+  benches/.venv/bin/python benches/compare.py --sections formats ${fa[@]+"${fa[@]}"} || status=$?
+fi
 echo "== disk: venv $(du -sh benches/.venv | cut -f1), build $(du -sh "$target/release" | cut -f1) ($target/release), benches/out $(du -sh benches/out | cut -f1)"
 echo "== benches/run.sh took $(( ($(date +%s) - t0) / 60 )) min $(( ($(date +%s) - t0) % 60 )) s (exit $status)"
 exit $status
