@@ -174,6 +174,31 @@ impl ShardEntry {
     }
 }
 
+/// What is wrong with the shape of `shards` of a `kind` storage, if anything: ids not strictly
+/// increasing, a shard without the count field of its kind, or a `files` key other than one of
+/// the kind's extensions (file names come from the kind, never from the entry). Shared by the
+/// manifest's checks and a part receipt's.
+pub(crate) fn shards_shape_fault(kind: StorageKind, shards: &[ShardEntry]) -> Option<String> {
+    for w in shards.windows(2) {
+        if w[0].id >= w[1].id {
+            return Some(format!("shard ids must increase: {} then {}", w[0].id, w[1].id));
+        }
+    }
+    for s in shards {
+        let counted = match kind {
+            StorageKind::Stream | StorageKind::StreamWithMeta => s.elements.is_some(),
+            StorageKind::Document => s.documents.is_some(),
+        };
+        if !counted {
+            return Some(format!("shard {} lacks its element or document count", s.id));
+        }
+        if let Some(key) = s.files.keys().find(|k| !kind.files()[1..].contains(&k.as_str())) {
+            return Some(format!("shard {} names file {key:?}, which a {kind} storage does not have", s.id));
+        }
+    }
+    None
+}
+
 /// Checks a [`ShardEntry::path`]: non-empty, at most [`MAX_SHARD_PATH_BYTES`] bytes, relative
 /// and normalized (components separated by single `/`, none empty, `.` or `..`; no leading or
 /// trailing `/`), of printable characters other than `\\` (no NUL, no control character).
@@ -388,27 +413,8 @@ impl Manifest {
         if self.checksum_algorithm != "crc32c" {
             return Err(bad(format!("unknown checksum_algorithm {:?}", self.checksum_algorithm)));
         }
-        for w in self.shards.windows(2) {
-            if w[0].id >= w[1].id {
-                return Err(bad(format!("shard ids must increase: {} then {}", w[0].id, w[1].id)));
-            }
-        }
+        shards_shape_fault(self.kind, &self.shards).map_or(Ok(()), |reason| Err(bad(reason)))?;
         for s in &self.shards {
-            let ok = match self.kind {
-                StorageKind::Stream | StorageKind::StreamWithMeta => s.elements.is_some(),
-                StorageKind::Document => s.documents.is_some(),
-            };
-            if !ok {
-                return Err(bad(format!("shard {} lacks its element or document count", s.id)));
-            }
-            // File names come from the shard id and the kind's extensions, never from the
-            // manifest: a `files` key other than one of the kind's extensions is refused.
-            if let Some(key) = s.files.keys().find(|k| !self.kind.files()[1..].contains(&k.as_str())) {
-                return Err(bad(format!(
-                    "shard {} names file {key:?}, which a {} storage does not have",
-                    s.id, self.kind
-                )));
-            }
             if let Some(p) = &s.path {
                 if self.format_version < FORMAT_VERSION {
                     return Err(bad(format!(

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::manifest::{check_shard_path, FormatSpec, ShardEntry, StorageKind};
+use crate::manifest::{check_shard_path, shards_shape_fault, FormatSpec, ShardEntry, StorageKind};
 use crate::{Result, StorageError};
 
 /// The directory of a storage that holds the parts of its jobs.
@@ -128,25 +128,10 @@ impl Receipt {
         }
         check_job(&self.job)?;
         let dir = self.dir_name();
-        for w in self.shards.windows(2) {
-            if w[0].id >= w[1].id {
-                return Err(bad(format!("shard ids must increase: {} then {}", w[0].id, w[1].id)));
-            }
+        if let Some(reason) = shards_shape_fault(self.kind, &self.shards) {
+            return Err(bad(reason));
         }
         for s in &self.shards {
-            let counted = match self.kind {
-                StorageKind::Stream | StorageKind::StreamWithMeta => s.elements.is_some(),
-                StorageKind::Document => s.documents.is_some(),
-            };
-            if !counted {
-                return Err(bad(format!("shard {} lacks its element or document count", s.id)));
-            }
-            if let Some(key) = s.files.keys().find(|k| !self.kind.files()[1..].contains(&k.as_str())) {
-                return Err(bad(format!(
-                    "shard {} names file {key:?}, which a {} part does not have",
-                    s.id, self.kind
-                )));
-            }
             let Some(path) = &s.path else {
                 return Err(bad(format!("shard {} has no path", s.id)));
             };
