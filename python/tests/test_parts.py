@@ -20,6 +20,7 @@ from guideloom import errors
 from guideloom.parts import PartWriter, Receipt, abort, commit_parts, gc
 
 from conftest import run_cli
+from test_remote import s3  # noqa: F401 (the fixture)
 
 
 def docs(p: int, attempt: int = 0) -> list[list[int]]:
@@ -167,3 +168,28 @@ def test_issue30_a_process_killed_before_the_commit_leaves_the_previous_manifest
     assert gc(tmp_path) == ["_parts/second"]
     abort(tmp_path, "second")
     assert gc(tmp_path) == [] and stream(tmp_path) == expected
+
+
+def test_issue30_a_storage_committed_from_parts_reads_the_same_from_s3(tmp_path, s3):  # noqa: F811
+    """Issue 30 acceptance: a storage committed from parts (its manifest naming part files by
+    relative path, format version 2), uploaded to the S3 test server, reads the same stream,
+    fingerprint and loader batches from s3:// as locally, and passes ``inspect --verify``."""
+    root = tmp_path / "parts"
+    receipts = [write_part(root, p) for p in (1, 0, 2)]
+    commit_parts(root, receipts, mode="error")
+    manifest = json.loads((root / "manifest.json").read_text())
+    assert manifest["format_version"] == 2
+    assert all(s["path"].startswith("_parts/job/") for s in manifest["shards"])
+    run_cli("inspect", "--verify", str(root))
+    run_cli("upload", str(root), "s3://bucket/parts")
+    local = gl.TokenWindows(root, seq_len=4)
+    remote = gl.TokenWindows("s3://bucket/parts", seq_len=4)
+    assert len(remote) == len(local) and remote.fingerprint() == local.fingerprint()
+    every = np.arange(len(local))
+    assert remote.read_batch(every).tolist() == local.read_batch(every).tolist()
+    assert local.read_batch(every).ravel().tolist()[: 4 * len(local)] == [
+        t for p in range(3) for d in docs(p) for t in d
+    ][: 4 * len(local)]
+    a = [b.data.tolist() for b in gl.Loader(remote, batch_size=3, shuffle=True, seed=5, epochs=2)]
+    b = [b.data.tolist() for b in gl.Loader(local, batch_size=3, shuffle=True, seed=5, epochs=2)]
+    assert a == b and len(a) > 0
