@@ -13,9 +13,7 @@ use super::backend::{buffer_length, ReadBackend};
 use super::checker;
 use super::files::FileSet;
 use super::mmap::MmapBackend;
-use super::pages::{
-    allowed_missing, populate, populate_in_steps, resident_at_least, Residency, COLD, UNKNOWN, WARM,
-};
+use super::pages::{allowed_missing, populate_in_steps, resident_at_least, Residency, COLD, UNKNOWN, WARM};
 use super::request::{ReadRequest, ShardFile};
 use crate::Result;
 
@@ -268,7 +266,7 @@ impl HybridBackend {
             // each 4 KiB page would take a minor fault on first touch. With normal advice the
             // few missing pages are read with readahead instead of one by one. Advisory.
             let _ = map.advise(memmap2::Advice::Normal);
-            populate(&map);
+            populate_in_steps(&map);
         }
         true
     }
@@ -294,7 +292,9 @@ impl HybridBackend {
         };
         res.checking.store(true, Ordering::Release);
         let res = Arc::clone(res);
-        let (probe, shard) = (self.probe.clone(), files.get(file).ok().cloned());
+        // The shard's description only for a probe (mincore needs none).
+        let (probe, shard) =
+            (self.probe.clone(), self.probe.as_ref().and_then(|_| files.get(file).ok().cloned()));
         checker::submit(Box::new(move || {
             let warm = is_warm(probe.as_deref(), shard.as_ref(), &map);
             if warm && state != WARM {
