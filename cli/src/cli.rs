@@ -57,7 +57,8 @@ pub(crate) enum Command {
 #[derive(clap::Args, Debug)]
 #[command(group(clap::ArgGroup::new("receipts").required(true).multiple(true).args(["receipt", "receipts_dir"])))]
 pub(crate) struct CommitPartsArgs {
-    /// The storage directory the parts were written under.
+    /// The storage directory the parts were written under (a local path, or the object-store
+    /// URL the parts were written to).
     pub(crate) root: PathBuf,
     /// Receipt files (the JSON `ingest --part` prints or writes with --receipt).
     pub(crate) receipt: Vec<PathBuf>,
@@ -81,7 +82,7 @@ pub(crate) enum CommitModeArg {
 /// `guideloom gc ROOT [--apply]`.
 #[derive(clap::Args, Debug)]
 pub(crate) struct GcArgs {
-    /// The storage directory.
+    /// The storage directory (a local path or an object-store URL).
     pub(crate) root: PathBuf,
     /// Delete what is listed (default: only list it).
     #[arg(long)]

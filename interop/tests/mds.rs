@@ -3,7 +3,9 @@
 //! dataset.
 
 use guideloom_formats::{IntTokenFormat, Primitive};
-use guideloom_interop::{ForeignDataset, ForeignDetails, ForeignError, ForeignFormat, ForeignOptions};
+use guideloom_interop::{
+    ForeignDataset, ForeignDetails, ForeignError, ForeignFormat, ForeignOptions, InteropError,
+};
 use guideloom_storage::{ReadOptions, Window};
 
 use crate::common::{
@@ -130,17 +132,18 @@ fn issue32_a_compressed_shard_is_inflated_only_within_a_bound_of_its_compressed_
     shard["raw_data"]["bytes"] = serde_json::json!(64 << 20);
     shard["zip_data"]["bytes"] = serde_json::json!(packed.len());
     std::fs::write(tmp.path().join("index.json"), serde_json::to_vec(&index).unwrap()).unwrap();
-    let read = || -> Result<Vec<i64>, String> {
-        let d = ForeignDataset::open(tmp.path(), &ForeignOptions::new().format(ForeignFormat::Mds))
-            .map_err(|e| e.to_string())?;
-        let r = d
-            .reader(IntTokenFormat::new(Primitive::U16).unwrap(), ReadOptions::default())
-            .map_err(|e| e.to_string())?;
-        r.read(Window::new(0, 2)).map_err(|e| e.to_string())
-    };
-    let e = read().unwrap_err();
-    assert!(
-        e.contains(&format!("claims {} bytes for {} compressed bytes; at most", 64 << 20, packed.len())),
-        "{e}"
-    );
+    // Refused when the dataset is opened (the shard is inflated there), naming the compressed
+    // file: the claim and the bound in the reason.
+    let e = ForeignDataset::open(tmp.path(), &ForeignOptions::new().format(ForeignFormat::Mds)).unwrap_err();
+    let claim = format!("claims {} bytes for {} compressed bytes; at most", 64 << 20, packed.len());
+    match &e {
+        InteropError::Dataset { path, error, .. } => {
+            assert_eq!(path.file_name().and_then(|n| n.to_str()), Some("shard.00000.mds.zstd"), "{e}");
+            assert!(
+                matches!(error.as_ref(), ForeignError::DecompressionFailed { reason } if reason.contains(&claim)),
+                "{e}"
+            );
+        }
+        other => panic!("expected DecompressionFailed naming the zstd shard, got {other}"),
+    }
 }

@@ -281,9 +281,13 @@ fn issue32_llmc_epoch_search_is_bounded_when_the_shard_holds_less_than_one_batch
     let c = LlmcCheckpoint::parse_header(&bytes).unwrap();
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
-        let _ = tx.send(c.epoch(&bytes, &data, (4, 4), u64::MAX).map_err(|e| e.to_string()));
+        let _ = tx.send(c.epoch(&bytes, &data, (4, 4), u64::MAX));
     });
     let r = rx.recv_timeout(std::time::Duration::from_secs(20)).expect("the epoch search is bounded");
-    let e = r.unwrap_err();
-    assert!(e.contains("no epoch below 1 "), "{e}");
+    match r {
+        Err(InteropError::ForeignCheckpoint { what: "llm.c checkpoint", detail }) => {
+            assert!(detail.starts_with("no epoch below 1 of rank 0 over these 1 shards"), "{detail}")
+        }
+        other => panic!("expected ForeignCheckpoint (no epoch below 1), got {other:?}"),
+    }
 }

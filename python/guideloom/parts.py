@@ -120,7 +120,10 @@ class PartWriter:
     :func:`commit_parts`.
 
     Args:
-        root: The storage directory the part belongs to (it need not hold a storage yet).
+        root: The storage directory the part belongs to (it need not hold a storage yet): a
+            local path, or an object-store URL (``s3://BUCKET/PREFIX``, ``gs://``, ``az://``;
+            the store's options from the environment, as for reading): the part is then
+            written straight to the store, its shard held in memory until :meth:`close`.
         job: The job name: 1 to 128 ASCII letters, digits, ``.``, ``_``, ``-``, not starting
             with ``.``.
         partition: The partition number (parts are committed in increasing partition order).
@@ -247,7 +250,9 @@ def commit_parts(root: str | os.PathLike[str], receipts: Iterable[Receipt | str]
     """Publishes the parts of ``receipts`` in ``root`` with one atomic manifest write.
 
     Args:
-        root: The storage directory.
+        root: The storage directory (a local path or an object-store URL; on a store the
+            manifest is put on the condition that it is still the one read: of two committers
+            one wins, the other gets :class:`ConcurrentCommitError`).
         receipts: :class:`Receipt` objects (or their JSON texts), all of one job, in any order;
             of several receipts of one partition the lowest attempt is kept.
         mode: ``"error"`` (default: refuse a root that already holds a storage), ``"append"``
@@ -271,7 +276,8 @@ def commit_parts(root: str | os.PathLike[str], receipts: Iterable[Receipt | str]
 
 def abort(root: str | os.PathLike[str], job: str) -> None:
     """Removes the parts of ``job`` under ``root`` that no committed manifest references (all of
-    them when the job was never committed); what a commit published stays readable.
+    them when the job was never committed); what a commit published stays readable. ``root``
+    is a local path or an object-store URL.
 
     Raises:
         ReceiptError: An unsafe job name.
@@ -282,7 +288,8 @@ def abort(root: str | os.PathLike[str], job: str) -> None:
 def gc(root: str | os.PathLike[str], apply: bool = False) -> list[str]:
     """The part directories under ``root/_parts`` that the committed manifest does not reference
     (failed attempts, speculative duplicates, crashed or aborted jobs), as paths relative to
-    ``root``, sorted; deleted when ``apply``. Run it only when no job is writing parts.
+    ``root``, sorted; deleted when ``apply``. ``root`` is a local path or an object-store URL.
+    Run it only when no job is writing parts.
     """
     out: list[str] = _rs.gc_parts(os.fspath(root), bool(apply))
     return out

@@ -1,6 +1,8 @@
 //! Parts of a job and their one commit (`guideloom.parts`): `_PartWriter` writes one part of a
 //! token stream storage (element bytes appended with the GIL released), `commit_parts`,
-//! `abort_parts` and `gc_parts` call guideloom-storage's `parts` module.
+//! `abort_parts` and `gc_parts` call guideloom-storage's `parts` module. Every root is a local
+//! path or an object-store URL (`s3://`, `gs://`, `az://`: parts written straight to the store,
+//! the store's options from the environment, as the CLI reads them).
 
 use std::path::PathBuf;
 use std::sync::Mutex;
@@ -12,8 +14,20 @@ use serde_json::json;
 use crate::errors::{py_err, raise};
 use crate::formats::{Spec, StreamBytes};
 use crate::rust_api::{
-    abort_parts, commit_parts, gc_parts, CommitMode, Dtype, PartWriter, Receipt, StreamKind,
+    abort_parts, abort_remote_parts, commit_parts_in, gc_parts, gc_remote_parts, CommitMode, Dtype, LocalDir,
+    PartWriter, Receipt, RemoteDir, RemoteOptions, StorageLocation, StreamKind,
 };
+
+/// The object store of `root` when it is a URL, opened with the environment's options.
+fn remote_root(root: &str) -> PyResult<Option<RemoteDir>> {
+    match StorageLocation::parse(root) {
+        StorageLocation::Remote(url) => {
+            let options = RemoteOptions::from_env().map_err(py_err)?;
+            Ok(Some(RemoteDir::open(&url, options).map_err(py_err)?))
+        }
+        StorageLocation::Local(_) => Ok(None),
+    }
+}
 
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyPartWriter>()?;
@@ -39,7 +53,7 @@ impl PyPartWriter {
     #[new]
     fn new(
         py: Python<'_>,
-        root: PathBuf,
+        root: String,
         job: String,
         partition: u64,
         attempt: u64,
@@ -50,7 +64,16 @@ impl PyPartWriter {
         let dtype = Dtype::from_descr(&value).map_err(py_err)?;
         let itemsize = dtype.itemsize();
         let format = StreamBytes { spec: Spec { name: "tokens".into(), params: json!({}) }, dtype };
-        let w = py.detach(|| PartWriter::open(&root, &job, partition, attempt, format)).map_err(py_err)?;
+        let w = match StorageLocation::parse(&root) {
+            StorageLocation::Remote(url) => {
+                let options = RemoteOptions::from_env().map_err(py_err)?;
+                py.detach(|| PartWriter::open_remote(&url, &job, partition, attempt, format, options))
+            }
+            StorageLocation::Local(path) => {
+                py.detach(|| PartWriter::open(&path, &job, partition, attempt, format))
+            }
+        }
+        .map_err(py_err)?;
         Ok(PyPartWriter { inner: Mutex::new(Some(w)), itemsize })
     }
 
@@ -104,27 +127,39 @@ fn check_receipt(text: &str) -> PyResult<String> {
 #[pyo3(name = "commit_parts")]
 fn commit_parts_py(
     py: Python<'_>,
-    root: PathBuf,
+    root: String,
     receipts: Vec<String>,
     mode: &str,
 ) -> PyResult<(u64, u64, u64)> {
     let mode: CommitMode = mode.parse().map_err(|e: String| raise("ConfigError", e))?;
     let receipts =
         receipts.iter().map(|t| Receipt::from_json(t)).collect::<Result<Vec<_>, _>>().map_err(py_err)?;
-    let report = py.detach(|| commit_parts(&root, &receipts, mode)).map_err(py_err)?;
+    let report = match remote_root(&root)? {
+        Some(dir) => py.detach(|| commit_parts_in(&dir, &receipts, mode, None)),
+        None => py.detach(|| commit_parts_in(&LocalDir::new(PathBuf::from(&root)), &receipts, mode, None)),
+    }
+    .map_err(py_err)?;
     Ok((report.partitions, report.shards, report.fingerprint))
 }
 
 /// Removes the uncommitted parts of `job` under `root`; returns what was removed.
 #[pyfunction]
 #[pyo3(name = "abort_parts")]
-fn abort_parts_py(py: Python<'_>, root: PathBuf, job: String) -> PyResult<Vec<String>> {
-    py.detach(|| abort_parts(&root, &job)).map_err(py_err)
+fn abort_parts_py(py: Python<'_>, root: String, job: String) -> PyResult<Vec<String>> {
+    match remote_root(&root)? {
+        Some(dir) => py.detach(|| abort_remote_parts(&dir, &job)),
+        None => py.detach(|| abort_parts(&root, &job)),
+    }
+    .map_err(py_err)
 }
 
 /// The part directories under `root` no manifest references (deleted when `apply`).
 #[pyfunction]
 #[pyo3(name = "gc_parts")]
-fn gc_parts_py(py: Python<'_>, root: PathBuf, apply: bool) -> PyResult<Vec<String>> {
-    py.detach(|| gc_parts(&root, apply)).map_err(py_err)
+fn gc_parts_py(py: Python<'_>, root: String, apply: bool) -> PyResult<Vec<String>> {
+    match remote_root(&root)? {
+        Some(dir) => py.detach(|| gc_remote_parts(&dir, apply)),
+        None => py.detach(|| gc_parts(&root, apply)),
+    }
+    .map_err(py_err)
 }

@@ -26,10 +26,11 @@ pub(crate) use guideloom::oamap::{
 };
 pub(crate) use guideloom::storage::kind::Stream as StreamKind;
 pub(crate) use guideloom::storage::parts::{
-    abort as abort_parts, commit_parts, gc as gc_parts, CommitMode, PartWriter, Receipt,
+    abort as abort_parts, abort_remote as abort_remote_parts, commit_parts_in, gc as gc_parts,
+    gc_remote as gc_remote_parts, CommitMode, PartWriter, Receipt,
 };
 pub(crate) use guideloom::storage::{
-    DocumentReader, DocumentWriter, Manifest, PreadBackend, ReadOptions, RemoteOptions, StorageDir,
-    StorageError, StorageLocation, StreamReader, StreamWithMetaReader, StreamWithMetaWriter, StreamWriter,
-    Window, Writer, WriterKind,
+    DocumentReader, DocumentWriter, LocalDir, Manifest, PreadBackend, ReadOptions, RemoteDir, RemoteOptions,
+    StorageDir, StorageError, StorageLocation, StreamReader, StreamWithMetaReader, StreamWithMetaWriter,
+    StreamWriter, Window, Writer, WriterKind,
 };

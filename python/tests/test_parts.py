@@ -35,7 +35,7 @@ def flat(p: int, attempt: int = 0) -> tuple[np.ndarray, np.ndarray]:
     return values, offsets
 
 
-def write_part(root: Path, p: int, attempt: int = 0, job: str = "job", dtype: str = "u16") -> Receipt:
+def write_part(root: Path | str, p: int, attempt: int = 0, job: str = "job", dtype: str = "u16") -> Receipt:
     values, offsets = flat(p, attempt)
     with PartWriter(root, job, p, attempt, dtype=dtype) as w:
         assert w.write(values, offsets) == len(values)
@@ -43,12 +43,12 @@ def write_part(root: Path, p: int, attempt: int = 0, job: str = "job", dtype: st
     return w.receipt
 
 
-def stream(root: Path) -> list[int]:
+def stream(root: Path | str) -> list[int]:
     ts = gl.TokenWindows(root, seq_len=1)
     return ts.read_batch(np.arange(len(ts))).ravel().tolist()
 
 
-def batches(root: Path) -> list[tuple[list[int], list[list[int]]]]:
+def batches(root: Path | str) -> list[tuple[list[int], list[list[int]]]]:
     loader = gl.Loader(gl.TokenWindows(root, seq_len=4), batch_size=3, shuffle=True, seed=5, epochs=2)
     return [(b.indices.tolist(), b.data.tolist()) for b in loader]
 
@@ -193,3 +193,31 @@ def test_issue30_a_storage_committed_from_parts_reads_the_same_from_s3(tmp_path,
     a = [b.data.tolist() for b in gl.Loader(remote, batch_size=3, shuffle=True, seed=5, epochs=2)]
     b = [b.data.tolist() for b in gl.Loader(local, batch_size=3, shuffle=True, seed=5, epochs=2)]
     assert a == b and len(a) > 0
+
+
+def test_issue30_parts_written_straight_to_s3_commit_there_and_read_as_a_local_commit(tmp_path, s3):  # noqa: F811
+    """Issue 30: parts written by ``PartWriter`` to an ``s3://`` root (out of partition order,
+    partition 1 twice) are invisible until ``commit_parts`` on the URL, which gives the stream,
+    fingerprint and loader batches of the same parts committed locally; ``gc`` on the URL lists
+    the duplicate attempt and deletes it; ``abort`` removes an uncommitted job's objects."""
+    url = "s3://bucket/straight"
+    remote = [write_part(url, 2), write_part(url, 0), write_part(url, 1, attempt=1), write_part(url, 1)]
+    with pytest.raises(errors.StorageError):
+        gl.TokenWindows(url, seq_len=4)
+    local_root = tmp_path / "local"
+    commit_parts(local_root, [write_part(local_root, p) for p in (0, 1, 2)], mode="error")
+    commit_parts(url, remote, mode="error")
+    local, there = gl.TokenWindows(local_root, seq_len=4), gl.TokenWindows(url, seq_len=4)
+    assert there.fingerprint() == local.fingerprint() and len(there) == len(local)
+    assert stream(url) == stream(local_root) == [t for p in range(3) for d in docs(p) for t in d]
+    assert batches(url) == batches(local_root)
+    assert "ok" in run_cli("inspect", url, "--verify").lower()
+    assert gc(url) == ["_parts/job/000001-1"]
+    assert gc(url, apply=True) == ["_parts/job/000001-1"]
+    assert gc(url) == [] and stream(url) == stream(local_root)
+    with pytest.raises(errors.StorageExistsError):
+        commit_parts(url, remote, mode="error")
+    write_part(url, 0, job="late")
+    assert gc(url) == ["_parts/late"]
+    abort(url, "late")
+    assert gc(url) == [] and stream(url) == stream(local_root)

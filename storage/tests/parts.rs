@@ -5,15 +5,16 @@
 //! concurrent committer) is a typed error that leaves the previous manifest in force.
 
 use std::path::Path;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use guideloom_formats::TokenFormat;
 use guideloom_storage::kind::Stream;
 use guideloom_storage::parts::{abort, commit_parts, commit_parts_in, gc, CommitMode, PartWriter, Receipt};
 use guideloom_storage::{
-    verify, DirLock, Manifest, MemDir, StorageDir, StorageError, StreamReader, StreamWriter, Window,
-    WriteDir, WriteFile, FORMAT_VERSION, FORMAT_VERSION_FLAT, MANIFEST_FILE,
+    verify, Manifest, MemDir, StorageError, StreamReader, StreamWriter, Window, WriteDir, FORMAT_VERSION,
+    FORMAT_VERSION_FLAT, MANIFEST_FILE,
 };
+use guideloom_testkit::race::RaceDir;
 
 type Tokens = TokenFormat<u16>;
 
@@ -310,58 +311,6 @@ fn issue30_a_manifest_whose_path_escapes_the_storage_is_refused() {
     verify(root.path()).unwrap();
 }
 
-/// A directory without a writer lock (as an object store) that lets another committer commit
-/// just before its first manifest replace.
-/// What [`RaceDir`] runs before its first replace.
-type RaceHook = Box<dyn FnOnce(&MemDir) + Send>;
-
-struct RaceDir {
-    inner: Arc<MemDir>,
-    before_replace: Mutex<Option<RaceHook>>,
-}
-
-impl std::fmt::Debug for RaceDir {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("RaceDir").field("inner", &self.inner).finish()
-    }
-}
-
-impl StorageDir for RaceDir {
-    fn path(&self) -> &Path {
-        self.inner.path()
-    }
-    fn file_len(&self, name: &str) -> guideloom_storage::Result<Option<u64>> {
-        self.inner.file_len(name)
-    }
-    fn read_at(&self, name: &str, offset: u64, out: &mut [u8]) -> guideloom_storage::Result<()> {
-        self.inner.read_at(name, offset, out)
-    }
-}
-
-impl WriteDir for RaceDir {
-    fn create_dir(&self) -> guideloom_storage::Result<()> {
-        self.inner.create_dir()
-    }
-    fn lock(&self) -> guideloom_storage::Result<DirLock> {
-        Ok(DirLock::none())
-    }
-    fn open_write(&self, name: &str, create: bool) -> guideloom_storage::Result<Box<dyn WriteFile>> {
-        self.inner.open_write(name, create)
-    }
-    fn rename(&self, from: &str, to: &str) -> guideloom_storage::Result<()> {
-        self.inner.rename(from, to)
-    }
-    fn sync_dir(&self) -> guideloom_storage::Result<()> {
-        self.inner.sync_dir()
-    }
-    fn replace_if(&self, name: &str, expected: Option<&[u8]>, bytes: &[u8]) -> guideloom_storage::Result<()> {
-        if let Some(other) = self.before_replace.lock().unwrap().take() {
-            other(&self.inner);
-        }
-        self.inner.replace_if(name, expected, bytes)
-    }
-}
-
 /// Copies every file under `root` (recursively) into `dir` by its relative name.
 fn copy_into(root: &Path, dir: &dyn WriteDir) {
     fn walk(base: &Path, at: &Path, dir: &dyn WriteDir) {
@@ -386,12 +335,12 @@ fn issue30_of_two_committers_without_a_lock_one_wins_and_the_other_gets_a_typed_
     let local = tempfile::tempdir().unwrap();
     let a = vec![part(local.path(), "a", 0, 0)];
     let b = vec![part(local.path(), "b", 0, 0)];
-    let dir = RaceDir { inner: Arc::new(MemDir::new()), before_replace: Mutex::new(None) };
+    let dir = RaceDir::new(Arc::new(MemDir::new()));
     copy_into(local.path(), &dir);
     let b2 = b.clone();
-    *dir.before_replace.lock().unwrap() = Some(Box::new(move |inner: &MemDir| {
+    dir.before_next_replace(move |inner: &MemDir| {
         commit_parts_in(inner, &b2, CommitMode::Append, None).unwrap();
-    }));
+    });
     assert!(matches!(
         commit_parts_in(&dir, &a, CommitMode::Append, None),
         Err(StorageError::ConcurrentCommit { .. })

@@ -18,6 +18,7 @@ use guideloom_storage::StreamWriter;
 
 pub mod backends;
 pub mod hostile;
+pub mod race;
 pub mod s3;
 
 /// Every file below `root` (directories walked), as (its path relative to `root`, its

@@ -4,10 +4,10 @@
 use std::path::PathBuf;
 
 use guideloom::storage::parts::{self, CommitMode, Receipt};
+use guideloom::storage::{LocalDir, RemoteDir, RemoteOptions, StorageLocation};
 
 use crate::cli::{CommitModeArg, CommitPartsArgs, GcArgs};
 use crate::error::{context, CliResult};
-use crate::open::location::local_only;
 
 /// The receipts named on the command line: the files given, then the `*.json` files of
 /// `--receipts-dir` in name order.
@@ -30,9 +30,18 @@ fn receipt_files(a: &CommitPartsArgs) -> CliResult<Vec<PathBuf>> {
 /// The largest receipt file read, in bytes (a receipt is about 100 bytes a shard).
 const MAX_RECEIPT_BYTES: u64 = 64 << 20;
 
-/// Runs `guideloom commit-parts`; prints what was committed.
+/// The object store of ROOT when it is a URL (parts written there by
+/// `PartWriter::open_remote` or the Python writers), reached with the store's environment.
+fn remote_root(root: &std::path::Path) -> CliResult<Option<RemoteDir>> {
+    match StorageLocation::from_path(root) {
+        StorageLocation::Remote(url) => Ok(Some(RemoteDir::open(&url, RemoteOptions::from_env()?)?)),
+        StorageLocation::Local(_) => Ok(None),
+    }
+}
+
+/// Runs `guideloom commit-parts` (ROOT a local path or an object-store URL); prints what was
+/// committed.
 pub(crate) fn commit(a: &CommitPartsArgs) -> CliResult {
-    local_only(&a.root, "ROOT", "commit parts into a local storage, then `guideloom upload` it")?;
     let mut receipts = Vec::new();
     for f in receipt_files(a)? {
         let len =
@@ -49,7 +58,10 @@ pub(crate) fn commit(a: &CommitPartsArgs) -> CliResult {
         CommitModeArg::Append => CommitMode::Append,
         CommitModeArg::Overwrite => CommitMode::Overwrite,
     };
-    let r = parts::commit_parts(&a.root, &receipts, mode)?;
+    let r = match remote_root(&a.root)? {
+        Some(dir) => parts::commit_parts_in(&dir, &receipts, mode, None)?,
+        None => parts::commit_parts_in(&LocalDir::new(&a.root), &receipts, mode, None)?,
+    };
     outln!(
         "committed {} partitions ({} shards from id {}) into {}; skipped duplicate attempts: {:?}; fingerprint {:016x}",
         r.partitions,
@@ -62,10 +74,14 @@ pub(crate) fn commit(a: &CommitPartsArgs) -> CliResult {
     Ok(())
 }
 
-/// Runs `guideloom gc`; prints one orphan a line (relative to ROOT).
+/// Runs `guideloom gc` (ROOT a local path or an object-store URL); prints one orphan a line
+/// (relative to ROOT).
 pub(crate) fn gc(a: &GcArgs) -> CliResult {
-    local_only(&a.root, "ROOT", "gc works on local storages")?;
-    for rel in parts::gc(&a.root, a.apply)? {
+    let orphans = match remote_root(&a.root)? {
+        Some(dir) => parts::gc_remote(&dir, a.apply)?,
+        None => parts::gc(&a.root, a.apply)?,
+    };
+    for rel in orphans {
         outln!("{}{rel}", if a.apply { "deleted " } else { "" });
     }
     Ok(())

@@ -37,5 +37,7 @@ mod writer;
 
 pub use commit::{commit_parts, commit_parts_in, CommitMode, CommitReport};
 pub use gc::{abort, gc};
+#[cfg(feature = "remote")]
+pub use gc::{abort_remote, gc_remote};
 pub use receipt::{check_job, part_dir, part_dir_name, Receipt, PARTS_DIR, RECEIPT_VERSION};
 pub use writer::{receipt_of, PartWriter};

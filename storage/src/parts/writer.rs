@@ -81,12 +81,46 @@ impl<K: WriterKind> PartWriter<K> {
         Ok(PartWriter { writer, root, job: job.to_string(), partition, attempt })
     }
 
+    /// Creates the part `partition`, attempt `attempt`, of job `job` of the storage at the
+    /// object-store URL `root` (`s3://BUCKET/PREFIX`, `gs://`, `az://`; see
+    /// [`crate::RemoteDir`]), written straight to the store under
+    /// `ROOT/_parts/<job>/<partition:06>-<attempt>/`: a task on any machine writes its part
+    /// with no local copy, and [`super::commit_parts_in`] on a [`crate::RemoteDir`] of `root`
+    /// publishes the parts. A shard file is held in memory and put whole when the part is
+    /// committed ([`PartWriter::finish`]); the part's manifest is put last, on the condition
+    /// that there is none yet (an object store has no writer lock: of two writers of one
+    /// attempt, one commits and the other gets [`StorageError::ConcurrentCommit`]).
+    ///
+    /// # Errors
+    /// [`StorageError::InvalidJob`]; [`StorageError::StorageExists`] when that attempt was
+    /// already committed; [`StorageError::Remote`] when the URL cannot be opened or a request
+    /// fails after its retries; the errors of [`Writer::open_in`].
+    #[cfg(feature = "remote")]
+    pub fn open_remote(
+        root: &str,
+        job: &str,
+        partition: u64,
+        attempt: u64,
+        format: K::Format,
+        options: crate::RemoteOptions,
+    ) -> Result<Self> {
+        super::receipt::check_job(job)?;
+        let root = root.trim_end_matches('/');
+        let url = format!("{root}/{}", part_dir_name(job, partition, attempt));
+        let dir = std::sync::Arc::new(crate::RemoteDir::open(&url, options)?);
+        let writer = Writer::open_in(dir, format)?;
+        if writer.core.has_committed() {
+            return Err(StorageError::StorageExists { path: writer.dir().join(MANIFEST_FILE) });
+        }
+        Ok(PartWriter { writer, root: PathBuf::from(root), job: job.to_string(), partition, attempt })
+    }
+
     /// The part's directory.
     pub fn part_dir(&self) -> &Path {
         self.writer.dir()
     }
 
-    /// The storage root the part belongs to.
+    /// The storage root the part belongs to (its URL, as a path, for a remote part).
     pub fn root(&self) -> &Path {
         &self.root
     }

@@ -375,12 +375,20 @@ mod tests {
         std::fs::create_dir(&sub).unwrap();
         if std::os::unix::fs::chown(&sub, Some(65534), None).is_ok() {
             let e = DiskCache::open(&CacheOptions::new(&root, 1 << 20), "s3://bucket/data").unwrap_err();
-            assert!(e.to_string().contains("belongs to user 65534"), "{e}");
+            assert!(
+                matches!(&e, StorageError::UnsafeFile { path, reason }
+                    if *path == sub && reason.starts_with("the cache directory belongs to user 65534, not to this user")),
+                "{e}"
+            );
             std::fs::remove_dir(&sub).unwrap();
             std::os::unix::fs::chown(&root, Some(65534), None).unwrap();
             std::fs::set_permissions(&root, std::fs::Permissions::from_mode(0o777)).unwrap();
             let e = DiskCache::open(&CacheOptions::new(&root, 1 << 20), "s3://bucket/data").unwrap_err();
-            assert!(e.to_string().contains("no sticky bit"), "{e}");
+            assert!(
+                matches!(&e, StorageError::UnsafeFile { path, reason }
+                    if *path == root && reason.contains("and others can write it (mode 777, no sticky bit)")),
+                "{e}"
+            );
             std::fs::set_permissions(&root, std::fs::Permissions::from_mode(0o1777)).unwrap();
             cache(&root);
         } else {

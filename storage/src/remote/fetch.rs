@@ -242,13 +242,30 @@ impl Inner {
     }
 
     /// Takes what a reader expects ([`crate::StorageDir::expect_files`]): the checksums the
-    /// files are checked against, and their lengths, asked in the background by concurrent
-    /// `HEAD`s or, for more than [`LIST_OVER`] files, by one paged `LIST` of the prefix (with a
-    /// `HEAD` for each file the listing lacks). [`crate::StorageDir::file_len`] waits for them
-    /// instead of asking one file after another.
+    /// files are checked against, and their lengths, asked in the background
+    /// ([`Inner::ask_sizes`]). [`crate::StorageDir::file_len`] waits for them instead of
+    /// asking one file after another.
     pub(super) fn expect(self: &Arc<Self>, rt: &tokio::runtime::Handle, files: &[ExpectedFile]) {
         let names = self.sizes.begin(files.iter().map(|f| f.name.as_str()));
         self.lock_checks().expect(files);
+        self.spawn_sizes(rt, names);
+    }
+
+    /// Starts asking the lengths of those of `names` neither known nor asked already, in the
+    /// background: by concurrent `HEAD`s or, for more than [`LIST_OVER`] files, by one paged
+    /// `LIST` of the prefix (recursive when a name lies in a sub-directory, as the files of a
+    /// storage committed from parts do), with a `HEAD` for each file the listing lacks.
+    pub(super) fn ask_sizes<'a>(
+        self: &Arc<Self>,
+        rt: &tokio::runtime::Handle,
+        names: impl Iterator<Item = &'a str>,
+    ) {
+        let names = self.sizes.begin(names);
+        self.spawn_sizes(rt, names);
+    }
+
+    /// The background requests for the lengths of the pending `names`.
+    fn spawn_sizes(self: &Arc<Self>, rt: &tokio::runtime::Handle, names: Vec<String>) {
         if names.len() > LIST_OVER {
             // Many files: their sizes from one paged `LIST` of the prefix (a storage of
             // 50,000 shards took 84 s of `HEAD`s to open); a file the listing did not return
@@ -259,21 +276,61 @@ impl Inner {
         }
     }
 
+    /// Every object under `under` (a directory name relative to the prefix; `""`: the whole
+    /// prefix), at any depth, as `(name relative to the prefix, length)`: one paged `LIST`
+    /// without a delimiter, retried.
+    pub(super) async fn list_tree(&self, under: &str) -> std::result::Result<Vec<(String, u64)>, Failure> {
+        use futures::TryStreamExt;
+        let at = if under.is_empty() { self.prefix.clone() } else { self.object(under) };
+        let base = self.prefix.as_ref().to_string();
+        self.retry("list", under, None, || {
+            let at = at.clone();
+            let base = base.as_str();
+            async move {
+                let objects: Vec<object_store::ObjectMeta> =
+                    self.store.list(Some(&at)).try_collect().await.map_err(|e| classify(&e))?;
+                Ok(objects
+                    .into_iter()
+                    .filter_map(|o| {
+                        let full = o.location.as_ref();
+                        let rel = if base.is_empty() {
+                            Some(full)
+                        } else {
+                            full.strip_prefix(base)?.strip_prefix('/')
+                        };
+                        rel.map(|r| (r.to_string(), o.size))
+                    })
+                    .collect())
+            }
+        })
+        .await
+    }
+
     /// The lengths of the pending `names` from one `LIST` of the prefix, then a `HEAD` for
     /// each it did not return (each of them when the listing fails).
     async fn list_sizes(self: Arc<Self>, names: Vec<String>) {
         let mut guard = ListGuard { inner: Arc::clone(&self), names };
+        let nested = guard.names.iter().any(|n| n.contains('/'));
         let listed = {
             let _permit = self.permits.acquire().await;
-            self.retry("list", "", None, || async {
-                self.store.list_with_delimiter(Some(&self.prefix)).await.map_err(|e| classify(&e))
-            })
-            .await
+            if nested {
+                self.list_tree("").await
+            } else {
+                self.retry("list", "", None, || async {
+                    let listed =
+                        self.store.list_with_delimiter(Some(&self.prefix)).await.map_err(|e| classify(&e))?;
+                    Ok(listed
+                        .objects
+                        .iter()
+                        .filter_map(|o| Some((o.location.filename()?.to_string(), o.size)))
+                        .collect::<Vec<_>>())
+                })
+                .await
+            }
         };
         let rest = match listed {
             Ok(listed) => {
-                let objects = listed.objects.iter().filter_map(|o| Some((o.location.filename()?, o.size)));
-                let found = self.sizes.listed(&guard.names, objects);
+                let found = self.sizes.listed(&guard.names, listed.iter().map(|(n, len)| (n.as_str(), *len)));
                 std::mem::take(&mut guard.names).into_iter().filter(|n| !found.contains(n)).collect()
             }
             // A failed listing: every size by its `HEAD`, as for a few files.

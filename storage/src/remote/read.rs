@@ -13,9 +13,9 @@ use super::fetch::Whole;
 use super::retry::classify;
 use super::stats::add;
 use super::store::RemoteDir;
-use crate::dir::{DirEntry, EntryKind, ExpectedFile, StorageDir};
+use crate::dir::{DirEntry, EntryKind, ExpectedFile, LengthFault, StorageDir};
 use crate::fsutil::name_in;
-use crate::io::{FileSet, ReadRequest};
+use crate::io::{FileSet, ReadRequest, ShardFile};
 use crate::{Result, StorageError};
 
 impl RemoteDir {
@@ -97,6 +97,24 @@ impl StorageDir for RemoteDir {
             inner.sizes.insert(name, n);
         }
         Ok(size)
+    }
+
+    /// The lengths of all of `files` asked at once (concurrent `HEAD`s, or one paged `LIST`
+    /// for more than 64 files: a commit of 10,000 parts checks 10,000 files), then each
+    /// compared with its committed length in order.
+    fn check_lengths(&self, files: &[ShardFile]) -> Result<Option<LengthFault>> {
+        let names = files.iter().map(|f| name_in(&self.label, &f.path)).collect::<Result<Vec<_>>>()?;
+        for n in &names {
+            self.check_name(n)?;
+        }
+        self.inner.ask_sizes(self.rt().handle(), names.iter().copied());
+        for (index, (f, name)) in files.iter().zip(&names).enumerate() {
+            match self.file_len(name)? {
+                Some(len) if len >= f.committed => {}
+                found => return Ok(Some(LengthFault { index, found })),
+            }
+        }
+        Ok(None)
     }
 
     /// Takes the files' checksums for the checks of the bytes fetched, and starts asking their

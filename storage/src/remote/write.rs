@@ -142,6 +142,22 @@ fn current(
 }
 
 impl RemoteDir {
+    /// Every object under the directory `under` of this one (a name relative to it; `""`:
+    /// all of it), at any depth, as `(name, length)` with names relative to this directory,
+    /// sorted by name: one paged `LIST` without a delimiter, retried.
+    ///
+    /// # Errors
+    /// [`StorageError::UnsafeFile`] for an `under` that is not a plain relative name;
+    /// [`StorageError::Remote`] when the listing fails after its retries.
+    pub fn list_tree(&self, under: &str) -> Result<Vec<(String, u64)>> {
+        if !under.is_empty() {
+            self.check_name(under)?;
+        }
+        let mut out = self.rt().block_on(self.inner.list_tree(under)).map_err(|f| f.error())?;
+        out.sort();
+        Ok(out)
+    }
+
     /// Writes `bytes` as object `name` (one `PUT`, retried).
     ///
     /// # Errors
