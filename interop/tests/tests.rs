@@ -14,6 +14,14 @@ mod hostile;
 mod hostile_records;
 mod litdata;
 mod malformed;
+#[cfg(any(
+    feature = "arrow",
+    feature = "parquet",
+    feature = "arrayrecord",
+    feature = "tfrecord",
+    feature = "webdataset"
+))]
+mod malformed_derived;
 #[cfg(feature = "mds")]
 mod mds;
 mod megatron;
