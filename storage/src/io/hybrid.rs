@@ -102,7 +102,10 @@ fn now_ms() -> u64 {
 /// page cache), to the process's residency checker thread and is read by the last decision,
 /// through the cold path while none was made yet. So the first batch waits neither for a
 /// `mincore(2)` pass nor for the population of the data set it starts (tens to hundreds of
-/// milliseconds a GiB), and the map path takes over within the time of one check.
+/// milliseconds a GiB), and the map path takes over within the time of one check: a warm
+/// file's decision is published before its map is populated (population follows on the same
+/// thread once the files already queued are decided; until then a batch faults in the pages
+/// it touches).
 ///
 /// The decision only picks the faster path: every request is read in full whichever path it
 /// takes (a page evicted after a check is faulted back in), and both return the same bytes
@@ -298,16 +301,26 @@ impl HybridBackend {
         checker::submit(Box::new(move || {
             let warm = is_warm(probe.as_deref(), shard.as_ref(), &map);
             if warm && state != WARM {
-                // First warm decision for this map (made without population) or a change from
-                // cold: map its pages up front so reads take no page faults. Advisory.
+                // Normal advice before the readers take the map: a page not mapped yet is then
+                // faulted in with its neighbours. Advisory.
                 let _ = map.advise(memmap2::Advice::Normal);
-                populate_in_steps(&map);
             } else if !warm && state != COLD {
                 // Random access on evicted data: no readahead around a stray fault.
                 let _ = map.advise(memmap2::Advice::Random);
             }
+            // The decision is published as soon as it is made: the batches read a warm file
+            // through its map at once (faulting in what is not mapped yet) instead of through
+            // the cold path until its population ends.
             res.state.store(if warm { WARM } else { COLD }, Ordering::Relaxed);
             res.checking.store(false, Ordering::Release);
+            if warm && state != WARM {
+                // First warm decision for this map (made without population) or a change from
+                // cold: its pages mapped up front, after the checks already queued (so every
+                // file of a storage is decided before any is populated).
+                checker::submit(Box::new(move || {
+                    populate_in_steps(&map);
+                }));
+            }
         }));
         state
     }
