@@ -129,15 +129,25 @@ fn c3_u16_storage_gives_u32_tensors_without_wrapping_and_i64_on_request() {
 
 #[test]
 fn c4_shape_errors_are_errors_not_panics() {
-    assert!(Tensor::from_vec(vec![1u32, 2, 3], (2, 2), &Device::Cpu).is_err());
+    // candle wraps its error with a backtrace when RUST_BACKTRACE is set.
+    let e = match Tensor::from_vec(vec![1u32, 2, 3], (2, 2), &Device::Cpu).unwrap_err() {
+        candle_core::Error::WithBacktrace { inner, .. } => *inner,
+        e => e,
+    };
+    assert!(matches!(e, candle_core::Error::ShapeMismatch { buffer_size: 3, .. }), "{e}");
     let hole = Tensor::from_vec(vec![1i64, 2, 3, 4], (2, ()), &Device::Cpu).unwrap();
     assert_eq!((hole.dims(), hole.dtype()), (&[2, 2][..], DType::I64));
 
     let e = LmBatch::new(vec![1u32, 2, 3], vec![2, 3, 4, 5], 2, 2).unwrap_err();
+    assert!(matches!(e, Error::Shape { what: "inputs", rows: 2, seq_len: 2, found: 3 }), "{e}");
     assert_eq!(e.to_string(), "inputs holds 3 elements, not 2 x 2");
     let e = LmBatch::new(vec![1u32, 2], vec![2, 3, 4], 1, 2).unwrap_err();
     assert!(matches!(e, Error::Shape { what: "targets", rows: 1, seq_len: 2, found: 3 }));
-    assert!(LmBatch::new(Vec::<u32>::new(), vec![], usize::MAX, 2).is_err());
+    // rows * seq_len overflows: no buffer can hold it.
+    assert!(matches!(
+        LmBatch::new(Vec::<u32>::new(), vec![], usize::MAX, 2),
+        Err(Error::Shape { what: "inputs", rows: usize::MAX, seq_len: 2, found: 0 })
+    ));
     let ok = LmBatch::new(vec![1u32, 2], vec![2, 3], 1, 2).unwrap();
     assert_eq!(ok.into_parts(), (vec![1, 2], vec![2, 3]));
 
