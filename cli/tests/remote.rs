@@ -1563,3 +1563,53 @@ fn remote_issue30_bench_commit_parts_of_10000_parts_on_the_s3_test_server() {
         put.as_secs_f64()
     );
 }
+
+/// Issue 30, item 6, on the store: a receipt naming an object that is missing, or shorter than
+/// its committed length, is a typed error naming its URL, among 70 parts (more than 64
+/// files: their lengths come from one recursive listing, the missing one from its own
+/// `HEAD`), and nothing is committed.
+#[test]
+fn remote_issue30_a_missing_or_short_part_object_is_refused_naming_its_url() {
+    use guideloom::storage::kind::Stream;
+    use guideloom::storage::parts::{commit_parts_in, CommitMode, PartWriter};
+    let Some(s3) = S3::start("remote_issue30_a_missing_or_short_part_object_is_refused_naming_its_url")
+    else {
+        return;
+    };
+    let url = format!("s3://{BUCKET}/faults");
+    let receipts: Vec<_> = (0..70u64)
+        .map(|p| {
+            let mut w: PartWriter<Stream<TokenFormat<u16>>> = PartWriter::open_remote(
+                &url,
+                "job",
+                p,
+                0,
+                TokenFormat::new(),
+                S3::options(&s3.moto.endpoint()),
+            )
+            .unwrap();
+            w.append(0, &[p as u32, 1, 2]).unwrap();
+            w.finish().unwrap()
+        })
+        .collect();
+    let name = receipts[41].shards[0].file_name("stream");
+    let object = format!("{url}/{name}");
+    let dir = s3.direct("faults");
+    dir.put(&name, vec![0u8; 4]).unwrap();
+    match commit_parts_in(&s3.direct("faults"), &receipts, CommitMode::ErrorIfExists, None) {
+        Err(StorageError::PartFileShort { partition: 41, path, expected: 6, found: 4 }) => {
+            assert_eq!(path, Path::new(&object))
+        }
+        other => panic!("expected PartFileShort naming {object}, got {other:?}"),
+    }
+    dir.delete(&name).unwrap();
+    match commit_parts_in(&s3.direct("faults"), &receipts, CommitMode::ErrorIfExists, None) {
+        Err(StorageError::PartFileMissing { partition: 41, path }) => assert_eq!(path, Path::new(&object)),
+        other => panic!("expected PartFileMissing naming {object}, got {other:?}"),
+    }
+    assert_eq!(s3.direct("faults").file_len("manifest.json").unwrap(), None, "nothing committed");
+    // Whole again: the commit goes through.
+    dir.put(&name, [41u16, 1, 2].iter().flat_map(|t| t.to_le_bytes()).collect()).unwrap();
+    let report = commit_parts_in(&s3.direct("faults"), &receipts, CommitMode::ErrorIfExists, None).unwrap();
+    assert_eq!((report.partitions, report.shards), (70, 70));
+}
