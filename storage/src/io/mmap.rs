@@ -14,8 +14,9 @@ use crate::{Result, StorageError};
 ///
 /// Each file is mapped once, over its committed length (or its actual length if the file is
 /// shorter, in which case reads past it are [`StorageError::ShortRead`]); empty files are
-/// never mapped. Maps are cached alongside the file's descriptor in the [`FileSet`] and
-/// released with it, so a storage with thousands of shards holds at most
+/// never mapped. A set of at most 16,384 files keeps each map for its life (a map holds no
+/// descriptor: the descriptors stay under `max_open_files`); a set of more caches its maps
+/// alongside the files' descriptors and releases them with them, so it holds at most
 /// `max_open_files` maps.
 ///
 /// Fastest when the data is in the page cache (a read is one `memcpy`, no system call);
