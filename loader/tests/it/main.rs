@@ -8,6 +8,7 @@ mod elastic;
 mod elastic_model;
 mod golden;
 mod hostile_state;
+mod mutants_elastic;
 #[cfg(feature = "oamap")]
 mod oamap_stars;
 mod packing;
