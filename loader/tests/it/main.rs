@@ -8,7 +8,7 @@ mod elastic;
 mod elastic_model;
 mod golden;
 mod hostile_state;
-mod mutants_elastic;
+mod mutants;
 #[cfg(feature = "oamap")]
 mod oamap_stars;
 mod packing;

@@ -1,8 +1,11 @@
-//! Issue 33, item 5: tests written for the survivors of `.ci/mutants.sh elastic`
-//! (loader/src/state.rs, loader/src/indexed/iter.rs; docs/TESTING.md lists each survivor
-//! with its verdict): the iterator's count of what is left (`remaining`, `size_hint`), its
-//! `Debug`, and a failing record ending the iteration with its error, never silently.
+//! Issue 33, item 5: tests written for the survivors of the mutation runs (docs/TESTING.md
+//! lists each survivor with its verdict). The `elastic` scope (loader/src/state.rs,
+//! loader/src/indexed/iter.rs): the iterator's count of what is left (`remaining`,
+//! `size_hint`), its `Debug`, and a failing record ending the iteration with its error, never
+//! silently. The sequential re-deal (loader/src/sequential/deal.rs, state.rs): two shards are
+//! shuffled too.
 
+use guideloom_loader::sequential::shard_order;
 use guideloom_loader::{DataSource, Loader, LoaderError, RangeSource};
 
 /// Records `i -> i`, failing at record `bad`.
@@ -96,4 +99,20 @@ fn issue33_mutants_the_iterators_debug_names_its_position() {
     let mut it = loader.iter();
     it.next().unwrap().unwrap();
     assert_eq!(format!("{it:?}"), "LoaderIter { next: 1, end: Some(6), done: false, threads: 2, .. }");
+}
+
+/// Survivors `deal.rs:27` (`shards < 2` -> `== 2`, `<= 2`: a shuffled epoch of two shards kept
+/// them in order): over 16 epochs two shards come in both orders, and every order is one of
+/// the two; one shard and no shard stay as they are.
+#[test]
+fn issue33_mutants_two_shards_are_shuffled_too() {
+    for seed in [0u64, 7, 1234] {
+        let orders: Vec<Vec<u64>> = (0..16).map(|e| shard_order(2, seed, true, e)).collect();
+        assert!(orders.iter().all(|o| o == &[0, 1] || o == &[1, 0]), "seed {seed}: {orders:?}");
+        assert!(orders.iter().any(|o| o == &[1, 0]), "seed {seed}: two shards never swapped: {orders:?}");
+        assert!(orders.iter().any(|o| o == &[0, 1]), "seed {seed}: {orders:?}");
+        assert_eq!(shard_order(2, seed, false, 3), [0, 1], "unshuffled");
+        assert_eq!(shard_order(1, seed, true, 3), [0]);
+        assert!(shard_order(0, seed, true, 3).is_empty());
+    }
 }
