@@ -116,3 +116,33 @@ fn issue33_mutants_two_shards_are_shuffled_too() {
         assert!(shard_order(0, seed, true, 3).is_empty());
     }
 }
+
+/// Survivors `packer.rs:80` (the checkpoint's guard `used < len` -> `true`, `<=`): a window
+/// that ends exactly at the end of a record checkpoints at the next record with nothing to
+/// skip, not at the used-up record with all its tokens to skip (which resumes to the same
+/// tokens by re-reading that record). Records of 2, 3 and 4 tokens, windows of 5: the first
+/// window is records 0 and 1 whole.
+#[test]
+fn issue33_mutants_a_window_ending_on_a_record_boundary_checkpoints_at_the_next_record() {
+    use guideloom_loader::sequential::{SequentialLoader, VecShards};
+    let docs: Vec<Vec<Vec<u64>>> =
+        vec![(0..3u64).map(|k| (0..k + 2).map(|t| 10 * k + t).collect()).collect()];
+    for workers in [0, 2] {
+        let loader = SequentialLoader::builder(VecShards::new(docs.clone()).without_lengths())
+            .pack(5)
+            .batch_size(1)
+            .workers(workers)
+            .build()
+            .unwrap();
+        let mut it = loader.iter();
+        assert_eq!(it.next().unwrap().unwrap().data, [vec![0, 1, 10, 11, 12]]);
+        let s = it.state();
+        assert_eq!(
+            (s.open[0].pos.record, s.open[0].skip),
+            (2, 0),
+            "workers {workers}: at record 2, nothing to skip"
+        );
+        let rest: Vec<Vec<Vec<u64>>> = loader.iter_from(&s).unwrap().map(|b| b.unwrap().data).collect();
+        assert_eq!(rest, Vec::<Vec<Vec<u64>>>::new(), "4 tokens left: no whole window");
+    }
+}
