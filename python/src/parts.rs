@@ -4,7 +4,6 @@
 //! path or an object-store URL (`s3://`, `gs://`, `az://`: parts written straight to the store,
 //! the store's options from the environment, as the CLI reads them).
 
-use std::path::PathBuf;
 use std::sync::Mutex;
 
 use numpy::PyReadonlyArray1;
@@ -14,19 +13,12 @@ use serde_json::json;
 use crate::errors::{py_err, raise};
 use crate::formats::{Spec, StreamBytes};
 use crate::rust_api::{
-    abort_parts, abort_remote_parts, commit_parts_in, gc_parts, gc_remote_parts, CommitMode, Dtype, LocalDir,
-    PartWriter, Receipt, RemoteDir, RemoteOptions, StorageLocation, StreamKind,
+    CommitMode, Dtype, PartWriter, PartsRoot, Receipt, RemoteOptions, StorageLocation, StreamKind,
 };
 
-/// The object store of `root` when it is a URL, opened with the environment's options.
-fn remote_root(root: &str) -> PyResult<Option<RemoteDir>> {
-    match StorageLocation::parse(root) {
-        StorageLocation::Remote(url) => {
-            let options = RemoteOptions::from_env().map_err(py_err)?;
-            Ok(Some(RemoteDir::open(&url, options).map_err(py_err)?))
-        }
-        StorageLocation::Local(_) => Ok(None),
-    }
+/// `root`, a local path or an object-store URL (the store's options from the environment).
+fn parts_root(root: &str) -> PyResult<PartsRoot> {
+    PartsRoot::open(StorageLocation::parse(root), RemoteOptions::from_env).map_err(py_err)
 }
 
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -134,11 +126,8 @@ fn commit_parts_py(
     let mode: CommitMode = mode.parse().map_err(|e: String| raise("ConfigError", e))?;
     let receipts =
         receipts.iter().map(|t| Receipt::from_json(t)).collect::<Result<Vec<_>, _>>().map_err(py_err)?;
-    let report = match remote_root(&root)? {
-        Some(dir) => py.detach(|| commit_parts_in(&dir, &receipts, mode, None)),
-        None => py.detach(|| commit_parts_in(&LocalDir::new(PathBuf::from(&root)), &receipts, mode, None)),
-    }
-    .map_err(py_err)?;
+    let root = parts_root(&root)?;
+    let report = py.detach(|| root.commit(&receipts, mode, None)).map_err(py_err)?;
     Ok((report.partitions, report.shards, report.fingerprint))
 }
 
@@ -146,20 +135,14 @@ fn commit_parts_py(
 #[pyfunction]
 #[pyo3(name = "abort_parts")]
 fn abort_parts_py(py: Python<'_>, root: String, job: String) -> PyResult<Vec<String>> {
-    match remote_root(&root)? {
-        Some(dir) => py.detach(|| abort_remote_parts(&dir, &job)),
-        None => py.detach(|| abort_parts(&root, &job)),
-    }
-    .map_err(py_err)
+    let root = parts_root(&root)?;
+    py.detach(|| root.abort(&job)).map_err(py_err)
 }
 
 /// The part directories under `root` no manifest references (deleted when `apply`).
 #[pyfunction]
 #[pyo3(name = "gc_parts")]
 fn gc_parts_py(py: Python<'_>, root: String, apply: bool) -> PyResult<Vec<String>> {
-    match remote_root(&root)? {
-        Some(dir) => py.detach(|| gc_remote_parts(&dir, apply)),
-        None => py.detach(|| gc_parts(&root, apply)),
-    }
-    .map_err(py_err)
+    let root = parts_root(&root)?;
+    py.detach(|| root.gc(apply)).map_err(py_err)
 }

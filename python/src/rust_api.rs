@@ -25,12 +25,9 @@ pub(crate) use guideloom::oamap::{
     DEFAULT_MAX_NPZ_TOTAL,
 };
 pub(crate) use guideloom::storage::kind::Stream as StreamKind;
-pub(crate) use guideloom::storage::parts::{
-    abort as abort_parts, abort_remote as abort_remote_parts, commit_parts_in, gc as gc_parts,
-    gc_remote as gc_remote_parts, CommitMode, PartWriter, Receipt,
-};
+pub(crate) use guideloom::storage::parts::{CommitMode, PartWriter, PartsRoot, Receipt};
 pub(crate) use guideloom::storage::{
-    DocumentReader, DocumentWriter, LocalDir, Manifest, PreadBackend, ReadOptions, RemoteDir, RemoteOptions,
-    StorageDir, StorageError, StorageLocation, StreamReader, StreamWithMetaReader, StreamWithMetaWriter,
-    StreamWriter, Window, Writer, WriterKind,
+    DocumentReader, DocumentWriter, Manifest, PreadBackend, ReadOptions, RemoteOptions, StorageDir,
+    StorageError, StorageLocation, StreamReader, StreamWithMetaReader, StreamWithMetaWriter, StreamWriter,
+    Window, Writer, WriterKind,
 };

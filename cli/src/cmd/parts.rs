@@ -3,8 +3,8 @@
 
 use std::path::PathBuf;
 
-use guideloom::storage::parts::{self, CommitMode, Receipt};
-use guideloom::storage::{LocalDir, RemoteDir, RemoteOptions, StorageLocation};
+use guideloom::storage::parts::{CommitMode, PartsRoot, Receipt};
+use guideloom::storage::{RemoteOptions, StorageLocation};
 
 use crate::cli::{CommitModeArg, CommitPartsArgs, GcArgs};
 use crate::error::{context, CliResult};
@@ -30,13 +30,10 @@ fn receipt_files(a: &CommitPartsArgs) -> CliResult<Vec<PathBuf>> {
 /// The largest receipt file read, in bytes (a receipt is about 100 bytes a shard).
 const MAX_RECEIPT_BYTES: u64 = 64 << 20;
 
-/// The object store of ROOT when it is a URL (parts written there by
-/// `PartWriter::open_remote` or the Python writers), reached with the store's environment.
-fn remote_root(root: &std::path::Path) -> CliResult<Option<RemoteDir>> {
-    match StorageLocation::from_path(root) {
-        StorageLocation::Remote(url) => Ok(Some(RemoteDir::open(&url, RemoteOptions::from_env()?)?)),
-        StorageLocation::Local(_) => Ok(None),
-    }
+/// ROOT, a local path or an object-store URL (parts written there by
+/// `PartWriter::open_remote` or the Python writers, reached with the store's environment).
+fn parts_root(root: &std::path::Path) -> CliResult<PartsRoot> {
+    Ok(PartsRoot::open(StorageLocation::from_path(root), RemoteOptions::from_env)?)
 }
 
 /// Runs `guideloom commit-parts` (ROOT a local path or an object-store URL); prints what was
@@ -58,10 +55,7 @@ pub(crate) fn commit(a: &CommitPartsArgs) -> CliResult {
         CommitModeArg::Append => CommitMode::Append,
         CommitModeArg::Overwrite => CommitMode::Overwrite,
     };
-    let r = match remote_root(&a.root)? {
-        Some(dir) => parts::commit_parts_in(&dir, &receipts, mode, None)?,
-        None => parts::commit_parts_in(&LocalDir::new(&a.root), &receipts, mode, None)?,
-    };
+    let r = parts_root(&a.root)?.commit(&receipts, mode, None)?;
     outln!(
         "committed {} partitions ({} shards from id {}) into {}; skipped duplicate attempts: {:?}; fingerprint {:016x}",
         r.partitions,
@@ -77,11 +71,7 @@ pub(crate) fn commit(a: &CommitPartsArgs) -> CliResult {
 /// Runs `guideloom gc` (ROOT a local path or an object-store URL); prints one orphan a line
 /// (relative to ROOT).
 pub(crate) fn gc(a: &GcArgs) -> CliResult {
-    let orphans = match remote_root(&a.root)? {
-        Some(dir) => parts::gc_remote(&dir, a.apply)?,
-        None => parts::gc(&a.root, a.apply)?,
-    };
-    for rel in orphans {
+    for rel in parts_root(&a.root)?.gc(a.apply)? {
         outln!("{}{rel}", if a.apply { "deleted " } else { "" });
     }
     Ok(())

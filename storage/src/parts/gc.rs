@@ -158,10 +158,14 @@ fn sweep_remote(dir: &crate::RemoteDir, job: Option<&str>, apply: bool) -> Resul
     let out = orphans(jobs, job, &refs);
     if apply {
         for (rel, is_dir) in &out {
-            let under = format!("{rel}/");
-            for (name, _) in
-                objects.iter().filter(|(n, _)| if *is_dir { n.starts_with(&under) } else { n == rel })
-            {
+            // `objects` is sorted by name: an entry's objects are one run of it.
+            let key = if *is_dir { format!("{rel}/") } else { rel.clone() };
+            let first = objects.partition_point(|(n, _)| n.as_str() < key.as_str());
+            let run =
+                objects[first..]
+                    .iter()
+                    .take_while(|(n, _)| if *is_dir { n.starts_with(&key) } else { *n == key });
+            for (name, _) in run {
                 dir.delete(name)?;
             }
         }

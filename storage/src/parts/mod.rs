@@ -33,6 +33,7 @@
 mod commit;
 mod gc;
 mod receipt;
+mod root;
 mod writer;
 
 pub use commit::{commit_parts, commit_parts_in, CommitMode, CommitReport};
@@ -40,4 +41,5 @@ pub use gc::{abort, gc};
 #[cfg(feature = "remote")]
 pub use gc::{abort_remote, gc_remote};
 pub use receipt::{check_job, part_dir, part_dir_name, Receipt, PARTS_DIR, RECEIPT_VERSION};
+pub use root::PartsRoot;
 pub use writer::{receipt_of, PartWriter};

@@ -131,15 +131,21 @@ impl StorageLocation {
             #[cfg(not(feature = "remote"))]
             StorageLocation::Remote(url) => {
                 let _ = options;
-                Err(crate::StorageError::Remote {
-                    op: "open",
-                    url: url.clone(),
-                    range: None,
-                    attempts: 0,
-                    cause: "this build of guideloom-storage has no `remote` feature".into(),
-                })
+                Err(no_remote_feature(url))
             }
         }
+    }
+}
+
+/// The error for a URL opened by a build without the `remote` feature.
+#[cfg(not(feature = "remote"))]
+pub(crate) fn no_remote_feature(url: &str) -> crate::StorageError {
+    crate::StorageError::Remote {
+        op: "open",
+        url: url.to_string(),
+        range: None,
+        attempts: 0,
+        cause: "this build of guideloom-storage has no `remote` feature".into(),
     }
 }
 
