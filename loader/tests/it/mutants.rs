@@ -295,3 +295,323 @@ fn issue33_mutants_mix_plan_accessors_and_positions_past_the_end() {
     assert_eq!(mix.len(), 6);
     assert!(matches!(mix.get(6), Err(LoaderError::IndexOutOfRange { index: 6, len: 6 })));
 }
+
+/// Survivors `pack.rs:294-299` (`PackPlan::padding_share`, 10 mutants): the share of padding
+/// over all rows' tokens, counted by hand: 4 documents of 2 in 2 rows of 5 leave 2 of 10
+/// tokens padding (0.2); one token in a row of 4, 3 of 4 (0.75); full rows, 0; no rows, 0.
+#[test]
+fn issue33_mutants_pack_padding_share_is_padding_over_all_row_tokens() {
+    use guideloom_loader::pack::{PackConfig, PackPlan, PackStrategy};
+    let share = |lengths: &[u64], config| PackPlan::new(lengths, config).unwrap().padding_share();
+    assert_eq!(share(&[2, 2, 2, 2], PackConfig::new(5, PackStrategy::BestFitDecreasing)), 0.2);
+    assert_eq!(share(&[1], PackConfig::new(4, PackStrategy::ConcatSplit)), 0.75);
+    assert_eq!(share(&[5, 5], PackConfig::new(5, PackStrategy::FirstFit { bins: 1 })), 0.0);
+    assert_eq!(share(&[], PackConfig::new(5, PackStrategy::FirstFit { bins: 1 })), 0.0);
+    assert_eq!(share(&[0, 0], PackConfig::new(5, PackStrategy::ConcatSplit)), 0.0, "empty documents: no row");
+}
+
+/// Survivors `pack.rs:309` (`PackPlan::fingerprint` -> 0, 1): the fingerprint tells apart
+/// every setting and the lengths, so a loader state taken over one packing is refused by
+/// another of the same row count (first fit and best fit of `[3, 4, 2, 1]` into 2 bins of 6
+/// both make 2 rows, different ones).
+#[test]
+fn issue33_mutants_pack_a_state_of_one_packing_is_refused_by_another() {
+    use guideloom_loader::pack::{Overflow, PackConfig, PackPlan, PackStrategy, Packed};
+    use guideloom_loader::VecSource;
+    let base = PackConfig::new(6, PackStrategy::FirstFit { bins: 2 });
+    let variants = [
+        (vec![3u64, 4, 2, 1], base),
+        (vec![3, 4, 2, 2], base),
+        (vec![3, 4, 2, 1], PackConfig::new(7, PackStrategy::FirstFit { bins: 2 })),
+        (vec![3, 4, 2, 1], PackConfig::new(6, PackStrategy::FirstFit { bins: 3 })),
+        (vec![3, 4, 2, 1], PackConfig::new(6, PackStrategy::BestFit { bins: 2 })),
+        (vec![3, 4, 2, 1], PackConfig::new(6, PackStrategy::ConcatSplit)),
+        (vec![3, 4, 2, 1], PackConfig::new(6, PackStrategy::BestFitDecreasing)),
+        (vec![3, 4, 2, 1], base.max_segments(2)),
+        (vec![3, 4, 2, 1], base.overflow(Overflow::Split)),
+    ];
+    let prints: Vec<u64> =
+        variants.iter().map(|(l, c)| PackPlan::new(l, *c).unwrap().fingerprint()).collect();
+    for (i, a) in prints.iter().enumerate() {
+        for (j, b) in prints.iter().enumerate().skip(i + 1) {
+            assert_ne!(a, b, "variants {i} and {j} share a fingerprint");
+        }
+    }
+    assert_eq!(PackPlan::new(&[3, 4, 2, 1], base).unwrap().fingerprint(), prints[0], "a pure function");
+    let docs = || VecSource::new(vec![vec![1u32; 3], vec![2; 4], vec![3; 2], vec![4; 1]]);
+    let packed = |strategy| Packed::scan(docs(), PackConfig::new(6, strategy), 0, u32::MAX).unwrap();
+    let (ff, bf) = (packed(PackStrategy::FirstFit { bins: 2 }), packed(PackStrategy::BestFit { bins: 2 }));
+    assert_eq!((ff.len(), bf.len()), (2, 2));
+    assert_ne!(ff.get(0).unwrap().tokens, bf.get(0).unwrap().tokens);
+    let first = Loader::builder(ff).batch_size(1).build().unwrap();
+    let second = Loader::builder(bf).batch_size(1).build().unwrap();
+    let mut it = first.iter();
+    it.next().unwrap().unwrap();
+    let e = second.iter_from(&it.state()).unwrap_err();
+    assert!(matches!(e, LoaderError::StateMismatch { field: "source.fingerprint", .. }), "{e:?}");
+}
+
+/// Survivors `pack.rs:435` (`Packed::lengths` -> empty, `[0]`, `[1]`): the lengths scanned,
+/// in position order.
+#[test]
+fn issue33_mutants_pack_packed_lengths_are_the_documents_token_counts() {
+    use guideloom_loader::pack::{PackConfig, PackStrategy, Packed};
+    use guideloom_loader::VecSource;
+    let docs = VecSource::new(vec![vec![5u32, 6, 0], vec![7], vec![], vec![8, 9]]);
+    let packed = Packed::scan(docs, PackConfig::new(4, PackStrategy::ConcatSplit), 0, u32::MAX).unwrap();
+    assert_eq!(packed.lengths(), [3, 1, 0, 2]);
+    assert_eq!(packed.inner().len(), 4);
+}
+
+/// Survivor `pack.rs:510` (the kept end of a document: `!= ConcatSplit && == Truncate` ->
+/// `||`): a document split across rows keeps its targets across the cut (the target of the
+/// last token of a piece is the first token of the next piece), and concat-split ignores the
+/// overflow policy (it splits by design); only a truncated document's last kept token loses
+/// its target. Document `[1, 2, 3, 4, 5, 6]`, rows of 4, `I` the ignore id.
+#[test]
+fn issue33_mutants_pack_a_split_document_keeps_its_targets_across_rows() {
+    use guideloom_loader::pack::{Overflow, PackConfig, PackStrategy, Packed};
+    use guideloom_loader::VecSource;
+    const I: u32 = u32::MAX;
+    let rows = |config: PackConfig| {
+        let packed =
+            Packed::scan(VecSource::new(vec![vec![1u32, 2, 3, 4, 5, 6]]), config, 0, I).expect("packs");
+        (0..packed.len())
+            .map(|r| {
+                let row = packed.get(r).unwrap();
+                (row.tokens, row.targets, row.loss_mask)
+            })
+            .collect::<Vec<_>>()
+    };
+    let across = vec![
+        (vec![1, 2, 3, 4], vec![2, 3, 4, 5], vec![1, 1, 1, 1]),
+        (vec![5, 6, 0, 0], vec![6, I, I, I], vec![1, 0, 0, 0]),
+    ];
+    for strategy in [PackStrategy::FirstFit { bins: 1 }, PackStrategy::BestFitDecreasing] {
+        assert_eq!(rows(PackConfig::new(4, strategy).overflow(Overflow::Split)), across, "{strategy:?}");
+    }
+    for overflow in [Overflow::Error, Overflow::Truncate, Overflow::Split] {
+        assert_eq!(
+            rows(PackConfig::new(4, PackStrategy::ConcatSplit).overflow(overflow)),
+            across,
+            "{overflow:?}"
+        );
+    }
+    assert_eq!(
+        rows(PackConfig::new(4, PackStrategy::FirstFit { bins: 1 }).overflow(Overflow::Truncate)),
+        [(vec![1, 2, 3, 4], vec![2, 3, 4, I], vec![1, 1, 1, 0])]
+    );
+}
+
+/// Documents of `lengths[i]` tokens (document `i` is `i + 1` repeated), as the optional
+/// records a stage takes; record `bad` fails to read.
+struct PackDocs {
+    lengths: Vec<u64>,
+    bad: Option<u64>,
+}
+
+impl DataSource for PackDocs {
+    type Item = Option<Vec<u32>>;
+    fn len(&self) -> u64 {
+        self.lengths.len() as u64
+    }
+    fn get(&self, index: u64) -> Result<Option<Vec<u32>>, LoaderError> {
+        if Some(index) == self.bad {
+            return Err(LoaderError::source(index, format!("document {index} is damaged")));
+        }
+        let n = *self
+            .lengths
+            .get(index as usize)
+            .ok_or(LoaderError::IndexOutOfRange { index, len: self.len() })?;
+        Ok(Some(vec![index as u32 + 1; n as usize]))
+    }
+}
+
+fn pack_stage(
+    lengths: &[u64],
+    bad: Option<u64>,
+    epochs: u64,
+    config: guideloom_loader::pack::PackConfig,
+    rows: u64,
+) -> guideloom_loader::stage::StagePacked<PackDocs, Vec<u32>, u32> {
+    let docs = PackDocs { lengths: lengths.to_vec(), bad };
+    let loader = Loader::builder(docs).batch_size(1).epochs(epochs).workers(0).build().unwrap();
+    guideloom_loader::stage::StagePacked::new(loader, config, rows, 0, u32::MAX).unwrap()
+}
+
+/// Survivors `stage/pack.rs:76` and `282` (`Debug` of the streaming packer and of its
+/// iterator -> nothing written): the exact text.
+#[test]
+fn issue33_mutants_pack_the_streaming_packers_debug_names_its_settings() {
+    use guideloom_loader::pack::{Overflow, PackConfig, PackStrategy};
+    let config = PackConfig::new(6, PackStrategy::FirstFit { bins: 2 }).overflow(Overflow::Truncate);
+    let stage = pack_stage(&[13], None, 1, config, 2);
+    assert_eq!(
+        format!("{stage:?}"),
+        "StagePacked { stage: Stage { batch_size: 2, drop_remainder: false, .. }, config: PackConfig { \
+         seq_len: 6, strategy: FirstFit { bins: 2 }, overflow: Truncate, max_segments: None }, .. }"
+    );
+    let mut it = stage.iter();
+    assert_eq!(
+        format!("{it:?}"),
+        "StagePackedIter { cursor: StageCursor { next_batch: 0, done: false, .. }, dropped_tokens: 0 }"
+    );
+    it.next().unwrap().unwrap();
+    assert_eq!(
+        format!("{it:?}"),
+        "StagePackedIter { cursor: StageCursor { next_batch: 1, done: false, .. }, dropped_tokens: 7 }"
+    );
+}
+
+/// Survivor `stage/pack.rs:189` (`state.token > 0` -> `>= 0`): a resume at a record boundary
+/// reads nothing before the first batch is asked for, so a damaged record after the state
+/// fails that batch, not the resume. Rows of 3 from documents of 3: the state after row 0 is
+/// at document 1 with no token of it packed.
+#[test]
+fn issue33_mutants_pack_a_resume_at_a_record_boundary_reads_nothing_until_asked() {
+    use guideloom_loader::pack::{PackConfig, PackStrategy};
+    let config = PackConfig::new(3, PackStrategy::ConcatSplit);
+    let whole = pack_stage(&[3, 3, 3], None, 1, config, 1);
+    let mut it = whole.iter();
+    assert_eq!(it.next().unwrap().unwrap().data[0].tokens, [1, 1, 1]);
+    let state = it.state();
+    assert_eq!((state.offset, state.token, state.rows), (0, 0, 0));
+    let damaged = pack_stage(&[3, 3, 3], Some(1), 1, config, 1);
+    let mut resumed = damaged.iter_from(&state).expect("the resume reads no record");
+    let e = resumed.next().unwrap().unwrap_err();
+    assert_eq!(e.record_index(), Some(1), "{e:?}");
+    // Mid-record (a token offset), the record is read on resume: the same state over
+    // documents of 4 tokens is at token 3 of document 0.
+    let mid = pack_stage(&[4, 4], None, 1, config, 1);
+    let mut it = mid.iter();
+    it.next().unwrap().unwrap();
+    let state = it.state();
+    assert_eq!((state.token, state.rows), (3, 0));
+    let rest: Vec<Vec<u32>> =
+        mid.iter_from(&state).unwrap().flat_map(|b| b.unwrap().data.into_iter().map(|r| r.tokens)).collect();
+    assert_eq!(rest, [vec![1, 2, 2], vec![2, 2, 0]]);
+}
+
+/// Survivor `stage/pack.rs:199` (`rows of the group < state.rows` -> `<=`): a state may say
+/// every row of its group was delivered (at most the group's rows, as the refusal says);
+/// the resume then goes on with the next group; one row more is refused. First fit into 2
+/// bins of 6 over `[3, 4, 2, 1, 5]`: group 1 is the rows `[1,1,1,3,3,4]` and `[2,2,2,2,0,0]`,
+/// group 2 `[5,5,5,5,5,0]`.
+#[test]
+fn issue33_mutants_pack_a_state_may_count_every_row_of_its_group() {
+    use guideloom_loader::pack::{PackConfig, PackStrategy};
+    let stage =
+        pack_stage(&[3, 4, 2, 1, 5], None, 1, PackConfig::new(6, PackStrategy::FirstFit { bins: 2 }), 1);
+    let all: Vec<Vec<u32>> = stage.iter().map(|b| b.unwrap().data[0].tokens.clone()).collect();
+    assert_eq!(all, [vec![1, 1, 1, 3, 3, 4], vec![2, 2, 2, 2, 0, 0], vec![5, 5, 5, 5, 5, 0]]);
+    let mut it = stage.iter();
+    it.next().unwrap().unwrap();
+    let mut state = it.state();
+    assert_eq!((state.offset, state.token, state.rows), (0, 0, 1));
+    let rest = |s: &guideloom_loader::stage::StageState| -> Vec<Vec<u32>> {
+        stage.iter_from(s).unwrap().map(|b| b.unwrap().data[0].tokens.clone()).collect()
+    };
+    assert_eq!(rest(&state), all[1..]);
+    state.rows = 2;
+    assert_eq!(rest(&state), all[2..], "the whole group delivered: the next group follows");
+    state.rows = 3;
+    let e = stage.iter_from(&state).map(|_| ()).unwrap_err();
+    assert!(matches!(e, LoaderError::StateMismatch { field: "rows", .. }), "{e:?}");
+    assert_eq!(
+        e.to_string(),
+        "state mismatch: rows: the loader has at most 2 (rows of the group), the state has 3"
+    );
+}
+
+/// Survivor `stage/pack.rs:383` (concat-split's row end `epoch changed || full || max
+/// segments` -> `(epoch changed || full) && max segments`): a concat-split row never runs
+/// into the next epoch, with or without a segment limit. Documents of 3 and 4 tokens, rows
+/// of 5, two epochs (unshuffled): each epoch is `[1,1,1,2,2]`, `[2,2,0,0,0]`.
+#[test]
+fn issue33_mutants_pack_a_concat_split_row_ends_with_its_epoch() {
+    use guideloom_loader::pack::{PackConfig, PackStrategy};
+    for config in [
+        PackConfig::new(5, PackStrategy::ConcatSplit),
+        PackConfig::new(5, PackStrategy::ConcatSplit).max_segments(4),
+    ] {
+        let batches: Vec<(u64, Vec<u32>)> = pack_stage(&[3, 4], None, 2, config, 1)
+            .iter()
+            .map(|b| {
+                let b = b.unwrap();
+                (b.epoch, b.data[0].tokens.clone())
+            })
+            .collect();
+        let epoch = [vec![1, 1, 1, 2, 2], vec![2, 2, 0, 0, 0]];
+        assert_eq!(
+            batches,
+            [(0, epoch[0].clone()), (0, epoch[1].clone()), (1, epoch[0].clone()), (1, epoch[1].clone())],
+            "{config:?}"
+        );
+    }
+}
+
+/// Survivor `stage/pack.rs:388` (concat-split takes a piece of a record while `token < len`
+/// -> `<=`): an empty document adds no piece and no segment to a row, as in the planned
+/// packer. Documents of 2, 0 and 2 tokens into rows of 4: one row, two segments.
+#[test]
+fn issue33_mutants_pack_an_empty_document_adds_no_segment() {
+    use guideloom_loader::pack::{PackConfig, PackPlan, PackStrategy, Piece};
+    let config = PackConfig::new(4, PackStrategy::ConcatSplit);
+    let rows: Vec<_> =
+        pack_stage(&[2, 0, 2], None, 1, config, 1).iter().map(|b| b.unwrap().data[0].clone()).collect();
+    assert_eq!(rows.len(), 1);
+    assert_eq!(rows[0].pieces, [Piece { doc: 0, start: 0, len: 2 }, Piece { doc: 2, start: 0, len: 2 }]);
+    assert_eq!(rows[0].cu_seqlens, [0, 2, 4]);
+    assert_eq!(rows[0].segment_ids, [1, 1, 2, 2]);
+    let plan = PackPlan::new(&[2, 0, 2], config).unwrap();
+    assert_eq!(plan.row(0).unwrap(), rows[0].pieces);
+}
+
+/// Survivor `stage/pack.rs:399` (concat-split's row is closed once full: `full || max
+/// segments` -> `&&`, which reads the next record before closing it): a row is delivered
+/// without reading past it, so a damaged record fails the batch that needs it, not the one
+/// before. Rows of 3 from documents of 3, document 1 damaged.
+#[test]
+fn issue33_mutants_pack_a_full_row_is_delivered_without_reading_past_it() {
+    use guideloom_loader::pack::{PackConfig, PackStrategy};
+    for config in [
+        PackConfig::new(3, PackStrategy::ConcatSplit),
+        PackConfig::new(3, PackStrategy::ConcatSplit).max_segments(2),
+    ] {
+        let stage = pack_stage(&[3, 3, 3], Some(1), 1, config, 1);
+        let mut it = stage.iter();
+        assert_eq!(it.next().unwrap().unwrap().data[0].tokens, [1, 1, 1], "{config:?}");
+        let e = it.next().unwrap().unwrap_err();
+        assert_eq!(e.record_index(), Some(1), "{config:?}: {e:?}");
+    }
+    // One segment a row: the row closes at its segment limit, not full, without reading on.
+    let stage =
+        pack_stage(&[2, 3], Some(1), 1, PackConfig::new(3, PackStrategy::ConcatSplit).max_segments(1), 1);
+    let mut it = stage.iter();
+    assert_eq!(it.next().unwrap().unwrap().data[0].tokens, [1, 1, 0]);
+    assert_eq!(it.next().unwrap().unwrap_err().record_index(), Some(1));
+}
+
+/// Survivor `stage/pack.rs:429` (`Overflow::Error` refuses a document longer than a row
+/// `if token == 0` -> `!= 0`, which packed its first pieces and refused it only in the next
+/// group): the group that meets the document fails, before any of its rows is delivered
+/// (batches of one row, so the first batch needs only the first group's first row); a
+/// document exactly a row long is packed.
+#[test]
+fn issue33_mutants_pack_a_document_too_long_fails_the_first_batch_that_meets_it() {
+    use guideloom_loader::pack::{PackConfig, PackStrategy};
+    for strategy in [PackStrategy::FirstFit { bins: 2 }, PackStrategy::BestFit { bins: 2 }] {
+        let stage = pack_stage(&[2, 13], None, 1, PackConfig::new(6, strategy), 1);
+        let mut it = stage.iter();
+        let e = it.next().unwrap().unwrap_err();
+        assert!(
+            matches!(e, LoaderError::DocumentTooLong { index: 1, len: 13, seq_len: 6 }),
+            "{strategy:?}: {e:?}"
+        );
+        let rows: Vec<Vec<u32>> = pack_stage(&[2, 6], None, 1, PackConfig::new(6, strategy), 4)
+            .iter()
+            .flat_map(|b| b.unwrap().data.into_iter().map(|r| r.tokens))
+            .collect();
+        assert_eq!(rows, [vec![1, 1, 0, 0, 0, 0], vec![2; 6]], "{strategy:?}: 6 tokens fit a row of 6");
+    }
+}
