@@ -615,3 +615,351 @@ fn issue33_mutants_pack_a_document_too_long_fails_the_first_batch_that_meets_it(
         assert_eq!(rows, [vec![1, 1, 0, 0, 0, 0], vec![2; 6]], "{strategy:?}: 6 tokens fit a row of 6");
     }
 }
+
+/// Shards of the given lengths for the sequential tests; record `k` of shard `s` is `(s, k)`.
+fn seq_shards(lengths: &[u64]) -> guideloom_loader::sequential::VecShards<(u64, u64)> {
+    guideloom_loader::sequential::VecShards::new(
+        lengths.iter().enumerate().map(|(s, &n)| (0..n).map(|k| (s as u64, k)).collect()).collect(),
+    )
+}
+
+/// The records of a sequential run, padding included, batch by batch.
+fn seq_records(
+    it: impl Iterator<Item = Result<guideloom_loader::sequential::SequentialBatch<Vec<(u64, u64)>>, LoaderError>>,
+) -> Vec<Vec<(u64, u64)>> {
+    it.map(|b| b.unwrap().data).collect()
+}
+
+/// Survivors `sequential/batch.rs:27`, `32` (`SequentialBatch::len` -> 0, 1; `is_empty` ->
+/// `true`, `false`): a batch counts its records, padding included. Shards `[5, 3, 4, 2]`, 2
+/// ranks, batches of 2 padded at the end: rank 0 reads 7 records, 4 batches, the last one real
+/// record and one padding.
+#[test]
+fn issue33_mutants_sequential_a_batch_counts_its_records_with_padding() {
+    use guideloom_loader::sequential::{SequentialEnd, SequentialLoader};
+    let loader = SequentialLoader::builder(seq_shards(&[5, 3, 4, 2]))
+        .shard(0, 2)
+        .cycle(2)
+        .batch_size(2)
+        .end(SequentialEnd::Pad)
+        .workers(0)
+        .build()
+        .unwrap();
+    let batches: Vec<_> = loader.iter().map(Result::unwrap).collect();
+    assert_eq!(batches.iter().map(|b| (b.len(), b.is_empty())).collect::<Vec<_>>(), [(2, false); 4]);
+    assert_eq!(batches[3].padding, [false, true]);
+    let three = SequentialLoader::builder(seq_shards(&[3])).batch_size(3).workers(0).build().unwrap();
+    assert_eq!(three.iter().map(|b| b.unwrap().len()).collect::<Vec<_>>(), [3]);
+}
+
+/// Survivors `sequential/builder.rs:107`, `116`, `119` (the bounds `world_size`, `cycle`,
+/// `window` `> MAX` -> `==`, `>=`, and `||` -> `&&`): each bound is accepted and one past it is
+/// refused with the exact message; 0 is refused.
+#[test]
+fn issue33_mutants_sequential_builder_bounds_on_both_sides() {
+    use guideloom_loader::sequential::SequentialLoader;
+    let b = || SequentialLoader::builder(seq_shards(&[2, 2])).workers(0);
+    let refusal = |r: Result<_, LoaderError>| match r.map(|_: SequentialLoader<_>| ()) {
+        Err(LoaderError::InvalidConfig { field, detail }) => format!("{field}: {detail}"),
+        other => panic!("expected InvalidConfig, got {other:?}"),
+    };
+    assert!(b().shard(0, 1 << 20).build().is_ok());
+    assert_eq!(refusal(b().shard(0, (1 << 20) + 1).build()), "world_size: must be 1 to 1048576, got 1048577");
+    assert_eq!(refusal(b().shard(0, 0).build()), "world_size: must be 1 to 1048576, got 0");
+    assert!(b().cycle(1 << 16).build().is_ok());
+    assert_eq!(refusal(b().cycle((1 << 16) + 1).build()), "cycle: must be 1 to 65536, got 65537");
+    assert_eq!(refusal(b().cycle(0).build()), "cycle: must be 1 to 65536, got 0");
+    assert!(b().window_shuffle(1 << 24).build().is_ok());
+    assert_eq!(
+        refusal(b().window_shuffle((1 << 24) + 1).build()),
+        "window: must be 1 to 16777216, got 16777217"
+    );
+    assert_eq!(refusal(b().window_shuffle(0).build()), "window: must be 1 to 16777216, got 0");
+}
+
+/// Survivors `sequential/end.rs:65` (`SequentialEnd::tag` -> 0, 1): the end policy is part of
+/// the configuration a state is checked against, so a state of one policy is refused by a
+/// loader of another (and accepted by its own).
+#[test]
+fn issue33_mutants_sequential_a_state_of_one_end_policy_is_refused_by_another() {
+    use guideloom_loader::sequential::{SequentialEnd, SequentialLoader, StopQuery};
+    use std::sync::Arc;
+    let ends = || {
+        [
+            SequentialEnd::Exhaust,
+            SequentialEnd::Drop,
+            SequentialEnd::Pad,
+            SequentialEnd::Stop(Arc::new(|_: &StopQuery| true)),
+        ]
+    };
+    let loader = |end| {
+        SequentialLoader::builder(seq_shards(&[5, 3])).batch_size(2).end(end).workers(0).build().unwrap()
+    };
+    for (i, a) in ends().into_iter().enumerate() {
+        let mut it = loader(a).iter();
+        it.next().unwrap().unwrap();
+        let state = it.state();
+        for (j, b) in ends().into_iter().enumerate() {
+            let resumed = loader(b).iter_from(&state).map(|_| ());
+            if i == j {
+                assert!(resumed.is_ok(), "{i}");
+            } else {
+                let e = resumed.unwrap_err();
+                assert!(matches!(e, LoaderError::StateMismatch { field: "config", .. }), "{i} -> {j}: {e:?}");
+            }
+        }
+    }
+}
+
+/// Survivors `sequential/interleave.rs:34` (`window_order` -> `None`; `window > 1` -> `== 1`,
+/// `< 1`; `len > 1` -> `== 1`, `< 1`): a window shuffle does shuffle. One shard of 64, windows
+/// of 8: every window is a permutation of itself, some window is out of order, and two epochs
+/// order the windows differently; windows of 1 keep the shard's order.
+#[test]
+fn issue33_mutants_sequential_a_window_shuffle_shuffles() {
+    use guideloom_loader::sequential::SequentialLoader;
+    let run = |window| {
+        let loader = SequentialLoader::builder(seq_shards(&[64]))
+            .window_shuffle(window)
+            .shuffle(5)
+            .epochs(2)
+            .batch_size(8)
+            .workers(0)
+            .build()
+            .unwrap();
+        seq_records(loader.iter())
+    };
+    let ascending: Vec<(u64, u64)> = (0..8).map(|k| (0, k)).collect();
+    let shuffled = run(8);
+    assert_eq!(shuffled.len(), 16);
+    for (b, batch) in shuffled.iter().enumerate() {
+        let mut sorted = batch.clone();
+        sorted.sort_unstable();
+        let w = (b % 8) as u64 * 8;
+        assert_eq!(sorted, ascending.iter().map(|&(s, k)| (s, k + w)).collect::<Vec<_>>(), "batch {b}");
+    }
+    let out_of_order = shuffled.iter().filter(|b| b.windows(2).any(|p| p[0] > p[1])).count();
+    assert!(out_of_order >= 8, "only {out_of_order} of 16 windows shuffled");
+    assert_ne!(shuffled[..8], shuffled[8..], "epochs 0 and 1 shuffle alike");
+    for (b, batch) in run(1).iter().enumerate() {
+        let w = (b % 8) as u64 * 8;
+        assert_eq!(*batch, ascending.iter().map(|&(s, k)| (s, k + w)).collect::<Vec<_>>(), "batch {b}");
+    }
+}
+
+/// Survivor `sequential/interleave.rs:58` (the undelivered records' runs: `last.1 == r` ->
+/// `false`): consecutive dropped records are reported as one run. One shard of 5, batches of
+/// 3, the remainder dropped: records 3 and 4 in one report.
+#[test]
+fn issue33_mutants_sequential_dropped_records_are_reported_in_runs() {
+    use guideloom_loader::sequential::{Dropped, SequentialEnd, SequentialLoader};
+    let loader = SequentialLoader::builder(seq_shards(&[5, 2]))
+        .batch_size(3)
+        .end(SequentialEnd::Drop)
+        .workers(0)
+        .build()
+        .unwrap();
+    let mut it = loader.iter();
+    let batches = seq_records(&mut it);
+    assert_eq!(batches, [vec![(0, 0), (0, 1), (0, 2)], vec![(0, 3), (0, 4), (1, 0)]]);
+    assert_eq!(it.take_dropped(), [Dropped::Records { epoch: 0, shard: 1, start: 1, end: 2 }]);
+    let loader = SequentialLoader::builder(seq_shards(&[5]))
+        .batch_size(3)
+        .end(SequentialEnd::Drop)
+        .workers(0)
+        .build()
+        .unwrap();
+    let mut it = loader.iter();
+    assert_eq!(seq_records(&mut it), [vec![(0, 0), (0, 1), (0, 2)]]);
+    assert_eq!(it.take_dropped(), [Dropped::Records { epoch: 0, shard: 0, start: 3, end: 5 }]);
+}
+
+/// Survivors `sequential/interleave.rs:299` (a finished shard's slot taken by the next shard
+/// of the list: the guard -> `false`, `<` -> `>`): with 2 shards open, the next shard takes
+/// the finished one's slot and turn (Grain's interleave), it does not join at the end. One
+/// rank, shards `[1, 3, 2]` in order, cycle 2: 0.0, 1.0, then shard 2 in shard 0's slot:
+/// 2.0, 1.1, 2.1, 1.2.
+#[test]
+fn issue33_mutants_sequential_the_next_shard_takes_the_finished_ones_slot() {
+    use guideloom_loader::sequential::SequentialLoader;
+    for known in [true, false] {
+        let source = if known { seq_shards(&[1, 3, 2]) } else { seq_shards(&[1, 3, 2]).without_lengths() };
+        let loader = SequentialLoader::builder(source).cycle(2).batch_size(1).workers(0).build().unwrap();
+        assert_eq!(loader.deal(0), [vec![0, 1, 2]], "known {known}");
+        let stream: Vec<(u64, u64)> = seq_records(loader.iter()).into_iter().flatten().collect();
+        assert_eq!(stream, [(0, 0), (1, 0), (2, 0), (1, 1), (2, 1), (1, 2)], "known {known}");
+    }
+}
+
+/// Survivor `sequential/loader.rs:201` (`states.is_empty() || ...` -> `&&`, which let an
+/// empty list through to `states[0]`: a panic): no state is refused, naming the world size.
+#[test]
+fn issue33_mutants_sequential_an_elastic_resume_from_no_state_is_refused() {
+    use guideloom_loader::sequential::SequentialLoader;
+    let loader = SequentialLoader::builder(seq_shards(&[2, 2])).workers(0).build().unwrap();
+    let e = loader.iter_from_ranks(&[]).map(|_| ()).unwrap_err();
+    assert!(matches!(e, LoaderError::StateMismatch { field: "world_size", .. }), "{e:?}");
+    assert_eq!(
+        e.to_string(),
+        "state mismatch: world_size: the loader has one state per rank 0..world_size of one world, the state has 0 states of ranks {}"
+    );
+}
+
+/// Survivor `sequential/producer.rs:122` (an unbounded loader stops only after an epoch that
+/// delivered nothing: `step == 0` -> `!= 0`): an unbounded loader over shards of unknown
+/// length goes on epoch after epoch; over shards without a record it ends.
+#[test]
+fn issue33_mutants_sequential_an_unbounded_loader_stops_only_on_empty_data() {
+    use guideloom_loader::sequential::SequentialLoader;
+    let loader = SequentialLoader::builder(seq_shards(&[2, 1]).without_lengths())
+        .unbounded()
+        .batch_size(2)
+        .workers(0)
+        .build()
+        .unwrap();
+    let epochs: Vec<u64> = loader.iter().take(6).map(|b| b.unwrap().epoch).collect();
+    assert_eq!(epochs, [0, 0, 1, 1, 2, 2]);
+    let empty = SequentialLoader::builder(seq_shards(&[0, 0]).without_lengths())
+        .unbounded()
+        .workers(0)
+        .build()
+        .unwrap();
+    assert_eq!(empty.iter().count(), 0);
+}
+
+/// Survivor `sequential/producer.rs:135` (records left at an epoch's end are reported as
+/// dropped only under `SequentialEnd::Drop`: `Drop && !padding` -> `||`): a stop hook's early
+/// end reports the rest of the stream (`Dropped::Rest`), not dropped records, with shard
+/// lengths known too. Shards `[5, 3, 4, 2]`, rank 0 of 2 reads shards 0 and 3; the hook
+/// refuses step 2.
+#[test]
+fn issue33_mutants_sequential_a_stopped_epoch_reports_its_rest_not_dropped_records() {
+    use guideloom_loader::sequential::{Dropped, SequentialEnd, SequentialLoader, StopQuery};
+    use std::sync::Arc;
+    for known in [true, false] {
+        let source =
+            if known { seq_shards(&[5, 3, 4, 2]) } else { seq_shards(&[5, 3, 4, 2]).without_lengths() };
+        let loader = SequentialLoader::builder(source)
+            .shard(0, 2)
+            .cycle(2)
+            .batch_size(2)
+            .end(SequentialEnd::Stop(Arc::new(|q: &StopQuery| q.full && q.step < 2)))
+            .workers(0)
+            .build()
+            .unwrap();
+        let mut it = loader.iter();
+        let records: Vec<(u64, u64)> = seq_records(&mut it).into_iter().flatten().collect();
+        let rest: Vec<(u64, u64)> = it
+            .take_dropped()
+            .into_iter()
+            .map(|d| match d {
+                Dropped::Rest { epoch: 0, from } => (from.shard, from.pos.record),
+                other => panic!("known {known}: unexpected {other:?}"),
+            })
+            .collect();
+        if known {
+            assert_eq!(records, [(0, 0), (3, 0), (0, 1), (3, 1)]);
+            assert_eq!(rest, [(0, 2), (3, 2)]);
+        } else {
+            assert_eq!(records, [(0, 0), (2, 0), (0, 1), (2, 1)]);
+            assert_eq!(rest, [(0, 2), (2, 2)]);
+        }
+    }
+}
+
+/// Survivors `sequential/builder.rs:35`, `iter.rs:45`, `loader.rs:75` (the `Debug` of the
+/// sequential builder's kind, of the loader and of its iterator -> nothing written): the
+/// exact text.
+#[test]
+fn issue33_mutants_sequential_debug_names_the_settings() {
+    use guideloom_loader::sequential::SequentialLoader;
+    let builder = SequentialLoader::builder(seq_shards(&[2, 1])).cycle(2).window_shuffle(4).workers(0);
+    let text = format!("{builder:?}");
+    assert!(
+        text.contains("kind: Sequential { cycle: 2, window: 4, end: Exhaust, pack: None, .. }"),
+        "{text}"
+    );
+    let loader = builder.build().unwrap();
+    assert_eq!(
+        format!("{loader:?}"),
+        "SequentialLoader { options: LoaderOptions { seed: 0, shuffle: false, epochs: Some(1), rank: 0, \
+         world_size: 1, batch_size: 32, batch_size_set: false, workers: 0, prefetch: None, transforms: 0 }, \
+         end: Exhaust, shards: 2, workers: 0, prefetch: 1, .. }"
+    );
+    let mut it = loader.iter();
+    it.next().unwrap().unwrap();
+    let text = format!("{it:?}");
+    assert!(
+        text.starts_with(
+            "SequentialIter { state: SequentialState { version: 1, epoch: 0, batch: 1, step: 1,"
+        ),
+        "{text}"
+    );
+    assert!(text.ends_with(" }, queued: 0, done: false, .. }"), "{text}");
+}
+
+/// Shards whose readers count the records read.
+struct CountedShards {
+    inner: guideloom_loader::sequential::VecShards<(u64, u64)>,
+    reads: std::sync::Arc<std::sync::atomic::AtomicU64>,
+}
+
+struct CountedReader {
+    inner: guideloom_loader::sequential::VecShardReader<(u64, u64)>,
+    reads: std::sync::Arc<std::sync::atomic::AtomicU64>,
+}
+
+impl guideloom_loader::sequential::ShardReader for CountedReader {
+    type Item = (u64, u64);
+    fn next_record(&mut self) -> Result<Option<(u64, u64)>, LoaderError> {
+        let r = self.inner.next_record()?;
+        if r.is_some() {
+            self.reads.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        }
+        Ok(r)
+    }
+    fn pos(&self) -> guideloom_loader::sequential::ShardPos {
+        self.inner.pos()
+    }
+}
+
+impl guideloom_loader::sequential::SequentialSource for CountedShards {
+    type Item = (u64, u64);
+    type Reader = CountedReader;
+    fn shards(&self) -> Vec<guideloom_loader::sequential::ShardInfo> {
+        self.inner.shards()
+    }
+    fn open(
+        &self,
+        shard: u64,
+        at: guideloom_loader::sequential::ShardPos,
+    ) -> Result<CountedReader, LoaderError> {
+        Ok(CountedReader { inner: self.inner.open(shard, at)?, reads: std::sync::Arc::clone(&self.reads) })
+    }
+}
+
+/// Survivor `sequential/iter.rs:114` (the read-ahead `queue < prefetch` -> `<=`): a
+/// sequential loader reads `prefetch` batches ahead of the one delivered, not one more.
+/// Batches of one record from one shard of 10: after the first batch, 1 + prefetch records
+/// are read with worker threads, 1 without.
+#[test]
+fn issue33_mutants_sequential_prefetch_reads_that_many_batches_ahead() {
+    use guideloom_loader::sequential::SequentialLoader;
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::sync::Arc;
+    for (workers, prefetch, after_one) in [(0, 1, 1), (1, 1, 2), (1, 2, 3), (2, 4, 5)] {
+        let reads = Arc::new(AtomicU64::new(0));
+        let source = CountedShards { inner: seq_shards(&[10]), reads: Arc::clone(&reads) };
+        let loader = SequentialLoader::builder(source)
+            .batch_size(1)
+            .workers(workers)
+            .prefetch(prefetch)
+            .build()
+            .unwrap();
+        let mut it = loader.iter();
+        assert_eq!(it.next().unwrap().unwrap().data, [(0, 0)]);
+        assert_eq!(reads.load(Ordering::SeqCst), after_one, "{workers} workers, prefetch {prefetch}");
+        assert_eq!(it.count(), 9);
+        assert_eq!(reads.load(Ordering::SeqCst), 10);
+    }
+}
