@@ -648,6 +648,10 @@ fn issue33_mutants_sequential_a_batch_counts_its_records_with_padding() {
     let batches: Vec<_> = loader.iter().map(Result::unwrap).collect();
     assert_eq!(batches.iter().map(|b| (b.len(), b.is_empty())).collect::<Vec<_>>(), [(2, false); 4]);
     assert_eq!(batches[3].padding, [false, true]);
+    // The count is of `records` (its fields are public): emptied, the batch is empty.
+    let mut emptied = batches[0].clone();
+    emptied.records.clear();
+    assert_eq!((emptied.len(), emptied.is_empty()), (0, true));
     let three = SequentialLoader::builder(seq_shards(&[3])).batch_size(3).workers(0).build().unwrap();
     assert_eq!(three.iter().map(|b| b.unwrap().len()).collect::<Vec<_>>(), [3]);
 }
@@ -962,4 +966,62 @@ fn issue33_mutants_sequential_prefetch_reads_that_many_batches_ahead() {
         assert_eq!(it.count(), 9);
         assert_eq!(reads.load(Ordering::SeqCst), 10);
     }
+}
+
+/// Survivors `sequential/source.rs:93` (the default `SequentialSource::fingerprint` -> 1),
+/// `101`, `107` (`Arc<T>` as a source: `shards` -> empty or one default shard, `fingerprint`
+/// -> 0, 1) and `189` (`VecShards::fingerprint` -> 0, 1): a source without its own
+/// fingerprint has 0, as documented; `VecShards` has the one it was given and a state of one
+/// is refused over another; an `Arc` of a source is that source.
+#[test]
+fn issue33_mutants_sequential_source_fingerprints_and_arc_sources() {
+    use guideloom_loader::sequential::{SequentialLoader, SequentialSource, ShardInfo};
+    use std::sync::atomic::AtomicU64;
+    use std::sync::Arc;
+    let counted = CountedShards { inner: seq_shards(&[3]), reads: Arc::new(AtomicU64::new(0)) };
+    assert_eq!(counted.fingerprint(), 0, "the trait's default");
+    assert_eq!(seq_shards(&[3]).fingerprint(), 0);
+    assert_eq!(seq_shards(&[3]).with_fingerprint(7).fingerprint(), 7);
+    let arc = Arc::new(seq_shards(&[3, 1]).with_fingerprint(7));
+    assert_eq!(arc.fingerprint(), 7);
+    assert_eq!(arc.shards(), [ShardInfo { len_hint: Some(3) }, ShardInfo { len_hint: Some(1) }]);
+    let over_arc = SequentialLoader::builder(Arc::clone(&arc)).batch_size(2).workers(0).build().unwrap();
+    let over_vec = SequentialLoader::builder(seq_shards(&[3, 1]).with_fingerprint(7))
+        .batch_size(2)
+        .workers(0)
+        .build()
+        .unwrap();
+    assert_eq!(seq_records(over_arc.iter()), seq_records(over_vec.iter()));
+    let mut it = over_arc.iter();
+    it.next().unwrap().unwrap();
+    let state = it.state();
+    assert!(over_vec.iter_from(&state).is_ok());
+    let other = SequentialLoader::builder(seq_shards(&[3, 1]).with_fingerprint(8))
+        .batch_size(2)
+        .workers(0)
+        .build()
+        .unwrap();
+    let e = other.iter_from(&state).map(|_| ()).unwrap_err();
+    assert!(matches!(e, LoaderError::StateMismatch { field: "source", .. }), "{e:?}");
+}
+
+/// Survivor `sequential/source.rs:179` (`VecShards::open` refuses a position whose record
+/// and offset differ `||` one past the shard's end -> `&&`): each alone is refused, naming
+/// the shard and record; the shard's end itself is a position (it reads nothing).
+#[test]
+fn issue33_mutants_sequential_vec_shards_open_only_their_positions() {
+    use guideloom_loader::sequential::{SequentialSource, ShardPos, ShardReader};
+    let s = seq_shards(&[3]);
+    for (record, offset) in [(1, 2), (4, 4), (5, 4)] {
+        let e = s.open(0, ShardPos { record, offset }).map(|_| ()).unwrap_err();
+        assert!(
+            matches!(e, LoaderError::Shard { shard: 0, record: r, .. } if r == record),
+            "{record}/{offset}: {e:?}"
+        );
+    }
+    let mut end = s.open(0, ShardPos { record: 3, offset: 3 }).unwrap();
+    assert_eq!(end.next_record().unwrap(), None);
+    let mut mid = s.open(0, ShardPos { record: 2, offset: 2 }).unwrap();
+    assert_eq!(mid.next_record().unwrap(), Some((0, 2)));
+    assert!(matches!(s.open(1, ShardPos::START), Err(LoaderError::IndexOutOfRange { index: 1, len: 1 })));
 }
