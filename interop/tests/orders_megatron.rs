@@ -495,3 +495,23 @@ fn issue32_blend_sizes_and_weights_are_checked_before_allocation() {
     let ok = BlendIndex::new(&[1.0, 3.0], 1000, 0.0).unwrap();
     assert_eq!(ok.len(), 1000);
 }
+
+/// Issue 33, survivors of the `orders` mutation run in `exhaustive_into` (`w_i * x` -> `+`,
+/// `/`; ties `>` -> `>=`; `s += 1` -> `*=`; `sizes[i] > 0` -> `>=`): with two components the
+/// rule's `x` cancels out of every comparison, so three are needed. Worked by hand: sizes
+/// `[1, 1, 8]` weigh 0.1, 0.1, 0.8; `w_i * max(s, 1) - count_i` picks 2 (0.8), 0 (0.1, 0.1,
+/// -0.2: the tie to the lowest), 2 at s = 2 (-0.8, 0.2, 0.6), 2 at s = 3 (-0.7, 0.3, 0.4), 1 at
+/// s = 4 (-0.6, 0.4, 0.2: the last of component 1), then 2 alone. Equal sizes tie at every step
+/// and go to the lowest component first. A component of size 0 is never drawn.
+#[test]
+fn issue33_orders_exhaustive_blend_with_three_components_ties_and_empty_ones() {
+    assert_eq!(
+        megatron_exhaustive_blending_indices(&[1, 1, 8]),
+        (vec![2, 0, 2, 2, 1, 2, 2, 2, 2, 2], vec![0, 0, 1, 2, 0, 3, 4, 5, 6, 7])
+    );
+    assert_eq!(megatron_exhaustive_blending_indices(&[1, 1]), (vec![0, 1], vec![0, 0]));
+    assert_eq!(megatron_exhaustive_blending_indices(&[1, 1, 1, 1]), (vec![0, 1, 2, 3], vec![0; 4]));
+    assert_eq!(megatron_exhaustive_blending_indices(&[0, 2]), (vec![1, 1], vec![0, 1]));
+    assert_eq!(megatron_exhaustive_blending_indices(&[2, 0, 1]), (vec![0, 2, 0], vec![0, 0, 1]));
+    assert_eq!(megatron_exhaustive_blending_indices(&[0, 0]), (vec![], vec![]));
+}

@@ -67,4 +67,20 @@ mod tests {
         }
         assert_eq!(super::index_vec::<u32>("x", 10).unwrap().capacity(), 10);
     }
+
+    /// Issue 33 (the `orders` mutation run: `bytes > MAX_INDEX_BYTES` -> `>=`): an index of
+    /// exactly [`super::MAX_INDEX_BYTES`] is allowed, one entry more is refused (checked
+    /// without allocating).
+    #[test]
+    fn issue33_orders_index_bytes_limit_on_both_sides() {
+        let at = super::MAX_INDEX_BYTES / 8;
+        assert_eq!(super::check_index::<u64>("shuffle index", at).unwrap(), at as usize);
+        match super::check_index::<u64>("shuffle index", at + 1) {
+            Err(crate::InteropError::IndexTooLarge { count, bytes, .. }) => {
+                assert_eq!((count, bytes), (at + 1, super::MAX_INDEX_BYTES + 8))
+            }
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(super::check_index::<[u8; 10]>("blend index", 0).unwrap(), 0);
+    }
 }
