@@ -515,3 +515,59 @@ fn issue33_orders_exhaustive_blend_with_three_components_ties_and_empty_ones() {
     assert_eq!(megatron_exhaustive_blending_indices(&[2, 0, 1]), (vec![0, 2, 0], vec![0, 0, 1]));
     assert_eq!(megatron_exhaustive_blending_indices(&[0, 0]), (vec![], vec![]));
 }
+
+/// Issue 33, survivors of the `orders` mutation run in `run.rs`, `blend.rs` and `samples.rs`
+/// (a run's start state, offset, blend flag and fingerprint; the blend's weights and
+/// emptiness; the samples' `Debug`, fingerprint and end): two datasets blended 30 : 70, 10
+/// samples, micro batches of 2 on 2 ranks (global batch 4). `consumed_samples` 6 starts at
+/// step `6 div 4` = 1, sample `6 mod 4` = 2.
+#[test]
+fn issue33_orders_a_megatron_run_starts_where_its_consumed_samples_say() {
+    use guideloom_interop::{megatron_samples, MegatronRun, MegatronRunOptions};
+    let a = megatron(&sample("megatron/gpt2_text_document"));
+    let b = megatron(&sample("megatron/other_text_document"));
+    let c = GptConfig::new(4, 1234).split("1,0,0").num_samples(10);
+    let weighted = [(Some(30.0), a.clone()), (Some(70.0), b.clone())];
+    let open = |datasets: &[(Option<f64>, ForeignDataset)], consumed| {
+        let run = MegatronRunOptions::new(2).shard(0, 2).consumed_samples(consumed);
+        MegatronRun::open(datasets, &c, &run, ReadOptions::default()).unwrap()
+    };
+    for (consumed, next_batch, offset) in [(0, 0, 0), (3, 0, 3), (4, 1, 0), (6, 1, 2)] {
+        let run = open(&weighted, consumed);
+        assert_eq!(
+            (run.state.next_batch, run.offset, run.blend),
+            (next_batch, offset, true),
+            "consumed {consumed}"
+        );
+        assert_eq!(run.loader.source().len(), 10 - offset, "consumed {consumed}");
+    }
+    let single = open(&[(Some(1.0), a.clone())], 0);
+    assert!(!single.blend);
+    let unweighted = open(&[(None, a.clone()), (None, b.clone())], 0);
+    assert!(unweighted.blend);
+    let prints = [open(&weighted, 0).fingerprint(), single.fingerprint(), unweighted.fingerprint()];
+    assert!(prints[0] != prints[1] && prints[1] != prints[2] && prints[0] != prints[2], "{prints:?}");
+    let e = megatron_samples(&[(Some(1.0), a.clone()), (None, b.clone())], &c, ReadOptions::default())
+        .unwrap_err();
+    assert!(
+        matches!(&e, InteropError::InvalidConfig { field: "datasets", detail } if detail == "either every dataset has a weight or none has"),
+        "{e}"
+    );
+    // The blend's normalised weights, its emptiness, the samples' Debug and end.
+    let samples = megatron_samples(&weighted, &c, ReadOptions::default()).unwrap();
+    let bi = samples.blend().unwrap();
+    assert_eq!((bi.weights(), bi.is_empty()), (&[0.3, 0.7][..], false));
+    assert_eq!(format!("{samples:?}"), "MegatronSamples { components: 2, samples: 10 }");
+    assert!(matches!(samples.get(10), Err(LoaderError::IndexOutOfRange { index: 10, len: 10 })));
+    assert_eq!(BlendIndex::unweighted(&[3, 2], None).unwrap().weights(), [0.6, 0.4]);
+    assert_eq!(BlendIndex::unweighted(&[3, 2], Some(4)).unwrap().weights(), [0.6, 0.4]);
+    // The train split's samples do not depend on the pad id, nor does their fingerprint.
+    let one =
+        |c: &GptConfig| MegatronSamples::open(&[(1.0, &a)], c, ReadOptions::default()).unwrap().fingerprint();
+    assert_eq!(one(&c), one(&c.clone().pad_token_id(7)));
+    let mut keep = c.clone();
+    keep.drop_last_partial_validation = false;
+    assert_eq!(one(&keep), one(&keep.clone().pad_token_id(7)), "train: nothing is padded, kept or not");
+    let empty = BlendIndex::unweighted(&[3, 2], Some(0)).unwrap();
+    assert_eq!((empty.len(), empty.is_empty()), (0, true));
+}
