@@ -571,3 +571,17 @@ fn issue33_orders_a_megatron_run_starts_where_its_consumed_samples_say() {
     let empty = BlendIndex::unweighted(&[3, 2], Some(0)).unwrap();
     assert_eq!((empty.len(), empty.is_empty()), (0, true));
 }
+
+/// Issue 33, survivor of the `orders` run in `mt19937.rs` (`Debug` -> nothing written): the
+/// generator's `Debug` names its position in the 624-word state, which moves with each draw.
+#[test]
+fn issue33_orders_mt19937_debug_names_its_position() {
+    let mut g = Mt19937::new(5).unwrap();
+    let before = format!("{g:?}");
+    g.next_u32();
+    let after = format!("{g:?}");
+    for text in [&before, &after] {
+        assert!(text.starts_with("Mt19937 { index: ") && text.ends_with(", .. }"), "{text}");
+    }
+    assert_ne!(before, after);
+}
