@@ -616,13 +616,6 @@ fn issue33_mutants_pack_a_document_too_long_fails_the_first_batch_that_meets_it(
     }
 }
 
-/// Shards of the given lengths for the sequential tests; record `k` of shard `s` is `(s, k)`.
-fn seq_shards(lengths: &[u64]) -> guideloom_loader::sequential::VecShards<(u64, u64)> {
-    guideloom_loader::sequential::VecShards::new(
-        lengths.iter().enumerate().map(|(s, &n)| (0..n).map(|k| (s as u64, k)).collect()).collect(),
-    )
-}
-
 /// The records of a sequential run, padding included, batch by batch.
 fn seq_records(
     it: impl Iterator<Item = Result<guideloom_loader::sequential::SequentialBatch<Vec<(u64, u64)>>, LoaderError>>,
@@ -637,7 +630,7 @@ fn seq_records(
 #[test]
 fn issue33_mutants_sequential_a_batch_counts_its_records_with_padding() {
     use guideloom_loader::sequential::{SequentialEnd, SequentialLoader};
-    let loader = SequentialLoader::builder(seq_shards(&[5, 3, 4, 2]))
+    let loader = SequentialLoader::builder(crate::sequential::shards(&[5, 3, 4, 2]))
         .shard(0, 2)
         .cycle(2)
         .batch_size(2)
@@ -652,7 +645,8 @@ fn issue33_mutants_sequential_a_batch_counts_its_records_with_padding() {
     let mut emptied = batches[0].clone();
     emptied.records.clear();
     assert_eq!((emptied.len(), emptied.is_empty()), (0, true));
-    let three = SequentialLoader::builder(seq_shards(&[3])).batch_size(3).workers(0).build().unwrap();
+    let three =
+        SequentialLoader::builder(crate::sequential::shards(&[3])).batch_size(3).workers(0).build().unwrap();
     assert_eq!(three.iter().map(|b| b.unwrap().len()).collect::<Vec<_>>(), [3]);
 }
 
@@ -662,7 +656,7 @@ fn issue33_mutants_sequential_a_batch_counts_its_records_with_padding() {
 #[test]
 fn issue33_mutants_sequential_builder_bounds_on_both_sides() {
     use guideloom_loader::sequential::SequentialLoader;
-    let b = || SequentialLoader::builder(seq_shards(&[2, 2])).workers(0);
+    let b = || SequentialLoader::builder(crate::sequential::shards(&[2, 2])).workers(0);
     let refusal = |r: Result<_, LoaderError>| match r.map(|_: SequentialLoader<_>| ()) {
         Err(LoaderError::InvalidConfig { field, detail }) => format!("{field}: {detail}"),
         other => panic!("expected InvalidConfig, got {other:?}"),
@@ -697,7 +691,12 @@ fn issue33_mutants_sequential_a_state_of_one_end_policy_is_refused_by_another() 
         ]
     };
     let loader = |end| {
-        SequentialLoader::builder(seq_shards(&[5, 3])).batch_size(2).end(end).workers(0).build().unwrap()
+        SequentialLoader::builder(crate::sequential::shards(&[5, 3]))
+            .batch_size(2)
+            .end(end)
+            .workers(0)
+            .build()
+            .unwrap()
     };
     for (i, a) in ends().into_iter().enumerate() {
         let mut it = loader(a).iter();
@@ -723,7 +722,7 @@ fn issue33_mutants_sequential_a_state_of_one_end_policy_is_refused_by_another() 
 fn issue33_mutants_sequential_a_window_shuffle_shuffles() {
     use guideloom_loader::sequential::SequentialLoader;
     let run = |window| {
-        let loader = SequentialLoader::builder(seq_shards(&[64]))
+        let loader = SequentialLoader::builder(crate::sequential::shards(&[64]))
             .window_shuffle(window)
             .shuffle(5)
             .epochs(2)
@@ -733,21 +732,20 @@ fn issue33_mutants_sequential_a_window_shuffle_shuffles() {
             .unwrap();
         seq_records(loader.iter())
     };
-    let ascending: Vec<(u64, u64)> = (0..8).map(|k| (0, k)).collect();
+    // Batch b (windows of 8, one per batch) in the shard's order.
+    let in_order = |b: usize| -> Vec<(u64, u64)> { (0..8).map(|k| (0, (b % 8) as u64 * 8 + k)).collect() };
     let shuffled = run(8);
     assert_eq!(shuffled.len(), 16);
     for (b, batch) in shuffled.iter().enumerate() {
         let mut sorted = batch.clone();
         sorted.sort_unstable();
-        let w = (b % 8) as u64 * 8;
-        assert_eq!(sorted, ascending.iter().map(|&(s, k)| (s, k + w)).collect::<Vec<_>>(), "batch {b}");
+        assert_eq!(sorted, in_order(b), "batch {b}");
     }
     let out_of_order = shuffled.iter().filter(|b| b.windows(2).any(|p| p[0] > p[1])).count();
     assert!(out_of_order >= 8, "only {out_of_order} of 16 windows shuffled");
     assert_ne!(shuffled[..8], shuffled[8..], "epochs 0 and 1 shuffle alike");
     for (b, batch) in run(1).iter().enumerate() {
-        let w = (b % 8) as u64 * 8;
-        assert_eq!(*batch, ascending.iter().map(|&(s, k)| (s, k + w)).collect::<Vec<_>>(), "batch {b}");
+        assert_eq!(*batch, in_order(b), "batch {b}");
     }
 }
 
@@ -757,25 +755,25 @@ fn issue33_mutants_sequential_a_window_shuffle_shuffles() {
 #[test]
 fn issue33_mutants_sequential_dropped_records_are_reported_in_runs() {
     use guideloom_loader::sequential::{Dropped, SequentialEnd, SequentialLoader};
-    let loader = SequentialLoader::builder(seq_shards(&[5, 2]))
-        .batch_size(3)
-        .end(SequentialEnd::Drop)
-        .workers(0)
-        .build()
-        .unwrap();
-    let mut it = loader.iter();
-    let batches = seq_records(&mut it);
-    assert_eq!(batches, [vec![(0, 0), (0, 1), (0, 2)], vec![(0, 3), (0, 4), (1, 0)]]);
-    assert_eq!(it.take_dropped(), [Dropped::Records { epoch: 0, shard: 1, start: 1, end: 2 }]);
-    let loader = SequentialLoader::builder(seq_shards(&[5]))
-        .batch_size(3)
-        .end(SequentialEnd::Drop)
-        .workers(0)
-        .build()
-        .unwrap();
-    let mut it = loader.iter();
-    assert_eq!(seq_records(&mut it), [vec![(0, 0), (0, 1), (0, 2)]]);
-    assert_eq!(it.take_dropped(), [Dropped::Records { epoch: 0, shard: 0, start: 3, end: 5 }]);
+    let cases: [(&[u64], Vec<Vec<(u64, u64)>>, Dropped); 2] = [
+        (
+            &[5, 2],
+            vec![vec![(0, 0), (0, 1), (0, 2)], vec![(0, 3), (0, 4), (1, 0)]],
+            Dropped::Records { epoch: 0, shard: 1, start: 1, end: 2 },
+        ),
+        (&[5], vec![vec![(0, 0), (0, 1), (0, 2)]], Dropped::Records { epoch: 0, shard: 0, start: 3, end: 5 }),
+    ];
+    for (lengths, batches, dropped) in cases {
+        let loader = SequentialLoader::builder(crate::sequential::shards(lengths))
+            .batch_size(3)
+            .end(SequentialEnd::Drop)
+            .workers(0)
+            .build()
+            .unwrap();
+        let mut it = loader.iter();
+        assert_eq!(seq_records(&mut it), batches, "{lengths:?}");
+        assert_eq!(it.take_dropped(), [dropped], "{lengths:?}");
+    }
 }
 
 /// Survivors `sequential/interleave.rs:299` (a finished shard's slot taken by the next shard
@@ -787,7 +785,11 @@ fn issue33_mutants_sequential_dropped_records_are_reported_in_runs() {
 fn issue33_mutants_sequential_the_next_shard_takes_the_finished_ones_slot() {
     use guideloom_loader::sequential::SequentialLoader;
     for known in [true, false] {
-        let source = if known { seq_shards(&[1, 3, 2]) } else { seq_shards(&[1, 3, 2]).without_lengths() };
+        let source = if known {
+            crate::sequential::shards(&[1, 3, 2])
+        } else {
+            crate::sequential::shards(&[1, 3, 2]).without_lengths()
+        };
         let loader = SequentialLoader::builder(source).cycle(2).batch_size(1).workers(0).build().unwrap();
         assert_eq!(loader.deal(0), [vec![0, 1, 2]], "known {known}");
         let stream: Vec<(u64, u64)> = seq_records(loader.iter()).into_iter().flatten().collect();
@@ -800,7 +802,7 @@ fn issue33_mutants_sequential_the_next_shard_takes_the_finished_ones_slot() {
 #[test]
 fn issue33_mutants_sequential_an_elastic_resume_from_no_state_is_refused() {
     use guideloom_loader::sequential::SequentialLoader;
-    let loader = SequentialLoader::builder(seq_shards(&[2, 2])).workers(0).build().unwrap();
+    let loader = SequentialLoader::builder(crate::sequential::shards(&[2, 2])).workers(0).build().unwrap();
     let e = loader.iter_from_ranks(&[]).map(|_| ()).unwrap_err();
     assert!(matches!(e, LoaderError::StateMismatch { field: "world_size", .. }), "{e:?}");
     assert_eq!(
@@ -815,7 +817,7 @@ fn issue33_mutants_sequential_an_elastic_resume_from_no_state_is_refused() {
 #[test]
 fn issue33_mutants_sequential_an_unbounded_loader_stops_only_on_empty_data() {
     use guideloom_loader::sequential::SequentialLoader;
-    let loader = SequentialLoader::builder(seq_shards(&[2, 1]).without_lengths())
+    let loader = SequentialLoader::builder(crate::sequential::shards(&[2, 1]).without_lengths())
         .unbounded()
         .batch_size(2)
         .workers(0)
@@ -823,7 +825,7 @@ fn issue33_mutants_sequential_an_unbounded_loader_stops_only_on_empty_data() {
         .unwrap();
     let epochs: Vec<u64> = loader.iter().take(6).map(|b| b.unwrap().epoch).collect();
     assert_eq!(epochs, [0, 0, 1, 1, 2, 2]);
-    let empty = SequentialLoader::builder(seq_shards(&[0, 0]).without_lengths())
+    let empty = SequentialLoader::builder(crate::sequential::shards(&[0, 0]).without_lengths())
         .unbounded()
         .workers(0)
         .build()
@@ -841,8 +843,11 @@ fn issue33_mutants_sequential_a_stopped_epoch_reports_its_rest_not_dropped_recor
     use guideloom_loader::sequential::{Dropped, SequentialEnd, SequentialLoader, StopQuery};
     use std::sync::Arc;
     for known in [true, false] {
-        let source =
-            if known { seq_shards(&[5, 3, 4, 2]) } else { seq_shards(&[5, 3, 4, 2]).without_lengths() };
+        let source = if known {
+            crate::sequential::shards(&[5, 3, 4, 2])
+        } else {
+            crate::sequential::shards(&[5, 3, 4, 2]).without_lengths()
+        };
         let loader = SequentialLoader::builder(source)
             .shard(0, 2)
             .cycle(2)
@@ -877,7 +882,8 @@ fn issue33_mutants_sequential_a_stopped_epoch_reports_its_rest_not_dropped_recor
 #[test]
 fn issue33_mutants_sequential_debug_names_the_settings() {
     use guideloom_loader::sequential::SequentialLoader;
-    let builder = SequentialLoader::builder(seq_shards(&[2, 1])).cycle(2).window_shuffle(4).workers(0);
+    let builder =
+        SequentialLoader::builder(crate::sequential::shards(&[2, 1])).cycle(2).window_shuffle(4).workers(0);
     let text = format!("{builder:?}");
     assert!(
         text.contains("kind: Sequential { cycle: 2, window: 4, end: Exhaust, pack: None, .. }"),
@@ -953,7 +959,7 @@ fn issue33_mutants_sequential_prefetch_reads_that_many_batches_ahead() {
     use std::sync::Arc;
     for (workers, prefetch, after_one) in [(0, 1, 1), (1, 1, 2), (1, 2, 3), (2, 4, 5)] {
         let reads = Arc::new(AtomicU64::new(0));
-        let source = CountedShards { inner: seq_shards(&[10]), reads: Arc::clone(&reads) };
+        let source = CountedShards { inner: crate::sequential::shards(&[10]), reads: Arc::clone(&reads) };
         let loader = SequentialLoader::builder(source)
             .batch_size(1)
             .workers(workers)
@@ -978,15 +984,16 @@ fn issue33_mutants_sequential_source_fingerprints_and_arc_sources() {
     use guideloom_loader::sequential::{SequentialLoader, SequentialSource, ShardInfo};
     use std::sync::atomic::AtomicU64;
     use std::sync::Arc;
-    let counted = CountedShards { inner: seq_shards(&[3]), reads: Arc::new(AtomicU64::new(0)) };
+    let counted =
+        CountedShards { inner: crate::sequential::shards(&[3]), reads: Arc::new(AtomicU64::new(0)) };
     assert_eq!(counted.fingerprint(), 0, "the trait's default");
-    assert_eq!(seq_shards(&[3]).fingerprint(), 0);
-    assert_eq!(seq_shards(&[3]).with_fingerprint(7).fingerprint(), 7);
-    let arc = Arc::new(seq_shards(&[3, 1]).with_fingerprint(7));
+    assert_eq!(crate::sequential::shards(&[3]).fingerprint(), 0);
+    assert_eq!(crate::sequential::shards(&[3]).with_fingerprint(7).fingerprint(), 7);
+    let arc = Arc::new(crate::sequential::shards(&[3, 1]).with_fingerprint(7));
     assert_eq!(arc.fingerprint(), 7);
     assert_eq!(arc.shards(), [ShardInfo { len_hint: Some(3) }, ShardInfo { len_hint: Some(1) }]);
     let over_arc = SequentialLoader::builder(Arc::clone(&arc)).batch_size(2).workers(0).build().unwrap();
-    let over_vec = SequentialLoader::builder(seq_shards(&[3, 1]).with_fingerprint(7))
+    let over_vec = SequentialLoader::builder(crate::sequential::shards(&[3, 1]).with_fingerprint(7))
         .batch_size(2)
         .workers(0)
         .build()
@@ -996,7 +1003,7 @@ fn issue33_mutants_sequential_source_fingerprints_and_arc_sources() {
     it.next().unwrap().unwrap();
     let state = it.state();
     assert!(over_vec.iter_from(&state).is_ok());
-    let other = SequentialLoader::builder(seq_shards(&[3, 1]).with_fingerprint(8))
+    let other = SequentialLoader::builder(crate::sequential::shards(&[3, 1]).with_fingerprint(8))
         .batch_size(2)
         .workers(0)
         .build()
@@ -1011,7 +1018,7 @@ fn issue33_mutants_sequential_source_fingerprints_and_arc_sources() {
 #[test]
 fn issue33_mutants_sequential_vec_shards_open_only_their_positions() {
     use guideloom_loader::sequential::{SequentialSource, ShardPos, ShardReader};
-    let s = seq_shards(&[3]);
+    let s = crate::sequential::shards(&[3]);
     for (record, offset) in [(1, 2), (4, 4), (5, 4)] {
         let e = s.open(0, ShardPos { record, offset }).map(|_| ()).unwrap_err();
         assert!(

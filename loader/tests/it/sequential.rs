@@ -15,8 +15,8 @@ use proptest::prelude::*;
 /// A record `s.k` (record k of shard s) as the tests see it.
 type SK = (u64, u64);
 
-/// Shards of the given lengths; record k of shard s is `(s, k)`.
-fn shards(lengths: &[u64]) -> VecShards<SK> {
+/// Shards of the given lengths; record k of shard s is `(s, k)` (also used by `mutants.rs`).
+pub(crate) fn shards(lengths: &[u64]) -> VecShards<SK> {
     VecShards::new(
         lengths.iter().enumerate().map(|(s, &n)| (0..n).map(|k| (s as u64, k)).collect()).collect(),
     )
