@@ -755,7 +755,9 @@ fn issue33_mutants_sequential_a_window_shuffle_shuffles() {
 #[test]
 fn issue33_mutants_sequential_dropped_records_are_reported_in_runs() {
     use guideloom_loader::sequential::{Dropped, SequentialEnd, SequentialLoader};
-    let cases: [(&[u64], Vec<Vec<(u64, u64)>>, Dropped); 2] = [
+    /// Shard lengths, the batches delivered (records `(shard, k)`), the one drop report.
+    type Case = (&'static [u64], Vec<Vec<(u64, u64)>>, Dropped);
+    let cases: [Case; 2] = [
         (
             &[5, 2],
             vec![vec![(0, 0), (0, 1), (0, 2)], vec![(0, 3), (0, 4), (1, 0)]],
