@@ -8,7 +8,8 @@ use std::path::PathBuf;
 use guideloom_formats::IntTokenFormat;
 use guideloom_interop::{
     llmc_resume_state, llmc_shuffled_resume_state, llmc_shuffled_windows, llmc_windows, ForeignDataset,
-    ForeignFormat, ForeignOptions, InteropError, LlmcCheckpoint,
+    ForeignFormat, ForeignOptions, InteropError, LlmcCheckpoint, LlmcRun, LlmcRunOptions,
+    LLMC_MAX_SHUFFLED_WINDOWS,
 };
 use guideloom_loader::{Loader, Spans};
 use guideloom_storage::ReadOptions;
@@ -100,6 +101,20 @@ fn assert_checkpoint<T: std::fmt::Debug>(r: guideloom_interop::Result<T>, detail
             if d.starts_with(detail) => {}
         other => panic!("expected ForeignCheckpoint {{ detail: {detail:?}.. }}, got {other:?}"),
     }
+}
+
+/// An llm.c dataset of one shard (`x_train_000001.bin` under `dir`) of `tokens` gpt-2
+/// tokens `0, 1, ..`: llm.c's 1024-byte header (magic 20240520, version 1, the token count)
+/// and the tokens as little-endian u16.
+fn llmc_shard(dir: &std::path::Path, tokens: u16) -> ForeignDataset {
+    let mut shard = vec![0u8; 1024];
+    for (i, v) in [20240520u32, 1, u32::from(tokens)].into_iter().enumerate() {
+        shard[4 * i..4 * i + 4].copy_from_slice(&v.to_le_bytes());
+    }
+    shard.extend((0..tokens).flat_map(|t| t.to_le_bytes()));
+    let path = dir.join("x_train_000001.bin");
+    std::fs::write(&path, shard).unwrap();
+    ForeignDataset::open(&path, &ForeignOptions::new().format(ForeignFormat::Llmc)).unwrap()
 }
 
 fn llmc_order_dir() -> PathBuf {
@@ -271,12 +286,7 @@ fn llmc_checkpoints_resume_at_the_next_batch() {
 #[test]
 fn issue32_llmc_epoch_search_is_bounded_when_the_shard_holds_less_than_one_batch() {
     let dir = tempfile::tempdir().unwrap();
-    let mut shard = vec![0u8; 1024];
-    shard[..12].copy_from_slice(&[0x88, 0xd8, 0x34, 0x01, 1, 0, 0, 0, 9, 0, 0, 0]);
-    shard.extend((0u16..9).flat_map(|t| t.to_le_bytes()));
-    let path = dir.path().join("x_train_000001.bin");
-    std::fs::write(&path, shard).unwrap();
-    let data = ForeignDataset::open(&path, &ForeignOptions::new().format(ForeignFormat::Llmc)).unwrap();
+    let data = llmc_shard(dir.path(), 9);
     let bytes = std::fs::read(llmc_order_dir().join("state_shuffled_r0.bin")).unwrap();
     let c = LlmcCheckpoint::parse_header(&bytes).unwrap();
     let (tx, rx) = std::sync::mpsc::channel();
@@ -290,4 +300,99 @@ fn issue32_llmc_epoch_search_is_bounded_when_the_shard_holds_less_than_one_batch
         }
         other => panic!("expected ForeignCheckpoint (no epoch below 1), got {other:?}"),
     }
+}
+
+/// `r` is `InvalidConfig` of `field` with exactly `detail`.
+fn assert_config<T: std::fmt::Debug>(r: guideloom_interop::Result<T>, field: &str, detail: &str) {
+    match r {
+        Err(InteropError::InvalidConfig { field: f, detail: d }) if f == field && d == detail => {}
+        other => panic!("expected InvalidConfig {{ field: {field:?}, detail: {detail:?} }}, got {other:?}"),
+    }
+}
+
+/// Issue 33 (mutants of `llmc_run.rs:16`, `125`, `126`): a shuffled llm.c run lists every
+/// epoch's windows, at most 2^27 of them, counted from the shards' lengths before any is
+/// listed. One shard of 3 tokens holds one batch of B = 2, T = 1 ((3 - 1) / 2), so 2^27
+/// epochs are exactly the limit: the run passes it and is refused only by the next check
+/// (rank 1 of 1 process, which keeps the test from listing 2^27 windows); 2^27 + 1 epochs
+/// are refused by the limit itself.
+#[test]
+fn issue33_orders_a_shuffled_llmc_run_lists_at_most_2_pow_27_windows() {
+    assert_eq!(LLMC_MAX_SHUFFLED_WINDOWS, 134_217_728);
+    let dir = tempfile::tempdir().unwrap();
+    let data = llmc_shard(dir.path(), 3);
+    let open = |epochs: u64, rank: u64| {
+        let run = LlmcRunOptions::new(2, 1).shard(rank, 1).epochs(epochs).shuffle(true);
+        LlmcRun::open(&data, &run, ReadOptions::default())
+    };
+    assert_config(open(1 << 27, 1), "llmc", "process rank 1 of 1 processes");
+    assert_config(
+        open((1 << 27) + 1, 1),
+        "epochs",
+        "a shuffled llm.c run lists every epoch's windows: 134217729 epochs of about 1 are more \
+         than 134217728; ask for fewer epochs",
+    );
+    // Sequential, the windows are listed once whatever the epochs.
+    let sequential = LlmcRunOptions::new(2, 1).epochs((1 << 27) + 1);
+    let run = LlmcRun::open(&data, &sequential, ReadOptions::default()).unwrap();
+    assert_eq!((run.shuffle, run.per_epoch), (false, u64::MAX));
+}
+
+/// Issue 33 (mutants of `llmc_run.rs:143`, `159`, `160`): a shuffled run of 3 epochs over
+/// llm.c's order shards (41, 29, 53 and 36 tokens; B = 2, T = 2: 10 + 7 + 13 + 8 = 38
+/// batches an epoch) is one loader epoch of 114 batches, and `llmc_epoch` is the batch
+/// number divided by 38 at each epoch's first and last batch; its first 38 batches are a
+/// one-epoch run's. Sequential, `llmc_epoch` is the loader's epoch.
+#[test]
+fn issue33_orders_a_shuffled_llmc_run_numbers_its_epochs() {
+    let data = llmc_order_data();
+    let open = |run: &LlmcRunOptions| LlmcRun::open(&data, run, ReadOptions::default()).unwrap();
+    let batches =
+        |run: &LlmcRun| -> Vec<Vec<i64>> { run.loader.iter().map(|b| b.unwrap().data.remove(0)).collect() };
+    let run = open(&LlmcRunOptions::new(2, 2).epochs(3).shuffle(true));
+    assert_eq!((run.shuffle, run.per_epoch), (true, 38));
+    let got = batches(&run);
+    assert_eq!(got.len(), 114);
+    for (number, epoch) in [(0, 0), (37, 0), (38, 1), (75, 1), (76, 2), (113, 2)] {
+        assert_eq!(run.llmc_epoch(number, 0), epoch, "batch {number}");
+        assert_eq!(run.llmc_epoch(number, 7), epoch, "batch {number}, loader epoch 7");
+    }
+    let one = open(&LlmcRunOptions::new(2, 2).shuffle(true));
+    assert_eq!(one.per_epoch, 38);
+    assert_eq!(batches(&one), got[..38]);
+    let sequential = open(&LlmcRunOptions::new(2, 2).epochs(3));
+    for (number, epoch) in [(0, 0), (40, 1), (113, 2), (5, 9)] {
+        assert_eq!(sequential.llmc_epoch(number, epoch), epoch);
+    }
+}
+
+/// Issue 33 (mutants of `llmc_run.rs:182`, `190`): `position_state` takes a shuffled run's
+/// epochs `0..epochs` and refuses `epochs`; a sequential run's position takes epoch 0 only.
+/// The states it gives are those of `llmc_shuffled_resume_state` and `llmc_resume_state`.
+#[test]
+fn issue33_orders_an_llmc_position_state_checks_its_epoch() {
+    let data = llmc_order_data();
+    let shuffled =
+        LlmcRun::open(&data, &LlmcRunOptions::new(2, 2).epochs(3).shuffle(true), ReadOptions::default())
+            .unwrap();
+    let initial = shuffled.loader.initial_state();
+    for epoch in [0, 2] {
+        let want = llmc_shuffled_resume_state(&initial, &data, (2, 2, 1), 0, (epoch, 1, 3)).unwrap();
+        assert_eq!(shuffled.position_state(&data, (epoch, 1, 3)).unwrap(), want, "epoch {epoch}");
+    }
+    assert_eq!(shuffled.position_state(&data, (2, 0, 0)).unwrap().next_batch, 2 * 38);
+    assert_config(
+        shuffled.position_state(&data, (3, 1, 3)),
+        "epoch",
+        "epoch 3 is not one of the run's 3 epochs",
+    );
+    let sequential =
+        LlmcRun::open(&data, &LlmcRunOptions::new(2, 2).epochs(3), ReadOptions::default()).unwrap();
+    let want = llmc_resume_state(&sequential.loader.initial_state(), &data, (2, 2, 1), 1, 3).unwrap();
+    assert_eq!(sequential.position_state(&data, (0, 1, 3)).unwrap(), want);
+    assert_config(
+        sequential.position_state(&data, (1, 1, 3)),
+        "epoch",
+        "a sequential llm.c run's position has no epoch",
+    );
 }
