@@ -585,3 +585,120 @@ fn issue33_orders_mt19937_debug_names_its_position() {
     }
     assert_ne!(before, after);
 }
+
+/// `r` is `InvalidConfig` of `field` with exactly `detail`.
+fn assert_config<T: std::fmt::Debug>(r: guideloom_interop::Result<T>, field: &str, detail: &str) {
+    match r {
+        Err(InteropError::InvalidConfig { field: f, detail: d }) if f == field && d == detail => {}
+        other => panic!("expected InvalidConfig {{ field: {field:?}, detail: {detail:?} }}, got {other:?}"),
+    }
+}
+
+/// `shuffle_index[range]` holds exactly the samples of `range` (a part shuffled on its own).
+fn shuffles_only(ix: &GptIndex, range: std::ops::Range<u32>) -> bool {
+    let mut part = ix.shuffle_index()[range.start as usize..range.end as usize].to_vec();
+    part.sort_unstable();
+    part == range.collect::<Vec<u32>>()
+}
+
+/// Issue 33 (mutants of `gpt.rs:194` and `196`: `num_samples_sans_final_epoch` and
+/// `num_samples_per_epoch` of Megatron-Core's `_build_document_sample_shuffle_indices`):
+/// the 80 % rule on both sides. Sequences of 5, 3, 4 and 4 tokens (16), `L` = 4, the extra
+/// token: an epoch holds (16 - 1) div 4 = 3 samples, 80 % of it is 2; 8 or 9 samples take
+/// 3 epochs ((8 * 4 + 1) / 16 rounded up), the first two hold (2 * 16 - 1) div 4 = 7, so
+/// the last epoch is asked for 1 (separate: 1 < 2) or 2 (not: 2 < 2 fails). Separate, the
+/// document index shuffles its first 2 epochs (8 entries) apart from the last 4, and the
+/// shuffle index its first 7 of 11 samples apart from the last 4, for every seed tried.
+#[test]
+fn issue33_orders_gpt_the_separate_last_epoch_rule_on_both_sides() {
+    let lengths = [5u32, 3, 4, 4];
+    for seed in 0..8 {
+        let config = |n: u64| GptConfig::new(4, seed).split("1,0,0").num_samples(n);
+        let ix = GptIndex::build(&lengths, 0..4, &config(8)).unwrap();
+        assert_eq!((ix.epochs(), ix.separate_final_epoch(), ix.len()), (3, true, 11), "seed {seed}");
+        let mut last: Vec<u32> = ix.document_index()[8..].to_vec();
+        last.sort_unstable();
+        assert_eq!(last, [0, 1, 2, 3], "seed {seed}");
+        assert!(
+            shuffles_only(&ix, 0..7) && shuffles_only(&ix, 7..11),
+            "seed {seed}: {:?}",
+            ix.shuffle_index()
+        );
+        let joint = GptIndex::build(&lengths, 0..4, &config(9)).unwrap();
+        assert_eq!(
+            (joint.epochs(), joint.separate_final_epoch(), joint.len()),
+            (3, false, 11),
+            "seed {seed}"
+        );
+    }
+}
+
+/// Issue 33 (mutant of `gpt.rs:114`, `GptConfig::extra` -> 1): without the extra token a
+/// sample is `L` tokens and the 16 tokens of 5, 3, 4 and 4 make 16 div 4 = 4 samples (with
+/// it, 15 div 4 = 3), whose pieces cover the four sequences once each.
+#[test]
+fn issue33_orders_gpt_samples_without_the_extra_token() {
+    let lengths = [5u32, 3, 4, 4];
+    let c = GptConfig::new(4, 1234).split("1,0,0").add_extra_token(false);
+    let ix = GptIndex::build(&lengths, 0..4, &c).unwrap();
+    assert_eq!((ix.len(), ix.sample_tokens()), (4, 4));
+    let mut covered = [0u64; 4];
+    for k in 0..4 {
+        let pieces = ix.pieces(k, &lengths).unwrap();
+        assert_eq!(pieces.iter().map(|p| p.len).sum::<u64>(), 4, "sample {k}");
+        for p in pieces {
+            covered[p.sequence as usize] += p.len;
+        }
+    }
+    assert_eq!(covered, [5, 3, 4, 4]);
+    let with = GptIndex::build(&lengths, 0..4, &GptConfig::new(4, 1234).split("1,0,0")).unwrap();
+    assert_eq!((with.len(), with.sample_tokens()), (3, 5));
+}
+
+/// Issue 33 (mutant of `gpt.rs:174`, `||` -> `&&`): a range that ends past the sequences or
+/// starts after its end is refused before it is sliced.
+#[test]
+fn issue33_orders_gpt_a_split_range_outside_the_sequences_is_refused() {
+    let c = GptConfig::new(4, 1234);
+    assert_config(
+        GptIndex::build(&[4, 3, 5, 2], 3..2, &c),
+        "split",
+        "sequences 3..2 pass the 4 of the dataset",
+    );
+    assert_config(
+        GptIndex::build(&[4, 3, 5, 2], 0..5, &c),
+        "split",
+        "sequences 0..5 pass the 4 of the dataset",
+    );
+    assert_eq!(GptIndex::build(&[4, 3, 5, 2], 2..4, &c).unwrap().document_index().len(), 2);
+}
+
+/// Issue 33 (mutants of `gpt.rs:205`, `226`, `229`): Megatron's 32-bit indices, refused
+/// before anything of their size is allocated. A document index of exactly 2^32 - 1 entries
+/// (65,537 one-token sequences, 65,535 epochs: 4,294,967,294 samples of `L` = 1) is
+/// refused. One sequence of 2^32 - 1 tokens makes 2^32 - 2 samples, one more than the
+/// shuffle index takes; one of 2^32 - 2 tokens makes 2^32 - 3, which the shuffle index
+/// takes, and the sample index of 2^32 - 2 entries (8 bytes each) is then refused by the
+/// 16 GiB index limit, named with its exact count.
+#[test]
+fn issue33_orders_gpt_the_32_bit_index_limits() {
+    let ones = vec![1u32; 65_537];
+    let c = GptConfig::new(1, 1234).split("1,0,0").num_samples(4_294_967_294);
+    assert_config(
+        GptIndex::build(&ones, 0..65_537, &c),
+        "num_samples",
+        "the document index would hold more than 4294967294 entries",
+    );
+    let one_epoch = GptConfig::new(1, 1234).split("1,0,0");
+    assert_config(
+        GptIndex::build(&[u32::MAX], 0..1, &one_epoch),
+        "num_samples",
+        "the shuffle index would hold more than 4294967293 entries",
+    );
+    match GptIndex::build(&[u32::MAX - 1], 0..1, &one_epoch) {
+        Err(InteropError::IndexTooLarge { what: "sample index", count, bytes, .. }) => {
+            assert_eq!((count, bytes), (4_294_967_294, 8 * 4_294_967_294))
+        }
+        other => panic!("expected IndexTooLarge for the sample index, got {other:?}"),
+    }
+}

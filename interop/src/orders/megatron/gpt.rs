@@ -167,9 +167,12 @@ impl GptIndex {
         if l == 0 {
             return Err(InteropError::InvalidConfig { field: "seq_length", detail: "must be > 0".into() });
         }
-        let too_large = |what: &str| InteropError::InvalidConfig {
+        // The most entries Megatron's 32-bit indices take: a document index below
+        // `u32::MAX` entries, and a shuffle index below `u32::MAX - 1` (where
+        // `_build_shuffle_index` turns to int64).
+        let too_large = |what: &str, most: u32| InteropError::InvalidConfig {
             field: "num_samples",
-            detail: format!("the {what} would exceed 2^32 - 1 entries"),
+            detail: format!("the {what} would hold more than {most} entries"),
         };
         if range.end > lengths.len() as u64 || range.start > range.end {
             return Err(InteropError::InvalidConfig {
@@ -203,7 +206,7 @@ impl GptIndex {
         let total = per
             .checked_mul(epochs)
             .filter(|&t| t < u64::from(u32::MAX))
-            .ok_or_else(|| too_large("document index"))?;
+            .ok_or_else(|| too_large("document index", u32::MAX - 1))?;
         let ids = range.start as u32..range.end as u32;
         let mut document_index: Vec<u32> = index_vec("document index", total)?;
         for _ in 0..epochs {
@@ -224,7 +227,7 @@ impl GptIndex {
             avail / l
         };
         if samples >= u64::from(u32::MAX) - 1 {
-            return Err(too_large("shuffle index"));
+            return Err(too_large("shuffle index", u32::MAX - 2));
         }
         let mut sample_index: Vec<[u32; 2]> = index_vec("sample index", samples + 1)?;
         sample_index.push([0u32, 0u32]);
