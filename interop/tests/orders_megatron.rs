@@ -10,7 +10,7 @@ use guideloom_formats::IntTokenFormat;
 use guideloom_interop::{
     megatron_blending_indices, megatron_exhaustive_blending_indices, megatron_resume_source,
     megatron_resume_state, megatron_split_ranges, BlendIndex, ForeignDataset, ForeignFormat, ForeignOptions,
-    GptConfig, GptIndex, InteropError, MegatronSamples, MegatronSplit, Mt19937,
+    GptConfig, GptIndex, InteropError, MegatronSamples, MegatronSplit, Mt19937, SamplePiece,
 };
 use guideloom_loader::{DataSource, Loader, LoaderError};
 use guideloom_storage::ReadOptions;
@@ -652,7 +652,25 @@ fn issue33_orders_gpt_samples_without_the_extra_token() {
     }
     assert_eq!(covered, [5, 3, 4, 4]);
     let with = GptIndex::build(&lengths, 0..4, &GptConfig::new(4, 1234).split("1,0,0")).unwrap();
-    assert_eq!((with.len(), with.sample_tokens()), (3, 5));
+    assert_eq!((with.len(), with.sample_tokens(), with.is_empty()), (3, 5, false));
+    // Four sequences of 4 tokens: every sample ends at a sequence's end, so the next starts
+    // at that end (its sample index entry is `[p, 4]`) and is exactly the next sequence, one
+    // piece: no empty piece of the sequence before.
+    let fours = [4u32; 4];
+    let ix = GptIndex::build(&fours, 0..4, &c).unwrap();
+    assert_eq!(ix.sample_index()[1..4], [[0, 4], [1, 4], [2, 4]]);
+    for k in 0..4 {
+        let j = ix.shuffle_index()[k as usize] as usize;
+        let sequence = u64::from(ix.document_index()[j]);
+        assert_eq!(
+            ix.pieces(k, &fours).unwrap(),
+            [SamplePiece { sequence, offset: 0, len: 4 }],
+            "sample {k}"
+        );
+    }
+    // One token and the extra one make no sample of 4: an empty index.
+    let empty = GptIndex::build(&[1], 0..1, &GptConfig::new(4, 1234).split("1,0,0")).unwrap();
+    assert_eq!((empty.len(), empty.is_empty(), empty.sample_index()), (0, true, &[[0u32, 0]][..]));
 }
 
 /// Issue 33 (mutant of `gpt.rs:174`, `||` -> `&&`): a range that ends past the sequences or
@@ -701,4 +719,23 @@ fn issue33_orders_gpt_the_32_bit_index_limits() {
         }
         other => panic!("expected IndexTooLarge for the sample index, got {other:?}"),
     }
+}
+
+/// Issue 33 (mutants of `gpt.rs:247`, the walk's end at the last document position,
+/// `helpers.cpp` `build_sample_idx`: `doc_offset = sizes[...] - add_extra_token`): a kept
+/// partial validation sample over 4, 3, 5 and 2 tokens (`L` = 4: 13 div 4 rounded up = 4
+/// samples) ends its sample index at the last position of the document index, one token
+/// before that document's end, so the partial sample is that document's last token and the
+/// extra one: 2 tokens.
+#[test]
+fn issue33_orders_gpt_a_partial_validation_sample_ends_at_the_last_document() {
+    let lengths = [4u32, 3, 5, 2];
+    let mut c = GptConfig::new(4, 1234).split("0,1,0").which(MegatronSplit::Valid);
+    c.drop_last_partial_validation = false;
+    let ix = GptIndex::build(&lengths, 0..4, &c).unwrap();
+    assert_eq!(ix.len(), 4);
+    let last_document = ix.document_index()[3];
+    assert_eq!(ix.sample_index()[4], [3, lengths[last_document as usize] - 1]);
+    let k = ix.shuffle_index().iter().position(|&j| j == 3).unwrap() as u64;
+    assert_eq!(ix.pieces(k, &lengths).unwrap().iter().map(|p| p.len).sum::<u64>(), 2);
 }
