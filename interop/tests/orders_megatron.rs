@@ -678,8 +678,11 @@ fn issue33_orders_gpt_samples_without_the_extra_token() {
 #[test]
 fn issue33_orders_gpt_a_split_range_outside_the_sequences_is_refused() {
     let c = GptConfig::new(4, 1234);
+    // A reversed range, as a caller's computed bounds can give (written through variables: the
+    // literal `3..2` is what clippy's `reversed_empty_ranges` refuses).
+    let (start, end) = (3, 2);
     assert_config(
-        GptIndex::build(&[4, 3, 5, 2], 3..2, &c),
+        GptIndex::build(&[4, 3, 5, 2], start..end, &c),
         "split",
         "sequences 3..2 pass the 4 of the dataset",
     );
