@@ -396,3 +396,24 @@ fn issue33_orders_an_llmc_position_state_checks_its_epoch() {
         "a sequential llm.c run's position has no epoch",
     );
 }
+
+/// Issue 33 (mutant of `llmc.rs:98`, `> 0` -> `>= 0`): llm.c's step `B * T * P` is checked
+/// before any window is listed: a zero factor (B, T or the process count) and a product past
+/// u64 are refused with the configuration, and the smallest run (1, 4, 1) on 9 tokens lists
+/// llm.c's windows of `B * T + 1` tokens at `0` and `4` ((9 - 1) / 4 = 2 steps).
+#[test]
+fn issue33_orders_llmc_a_zero_or_overflowing_step_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = llmc_shard(dir.path(), 9);
+    for (b, t, p) in [(1, 4, 0), (0, 4, 1), (1, 0, 1), (1 << 32, 1 << 32, 1), (1 << 32, 1 << 31, 2)] {
+        assert_config(
+            llmc_windows(&data, b, t, p),
+            "llmc",
+            &format!("B = {b}, T = {t}, processes = {p}: each must be > 0 and B*T*P fit u64"),
+        );
+    }
+    assert_eq!(
+        llmc_windows(&data, 1, 4, 1).unwrap(),
+        [guideloom_storage::Window::new(0, 5), guideloom_storage::Window::new(4, 5)]
+    );
+}

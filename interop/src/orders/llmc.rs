@@ -94,7 +94,8 @@ pub fn llmc_resume_state(
 
 /// `(B * T, P * B * T)`, checked.
 fn steps(batch: u64, seq: u64, processes: u64) -> Result<(u64, u64)> {
-    let bt = batch.checked_mul(seq).filter(|&n| n > 0);
+    // B*T*P > 0 implies B*T > 0: one check of the product covers every factor.
+    let bt = batch.checked_mul(seq);
     let step = bt.and_then(|n| n.checked_mul(processes)).filter(|&n| n > 0);
     match (bt, step) {
         (Some(bt), Some(step)) => Ok((bt, step)),
