@@ -417,3 +417,126 @@ fn issue33_orders_llmc_a_zero_or_overflowing_step_is_refused() {
         [guideloom_storage::Window::new(0, 5), guideloom_storage::Window::new(4, 5)]
     );
 }
+
+/// The int32 `value` at int `i` of llm.c checkpoint `bytes`' header.
+fn set_int(bytes: &mut [u8], i: usize, value: i32) {
+    bytes[4 * i..4 * i + 4].copy_from_slice(&value.to_le_bytes());
+}
+
+/// Issue 33 (mutants of `parse_header`'s length check and rank check): a header of exactly
+/// 1024 bytes parses, 1023 do not; the rank must be in `0..processes` (rank -1, rank 2 of 2
+/// and 0 processes refused; rank 1 of 2 and 0 of 1 accepted).
+#[test]
+fn issue33_orders_llmc_a_checkpoint_header_at_its_boundaries() {
+    let bytes = std::fs::read(llmc_order_dir().join("state_shuffled_r0.bin")).unwrap();
+    let whole = LlmcCheckpoint::parse_header(&bytes).unwrap();
+    assert_eq!(LlmcCheckpoint::parse_header(&bytes[..1024]).unwrap(), whole);
+    assert_checkpoint(LlmcCheckpoint::parse_header(&bytes[..1023]), "1023 bytes, need a 1024-byte header");
+    let mut header = bytes[..1024].to_vec();
+    for (processes, rank, ok) in
+        [(1, -1, false), (2, -1, false), (2, 2, false), (0, 0, false), (2, 1, true), (1, 0, true)]
+    {
+        set_int(&mut header, 2, processes);
+        set_int(&mut header, 3, rank);
+        let r = LlmcCheckpoint::parse_header(&header);
+        if ok {
+            let c = r.unwrap();
+            assert_eq!(
+                (c.processes, c.rank, c.step, c.shard, c.sample),
+                (processes as u64, rank as u64, whole.step, whole.shard, whole.sample)
+            );
+        } else {
+            assert_checkpoint(r, &format!("rank {rank} of {processes} processes"));
+        }
+    }
+}
+
+/// Issue 33 (mutants of `tail_bytes`' sum): the shuffle tail's most bytes are
+/// `8 + 4 n` (shard count, order) `+ 8 + 4 k` (batch count, permutation of the largest
+/// shard's k batches) `+ 2520` (`mt19937_state`: 8 + 4 + 4 + 624 x 4 + 2 x 4).
+#[test]
+fn issue33_orders_llmc_the_tail_bytes_are_llmc_s_layout() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = llmc_shard(dir.path(), 9);
+    let c =
+        LlmcCheckpoint::parse_header(&std::fs::read(llmc_order_dir().join("state_shuffled_r0.bin")).unwrap())
+            .unwrap();
+    // (9 - 1) / (1 * 2 * P) batches: 4 for one process, 2 for two.
+    assert_eq!(c.tail_bytes(&data, (1, 2)).unwrap(), 8 + 4 + 8 + 4 * 4 + 2520);
+    let mut two = c;
+    two.processes = 2;
+    assert_eq!(two.tail_bytes(&data, (1, 2)).unwrap(), 8 + 4 + 8 + 4 * 2 + 2520);
+}
+
+/// Issue 33 (mutants of `tail_matches`' comparisons): an llm.c checkpoint's epoch is found only
+/// when the batch permutation, the generator's place and every state word are llm.c's: the
+/// real checkpoint with its last batch position changed, its `next_` set to 0 (its generator
+/// is mid-block: `next_` is neither 0 nor 624) or one state word changed matches no epoch.
+#[test]
+fn issue33_orders_llmc_a_changed_shuffle_tail_matches_no_epoch() {
+    let data = llmc_order_data();
+    let bytes = std::fs::read(llmc_order_dir().join("state_shuffled_r0.bin")).unwrap();
+    let c = LlmcCheckpoint::parse_header(&bytes).unwrap();
+    let case = &llmc_cases("expected.txt")[2];
+    let (b, t, _, p, _) = case.config;
+    // The unchanged file: 30 batches read (llmc_checkpoints_resume_at_the_next_batch).
+    let per_epoch: u64 = data.files().iter().map(|f| (f.elements - 1) / (b * t * p)).sum();
+    assert_eq!(c.epoch(&bytes, &data, (b, t), 10).unwrap(), 29 / per_epoch);
+    let rng = bytes.len() - 2520;
+    let next = u32::from_le_bytes(bytes[rng + 12..rng + 16].try_into().unwrap());
+    assert!(next != 0 && next != 624, "next_ {next}");
+    let changes: [(&str, usize, u32); 3] = [
+        ("the last batch position", rng - 4, 1),
+        ("next_ (to 0)", rng + 12, next),
+        ("state word 0", rng + 16, 1),
+    ];
+    for (what, at, xor) in changes {
+        let mut changed = bytes.clone();
+        let v = u32::from_le_bytes(changed[at..at + 4].try_into().unwrap()) ^ xor;
+        changed[at..at + 4].copy_from_slice(&v.to_le_bytes());
+        match c.epoch(&changed, &data, (b, t), 10) {
+            Err(InteropError::ForeignCheckpoint { detail, .. })
+                if detail.starts_with("no epoch below 10 of rank 0 ") => {}
+            other => panic!("{what} changed: expected no epoch, got {other:?}"),
+        }
+    }
+}
+
+/// Issue 33 (mutant of `tail_matches`' `next == 0`): a run whose generator drew nothing (one
+/// shard of one batch: a permutation of one draws nothing) stores llm.c's fresh
+/// `mt19937_state` (`manual_seed(42)`: `left_` 1, `next_` 0, the state words of
+/// `init_genrand(42)`, computed here from the published recurrence
+/// `mt[i] = 1812433253 * (mt[i-1] ^ (mt[i-1] >> 30)) + i`); its epoch is 0. With `next_` 1 it
+/// matches none.
+#[test]
+fn issue33_orders_llmc_a_checkpoint_whose_generator_drew_nothing_is_epoch_0() {
+    let dir = tempfile::tempdir().unwrap();
+    // B = T = 4: 17 tokens are one batch.
+    let data = llmc_shard(dir.path(), 17);
+    let mut header = vec![0u8; 1024];
+    for (i, v) in [(0, 20240527), (1, 1), (2, 1), (3, 0), (5, 1), (10, 1)] {
+        set_int(&mut header, i, v);
+    }
+    header[128..136].copy_from_slice(&1u64.to_le_bytes());
+    let c = LlmcCheckpoint::parse_header(&header).unwrap();
+    let mut words = [0u32; 624];
+    words[0] = 42;
+    for i in 1..624 {
+        words[i] = 1_812_433_253u32.wrapping_mul(words[i - 1] ^ (words[i - 1] >> 30)).wrapping_add(i as u32);
+    }
+    let tail = |next: u32| {
+        let mut t = header.clone();
+        t.extend(1u64.to_le_bytes()); // one shard
+        t.extend(0u32.to_le_bytes()); // its order
+        t.extend(1u64.to_le_bytes()); // one batch
+        t.extend(0u32.to_le_bytes()); // its permutation
+        t.extend(42u64.to_le_bytes()); // seed_
+        t.extend(1i32.to_le_bytes()); // left_
+        t.extend(next.to_le_bytes()); // next_
+        t.extend(words.iter().flat_map(|w| w.to_le_bytes()));
+        t.extend([0u32, 0x9908_b0df].iter().flat_map(|m| m.to_le_bytes()));
+        t
+    };
+    assert_eq!(c.epoch(&tail(0), &data, (4, 4), 10).unwrap(), 0);
+    assert_checkpoint(c.epoch(&tail(1), &data, (4, 4), 10), "no epoch below 1 of rank 0 ");
+}

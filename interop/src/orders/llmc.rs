@@ -349,7 +349,8 @@ impl LlmcCheckpoint {
             return Err(checkpoint_error(format!("version {} (expected 1)", int(1))));
         }
         let (processes, rank) = (int(2), int(3));
-        if processes < 1 || rank < 0 || rank >= processes {
+        // `0 <= rank < processes` also refuses a process count below 1.
+        if rank < 0 || rank >= processes {
             return Err(checkpoint_error(format!("rank {rank} of {processes} processes")));
         }
         Ok(LlmcCheckpoint {
@@ -394,6 +395,18 @@ impl LlmcCheckpoint {
         (batch, seq): (u64, u64),
         max_epochs: u64,
     ) -> Result<u64> {
+        self.epoch_within(tail, data, (batch, seq), max_epochs, LLMC_EPOCH_SEARCH_STEPS)
+    }
+
+    /// [`LlmcCheckpoint::epoch`] with at most `budget` replayed permutation steps.
+    fn epoch_within(
+        &self,
+        tail: &[u8],
+        data: &ForeignDataset,
+        (batch, seq): (u64, u64),
+        max_epochs: u64,
+        budget: u64,
+    ) -> Result<u64> {
         if !self.shuffle {
             return Err(checkpoint_error("not a shuffled run: it stores no epoch state".into()));
         }
@@ -402,11 +415,10 @@ impl LlmcCheckpoint {
         let n = per.len();
         // Bounded whatever `max_epochs` is: an epoch that draws nothing (one shard of at most
         // one batch) leaves the generator as it was, so every epoch equals the first; others
-        // are replayed within LLMC_EPOCH_SEARCH_STEPS permutation steps.
+        // are replayed within `budget` permutation steps.
         let draws = per.iter().fold(n as u64, |a, &p| a.saturating_add(p));
         let draws_nothing = n <= 1 && per.iter().all(|&p| p <= 1);
-        let tried =
-            if draws_nothing { 1 } else { max_epochs.min(LLMC_EPOCH_SEARCH_STEPS / draws.max(1)).max(1) };
+        let tried = if draws_nothing { 1 } else { max_epochs.min(budget / draws.max(1)).max(1) };
         let tried = tried.min(max_epochs);
         let mut found = None;
         walk_shuffled(&per, self.rank, tried, |e, order, at, positions, rng| {
@@ -421,7 +433,7 @@ impl LlmcCheckpoint {
         })?;
         found.ok_or_else(|| {
             let bound = if tried < max_epochs {
-                format!(" (the search stops after {tried} epochs: each draws {draws} permutation steps, at most {LLMC_EPOCH_SEARCH_STEPS} are replayed)")
+                format!(" (the search stops after {tried} epochs: each draws {draws} permutation steps, at most {budget} are replayed)")
             } else {
                 String::new()
             };
@@ -459,4 +471,103 @@ fn tail_matches(tail: &[u8], order: &[usize], positions: &[u64], rng: &Mt19937) 
     // A generator that drew nothing: llm.c's next_ is 0, ours points past the state (624).
     let same_place = next == index || (next == 0 && index == 624);
     same_place && (0..624).all(|i| le_u32(t, r + 16 + 4 * i) == words[i])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{ForeignFormat, ForeignOptions};
+
+    /// An llm.c dataset of `shards` shards (`x_train_00000k.bin`, k from 1) of `tokens` gpt-2
+    /// tokens each under `dir`: llm.c's 1024-byte header and the tokens as u16.
+    fn dataset(dir: &std::path::Path, shards: u32, tokens: u16) -> ForeignDataset {
+        for k in 1..=shards {
+            let mut shard = vec![0u8; 1024];
+            for (i, v) in [20240520u32, 1, u32::from(tokens)].into_iter().enumerate() {
+                shard[4 * i..4 * i + 4].copy_from_slice(&v.to_le_bytes());
+            }
+            shard.extend((0..tokens).flat_map(|t| t.to_le_bytes()));
+            std::fs::write(dir.join(format!("x_train_{k:06}.bin")), shard).unwrap();
+        }
+        let options = ForeignOptions::new().format(ForeignFormat::Llmc);
+        ForeignDataset::open(dir.join("x_train_*.bin"), &options).unwrap()
+    }
+
+    /// A shuffled run's checkpoint of rank 0 of 1 process at shard position `shard`.
+    fn checkpoint(shard: u64) -> LlmcCheckpoint {
+        LlmcCheckpoint { processes: 1, rank: 0, shuffle: true, step: 0, shard, sample: 0 }
+    }
+
+    /// llm.c's shuffle tail (`save_state`: the shard count and order, the batch count and
+    /// permutation, `mt19937_state`) of rank 0's walk over `per` at `epoch`, shard position `at`.
+    fn tail_at(per: &[u64], epoch: u64, at: usize) -> Vec<u8> {
+        let mut out = None;
+        walk_shuffled(per, 0, epoch + 1, |e, order, a, positions, rng| {
+            if (e, a) != (epoch, at) {
+                return true;
+            }
+            let (words, index) = rng.words();
+            let mut t = Vec::new();
+            t.extend((order.len() as u64).to_le_bytes());
+            t.extend(order.iter().flat_map(|&o| (o as u32).to_le_bytes()));
+            t.extend((positions.len() as u64).to_le_bytes());
+            t.extend(positions.iter().flat_map(|&p| (p as u32).to_le_bytes()));
+            t.extend(42u64.to_le_bytes());
+            t.extend(1i32.to_le_bytes());
+            t.extend((index as u32).to_le_bytes());
+            t.extend(words.iter().flat_map(|w| w.to_le_bytes()));
+            t.extend([0u32, 0x9908_b0df].iter().flat_map(|m| m.to_le_bytes()));
+            out = Some(t);
+            false
+        })
+        .unwrap();
+        out.unwrap()
+    }
+
+    /// Issue 33 (mutant of `draws_nothing`'s `&&` -> `||`): only one shard of at most one
+    /// batch draws nothing; two shards of one batch each draw the shard order every epoch,
+    /// and one shard of two batches its batch order, so their later epochs are searched.
+    #[test]
+    fn issue33_orders_llmc_the_epoch_search_skips_only_a_walk_that_draws_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        // B = T = 1: 2 tokens are one batch per shard, 3 tokens two.
+        for (shards, tokens, per) in [(2, 2, vec![1, 1]), (1, 3, vec![2])] {
+            let sub = dir.path().join(format!("{shards}-{tokens}"));
+            std::fs::create_dir(&sub).unwrap();
+            let data = dataset(&sub, shards, tokens);
+            for epoch in [1, 3] {
+                let tail = tail_at(&per, epoch, 0);
+                let found = checkpoint(0).epoch(&tail, &data, (1, 1), 10).unwrap();
+                assert_eq!(found, epoch, "{per:?}");
+            }
+        }
+    }
+
+    /// Issue 33 (mutants of the epoch bound `budget / draws` and of `tried < max_epochs`):
+    /// the search tries `min(max_epochs, budget / draws)` epochs, `draws` = shards + batches
+    /// (here 1 + 3 = 4), and says it stopped early only when the bound, not `max_epochs`,
+    /// ended it.
+    #[test]
+    fn issue33_orders_llmc_the_epoch_search_stops_at_its_budget() {
+        let dir = tempfile::tempdir().unwrap();
+        let data = dataset(dir.path(), 1, 4);
+        let tail = tail_at(&[3], 2, 0);
+        let c = checkpoint(0);
+        let none = "no epoch below 2 of rank 0 over these 1 shards (B = 1, T = 1, 1 processes) has the \
+                    checkpoint's shard order, batch permutation and generator state";
+        let err = |r: Result<u64>| match r {
+            Err(InteropError::ForeignCheckpoint { what: "llm.c checkpoint", detail }) => detail,
+            other => panic!("expected no epoch, got {other:?}"),
+        };
+        assert_eq!(
+            err(c.epoch_within(&tail, &data, (1, 1), 10, 8)),
+            format!(
+                "{none} (the search stops after 2 epochs: each draws 4 permutation steps, at most 8 are replayed)"
+            )
+        );
+        assert_eq!(c.epoch_within(&tail, &data, (1, 1), 10, 12).unwrap(), 2);
+        assert_eq!(err(c.epoch_within(&tail, &data, (1, 1), 2, LLMC_EPOCH_SEARCH_STEPS)), none);
+        assert_eq!(c.epoch_within(&tail, &data, (1, 1), 3, 12).unwrap(), 2);
+        assert_eq!(c.epoch(&tail, &data, (1, 1), 3).unwrap(), 2);
+    }
 }
