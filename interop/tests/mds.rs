@@ -147,3 +147,137 @@ fn issue32_a_compressed_shard_is_inflated_only_within_a_bound_of_its_compressed_
         other => panic!("expected DecompressionFailed naming the zstd shard, got {other}"),
     }
 }
+
+/// A copy of the zstd sample (`mds/tokens_zstd_sha1_xxh3`: two shards of two samples, the
+/// compressed files only) in a new directory, with each shard also inflated beside it as
+/// its raw file when `raw` is set, and `edit` applied to its `index.json`.
+fn zstd_copy(raw: bool, edit: impl FnOnce(&mut serde_json::Value)) -> tempfile::TempDir {
+    let src = sample("mds/tokens_zstd_sha1_xxh3");
+    let tmp = tempfile::tempdir().unwrap();
+    for e in std::fs::read_dir(&src).unwrap().flatten() {
+        std::fs::copy(e.path(), tmp.path().join(e.file_name())).unwrap();
+    }
+    if raw {
+        for k in 0..2 {
+            let zip = std::fs::read(tmp.path().join(format!("shard.0000{k}.mds.zstd"))).unwrap();
+            std::fs::write(
+                tmp.path().join(format!("shard.0000{k}.mds")),
+                zstd::decode_all(&zip[..]).unwrap(),
+            )
+            .unwrap();
+        }
+    }
+    let path = tmp.path().join("index.json");
+    let mut index: serde_json::Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+    edit(&mut index);
+    std::fs::write(&path, serde_json::to_vec(&index).unwrap()).unwrap();
+    tmp
+}
+
+fn open_mds(dir: &std::path::Path) -> Result<ForeignDataset, InteropError> {
+    ForeignDataset::open(dir, &ForeignOptions::new().format(ForeignFormat::Mds).verify_hashes(true))
+}
+
+/// Issue 33 (mutants of `shard_bytes`' choice `l == raw.bytes`): Streaming reads a shard's raw
+/// file when it is there with the index's size, else inflates the compressed one. A raw file
+/// of the right size is read with its compressed file gone; a raw file one byte short (a
+/// half-written copy) is passed over for the compressed file; with neither, the shard is not
+/// found.
+#[test]
+fn issue33_foreign_mds_a_raw_shard_is_read_only_at_the_index_s_size() {
+    let tmp = zstd_copy(true, |_| {});
+    for k in 0..2 {
+        std::fs::remove_file(tmp.path().join(format!("shard.0000{k}.mds.zstd"))).unwrap();
+    }
+    let d = open_mds(tmp.path()).unwrap();
+    check(&d, &CORPUS_EOT.concat(), Some(&CORPUS_EOT));
+    assert!(d.files().iter().all(|f| !f.path.display().to_string().ends_with(".zstd")));
+
+    let tmp = zstd_copy(true, |_| {});
+    let raw = tmp.path().join("shard.00001.mds");
+    let bytes = std::fs::read(&raw).unwrap();
+    std::fs::write(&raw, &bytes[..bytes.len() - 1]).unwrap();
+    check(&open_mds(tmp.path()).unwrap(), &CORPUS_EOT.concat(), Some(&CORPUS_EOT));
+    std::fs::remove_file(tmp.path().join("shard.00001.mds.zstd")).unwrap();
+    let e = open_mds(tmp.path()).unwrap_err();
+    assert_foreign(
+        &e,
+        "shard.00001.mds",
+        &ForeignError::ShardNotFound { basename: "shard.00001.mds".into() },
+    );
+}
+
+/// Issue 33 (mutants of the sums `elements += tokens`, `global += samples` in `open`): each
+/// shard's element count is the tokens of its samples (4 + 3 and 5 + 2), and an error in the
+/// second shard names its sample by the global index (shard 0 holds samples 0 and 1).
+#[test]
+fn issue33_foreign_mds_counts_per_shard_and_global_sample_numbers() {
+    let d = open_mds(zstd_copy(false, |_| {}).path()).unwrap();
+    assert_eq!(d.files().iter().map(|f| f.elements).collect::<Vec<_>>(), [7, 7]);
+    // Shard 1's first sample cut to 2 bytes: too short for its one column size word.
+    let tmp = zstd_copy(true, |_| {});
+    for k in 0..2 {
+        std::fs::remove_file(tmp.path().join(format!("shard.0000{k}.mds.zstd"))).unwrap();
+    }
+    let path = tmp.path().join("shard.00001.mds");
+    let mut shard = std::fs::read(&path).unwrap();
+    let first = u32::from_le_bytes(shard[4..8].try_into().unwrap());
+    shard[8..12].copy_from_slice(&(first + 2).to_le_bytes());
+    std::fs::write(&path, &shard).unwrap();
+    let e = ForeignDataset::open(tmp.path(), &ForeignOptions::new().format(ForeignFormat::Mds)).unwrap_err();
+    assert_foreign(
+        &e,
+        "shard.00001.mds",
+        &ForeignError::SampleLayout { sample: 2, reason: "2 bytes cannot hold 1 column sizes".into() },
+    );
+}
+
+/// Issue 33 (mutant of the compressed file's read limit `max(2 x its size, 1 << 20)`): a
+/// compressed file larger than its index says is read up to 1 MiB (Streaming does not check
+/// the size either); one byte past 1 MiB is refused before it is read.
+#[test]
+fn issue33_foreign_mds_a_compressed_shard_is_read_up_to_1_mib() {
+    let small =
+        |index: &mut serde_json::Value| index["shards"][0]["zip_data"]["bytes"] = serde_json::json!(1);
+    let d = ForeignDataset::open(
+        zstd_copy(false, small).path(),
+        &ForeignOptions::new().format(ForeignFormat::Mds),
+    )
+    .unwrap();
+    check(&d, &CORPUS_EOT.concat(), Some(&CORPUS_EOT));
+    let tmp = zstd_copy(false, small);
+    std::fs::write(tmp.path().join("shard.00000.mds.zstd"), vec![0u8; (1 << 20) + 1]).unwrap();
+    let e = ForeignDataset::open(tmp.path(), &ForeignOptions::new().format(ForeignFormat::Mds)).unwrap_err();
+    assert_foreign(
+        &e,
+        "shard.00000.mds.zstd",
+        &ForeignError::InvalidIndex { reason: "1048577 bytes, more than the 1048576-byte limit".into() },
+    );
+}
+
+/// Issue 33 (mutants of the memory budget `held > MAX_INFLATED_BYTES`): shards claiming
+/// exactly 8 GiB inflated pass the budget (and meet the bound of their compressed bytes,
+/// which refuses them with its own reason); one byte more is refused by the budget.
+#[test]
+fn issue33_foreign_mds_the_inflated_shards_budget_on_both_sides() {
+    let max = guideloom_formats::MAX_INFLATED_BYTES;
+    for (claim, reason) in [
+        (max, format!("the index claims {max} bytes for 213 compressed bytes; at most")),
+        (max + 1, format!("the inflated shards would hold {} bytes in memory, more than {max}", max + 1)),
+    ] {
+        let tmp =
+            zstd_copy(false, |index| index["shards"][0]["raw_data"]["bytes"] = serde_json::json!(claim));
+        let e =
+            ForeignDataset::open(tmp.path(), &ForeignOptions::new().format(ForeignFormat::Mds)).unwrap_err();
+        match &e {
+            InteropError::Dataset { path, error, .. } => {
+                assert!(path.ends_with("shard.00000.mds.zstd"), "{e}");
+                assert!(
+                    matches!(error.as_ref(), ForeignError::DecompressionFailed { reason: r } if r.starts_with(&reason)),
+                    "{claim}: {e}"
+                );
+            }
+            other => panic!("expected DecompressionFailed, got {other}"),
+        }
+    }
+}
