@@ -60,3 +60,102 @@ fn olmo_refuses_npy_and_metadata_past_the_tokens() {
         &ForeignError::MetadataOutOfRange { row: 3, start: 12, end: 15, tokens: 14 },
     );
 }
+
+/// `text` gzipped.
+fn gz(text: &[u8]) -> Vec<u8> {
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
+    std::io::Write::write_all(&mut gz, text).unwrap();
+    gz.finish().unwrap()
+}
+
+/// Writes OLMo's raw u16 `tokens` as `<stem>.npy` under `dir`, with `csv` as its gzipped
+/// `<stem>.csv.gz`; returns the token file's path.
+fn olmo_file(dir: &std::path::Path, stem: &str, tokens: &[u16], csv: &[u8]) -> std::path::PathBuf {
+    let path = dir.join(format!("{stem}.npy"));
+    std::fs::write(&path, tokens.iter().flat_map(|t| t.to_le_bytes()).collect::<Vec<u8>>()).unwrap();
+    std::fs::write(dir.join(format!("{stem}.csv.gz")), gz(csv)).unwrap();
+    path
+}
+
+fn open_u16(path: &std::path::Path) -> Result<ForeignDataset, guideloom_interop::InteropError> {
+    ForeignDataset::open(path, &opts(ForeignFormat::Olmo).dtype(Primitive::U16))
+}
+
+/// Issue 33 (mutant of `base += elements`): a directory of two token files is one stream, so
+/// the second file's document ends (0..1, 1..4 in its own metadata) follow the first's 3
+/// tokens.
+#[test]
+fn issue33_foreign_olmo_a_second_file_s_documents_follow_the_first_s_tokens() {
+    let dir = tempfile::tempdir().unwrap();
+    olmo_file(dir.path(), "a", &[1, 2, 3], b"0,2\n2,3\n");
+    olmo_file(dir.path(), "b", &[4, 5, 6, 7], b"0,1,id,src,0\n1,4,id,src,1\n");
+    let d = open_u16(dir.path()).unwrap();
+    assert_eq!(d.documents(), Some(&[0, 2, 3, 4, 7][..]));
+    check(&d, &[1, 2, 3, 4, 5, 6, 7], Some(&[&[1, 2], &[3], &[4], &[5, 6, 7]]));
+}
+
+/// Issue 33 (mutants of the row check `start > end || end > tokens || (start >= tokens &&
+/// tokens > 0)`): an empty document is a row with `start == end` (read), `start > end` is
+/// refused; a row may not start at the end of a file of tokens, but an empty file's one row
+/// is `0,0`.
+#[test]
+fn issue33_foreign_olmo_metadata_rows_at_their_boundaries() {
+    let dir = tempfile::tempdir().unwrap();
+    let five = [1, 2, 3, 4, 5];
+    let d = open_u16(&olmo_file(dir.path(), "empty_first", &five, b"0,0\n0,5\n")).unwrap();
+    assert_eq!(d.documents(), Some(&[0, 0, 5][..]));
+    let d = open_u16(&olmo_file(dir.path(), "empty_inside", &five, b"0,2\n2,2\n2,5\n")).unwrap();
+    assert_eq!(d.documents(), Some(&[0, 2, 2, 5][..]));
+    for (stem, csv, row, start, end) in
+        [("backwards", &b"0,3\n3,2\n2,5\n"[..], 1, 3, 2), ("empty_at_end", b"0,5\n5,5\n", 1, 5, 5)]
+    {
+        let e = open_u16(&olmo_file(dir.path(), stem, &five, csv)).unwrap_err();
+        assert_foreign(
+            &e,
+            &format!("{stem}.csv.gz"),
+            &ForeignError::MetadataOutOfRange { row, start, end, tokens: 5 },
+        );
+    }
+    let d = open_u16(&olmo_file(dir.path(), "no_tokens", &[], b"0,0\n")).unwrap();
+    assert_eq!(d.documents(), Some(&[0, 0][..]));
+}
+
+/// Issue 33 (mutants of the inflated size check `text > cap`): a `.csv.gz` inflates to at most
+/// `inflate_bound` of its compressed size (100 times plus 1 MiB). A text of exactly the bound
+/// (one row, then spaces) is read; one byte more is refused. The padding is solved for: the
+/// bound moves with the compressed size.
+#[test]
+fn issue33_foreign_olmo_metadata_inflates_up_to_its_bound_exactly() {
+    let dir = tempfile::tempdir().unwrap();
+    let row = b"0,5\n";
+    for extra in [0u64, 1] {
+        let mut len = 1u64 << 20;
+        let text = loop {
+            let mut text = row.to_vec();
+            text.resize(len as usize, b' ');
+            let want = guideloom_formats::inflate_bound(gz(&text).len() as u64) + extra;
+            if want == len {
+                break text;
+            }
+            len = want;
+        };
+        let path = olmo_file(dir.path(), &format!("pad{extra}"), &[1, 2, 3, 4, 5], &text);
+        let packed = std::fs::metadata(dir.path().join(format!("pad{extra}.csv.gz"))).unwrap().len();
+        let cap = guideloom_formats::inflate_bound(packed);
+        assert_eq!(text.len() as u64, cap + extra);
+        match (extra, open_u16(&path)) {
+            (0, Ok(d)) => assert_eq!(d.documents(), Some(&[0, 5][..])),
+            (1, Err(e)) => assert_foreign(
+                &e,
+                "pad1.csv.gz",
+                &ForeignError::DecompressionFailed {
+                    reason: format!("{packed} compressed bytes inflate past {cap} bytes"),
+                },
+            ),
+            (_, other) => panic!(
+                "{extra} byte(s) past the bound: {:?}",
+                other.map(|d| d.documents().map(<[u64]>::to_vec))
+            ),
+        }
+    }
+}

@@ -113,3 +113,34 @@ fn llmc_legacy_raw_int32_needs_the_dtype() {
         .unwrap_err();
     assert!(matches!(e.foreign_error(), Some(ForeignError::UnknownFormat { .. })), "{e}");
 }
+
+/// Issue 33 (mutants of the header's `head.len() < 8`): an llm.c file with its magic and fewer
+/// than 8 bytes cannot hold its version (truncated); with 8, its version is read and checked
+/// first (a wrong one refused as such, the right one then refused as a truncated header).
+#[test]
+fn issue33_foreign_llmc_a_short_header_at_its_boundaries() {
+    let dir = tempfile::tempdir().unwrap();
+    let magic = 20_240_520i32.to_le_bytes();
+    let cases: [(&str, Vec<u8>, ForeignError); 3] = [
+        (
+            "seven.bin",
+            [&magic[..], &[1, 0, 0]].concat(),
+            ForeignError::TruncatedHeader { need: 1024, have: 7 },
+        ),
+        (
+            "eight.bin",
+            [&magic[..], &9i32.to_le_bytes()].concat(),
+            ForeignError::UnsupportedVersion { field: "version", found: 9 },
+        ),
+        (
+            "eight_v1.bin",
+            [&magic[..], &1i32.to_le_bytes()].concat(),
+            ForeignError::TruncatedHeader { need: 1024, have: 8 },
+        ),
+    ];
+    for (name, bytes, want) in cases {
+        std::fs::write(dir.path().join(name), bytes).unwrap();
+        let e = ForeignDataset::open(dir.path().join(name), &opts(ForeignFormat::Llmc)).unwrap_err();
+        assert_foreign(&e, name, &want);
+    }
+}
