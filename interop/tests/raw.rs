@@ -116,7 +116,8 @@ fn llmc_legacy_raw_int32_needs_the_dtype() {
 
 /// Issue 33 (mutants of the header's `head.len() < 8`): an llm.c file with its magic and fewer
 /// than 8 bytes cannot hold its version (truncated); with 8, its version is read and checked
-/// first (a wrong one refused as such, the right one then refused as a truncated header).
+/// first (a wrong one refused as such, the right one then refused as a truncated header); the
+/// header is 1024 bytes (`bytes < 1024` on both sides).
 #[test]
 fn issue33_foreign_llmc_a_short_header_at_its_boundaries() {
     let dir = tempfile::tempdir().unwrap();
@@ -143,4 +144,13 @@ fn issue33_foreign_llmc_a_short_header_at_its_boundaries() {
         let e = ForeignDataset::open(dir.path().join(name), &opts(ForeignFormat::Llmc)).unwrap_err();
         assert_foreign(&e, name, &want);
     }
+    // The whole 1024-byte header with no tokens opens; one byte short of it does not.
+    let mut header = [&magic[..], &1i32.to_le_bytes(), &0i32.to_le_bytes()].concat();
+    header.resize(1024, 0);
+    std::fs::write(dir.path().join("empty.bin"), &header).unwrap();
+    let d = ForeignDataset::open(dir.path().join("empty.bin"), &opts(ForeignFormat::Llmc)).unwrap();
+    assert_eq!((d.elements(), d.dtype()), (0, Primitive::U16));
+    std::fs::write(dir.path().join("short.bin"), &header[..1023]).unwrap();
+    let e = ForeignDataset::open(dir.path().join("short.bin"), &opts(ForeignFormat::Llmc)).unwrap_err();
+    assert_foreign(&e, "short.bin", &ForeignError::TruncatedHeader { need: 1024, have: 1023 });
 }
