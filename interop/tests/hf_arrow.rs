@@ -147,3 +147,46 @@ fn issue28_hf_arrow_malformed_cases_give_their_errors() {
         assert_foreign(&e, file, &want);
     }
 }
+
+/// Issue 33 (mutant of `Tables::add`'s `n > 0`): a record batch without tokens (here a batch
+/// holding only document 5, which is empty) adds a document and no segment: the stream's
+/// segments are the non-empty batches', each with its tokens, and every document reads as
+/// from the one-batch file. The file is rewritten by arrow-rs's own IPC writer in three batches
+/// (rows 0..5, 5..6, 6..200) with the sample's schema.
+#[test]
+fn issue33_foreign_a_record_batch_without_tokens_adds_no_segment() {
+    use arrow_array::Array;
+    let src = sample2("hf_arrow/tokens_i64");
+    let tmp = tempfile::tempdir().unwrap();
+    for e in std::fs::read_dir(&src).unwrap().flatten() {
+        std::fs::copy(e.path(), tmp.path().join(e.file_name())).unwrap();
+    }
+    let file = tmp.path().join("data-00000-of-00001.arrow");
+    let reader = arrow_ipc::reader::StreamReader::try_new(std::fs::File::open(&file).unwrap(), None).unwrap();
+    let schema = reader.schema();
+    let batches: Vec<_> = reader.map(Result::unwrap).collect();
+    assert_eq!(batches.len(), 1, "the sample is one batch");
+    let whole = &batches[0];
+    assert_eq!(whole.num_rows(), 200);
+    let ids = whole.column_by_name("input_ids").unwrap();
+    assert_eq!(ids.slice(5, 1).as_any().downcast_ref::<arrow_array::ListArray>().unwrap().value(0).len(), 0);
+    let mut out = Vec::new();
+    let mut w = arrow_ipc::writer::StreamWriter::try_new(&mut out, &schema).unwrap();
+    for (offset, len) in [(0, 5), (5, 1), (6, 194)] {
+        w.write(&whole.slice(offset, len)).unwrap();
+    }
+    w.finish().unwrap();
+    drop(w);
+    std::fs::write(&file, out).unwrap();
+
+    let original = open("hf_arrow/tokens_i64", &hf());
+    let split = ForeignDataset::open(tmp.path(), &hf()).unwrap();
+    assert_eq!(split.documents(), original.documents());
+    let segments = split.layout().segments;
+    let five = original.documents().unwrap()[5];
+    assert_eq!(segments.iter().map(|s| s.elements).collect::<Vec<_>>(), [five, 5388 - five]);
+    assert_eq!(split.files()[0].elements, 5388);
+    assert_eq!(document(&split, 4), document(&original, 4));
+    assert_eq!(document(&split, 6), document(&original, 6));
+    assert!(document(&split, 5).is_empty());
+}

@@ -132,3 +132,28 @@ fn issue28_parquet_malformed_cases_give_their_errors() {
         assert!(largest < 8 << 20, "{case}: a {largest}-byte allocation");
     }
 }
+
+/// Issue 33 (mutants of `Tables::add`'s dtype check and element sum): a directory of Parquet
+/// files is one table only when every file's token column has the first file's dtype. Two
+/// int32 files give each its own element count (pyarrow's: 7197 and 10084 tokens); an int64
+/// file before an int32 one is refused naming the second file and both dtypes.
+#[test]
+fn issue33_foreign_table_files_share_one_dtype_and_count_their_own_tokens() {
+    let same = tempfile::tempdir().unwrap();
+    for f in ["tokens_snappy_nopageindex.parquet", "tokens_zstd_pageindex.parquet"] {
+        std::fs::copy(sample2(&format!("parquet/{f}")), same.path().join(f)).unwrap();
+    }
+    let d = ForeignDataset::open(same.path(), &pq()).unwrap();
+    assert_eq!(d.files().iter().map(|f| f.elements).collect::<Vec<_>>(), [7197, 10084]);
+    assert_eq!((d.elements(), d.document_count()), (7197 + 10084, Some(300 + 400)));
+    let mixed = tempfile::tempdir().unwrap();
+    for f in ["tokens_i64_large_list_gzip.parquet", "tokens_zstd_pageindex.parquet"] {
+        std::fs::copy(sample2(&format!("parquet/{f}")), mixed.path().join(f)).unwrap();
+    }
+    let e = ForeignDataset::open(mixed.path(), &pq()).unwrap_err();
+    assert_foreign(
+        &e,
+        "tokens_zstd_pageindex.parquet",
+        &ForeignError::MixedDTypes { expected: "<i8".into(), found: "<i4".into() },
+    );
+}
