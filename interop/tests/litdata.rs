@@ -2,10 +2,10 @@
 //! items as documents.
 
 use guideloom_formats::{IntTokenFormat, Primitive};
-use guideloom_interop::{ForeignDetails, ForeignFormat, ForeignOptions};
+use guideloom_interop::{ForeignDataset, ForeignDetails, ForeignError, ForeignFormat, ForeignOptions};
 use guideloom_storage::ReadOptions;
 
-use crate::common::{check, documents_with, open, EOT};
+use crate::common::{assert_foreign, check, documents_with, open, sample, EOT};
 
 #[test]
 fn litdata_tokens_loader_blocks_documents_and_tensors() {
@@ -39,4 +39,38 @@ fn litdata_pytree_items_are_documents() {
     assert!(
         matches!(d.details(), ForeignDetails::Litdata { item_loader, items } if item_loader == "PyTreeLoader" && items == &[2, 2])
     );
+}
+
+/// Issue 33 (mutant of the `TokensLoader` check `formats.len() != 1 || !raw`): a
+/// `TokensLoader` dataset is one headerless array per item. The sample opens; the same chunks
+/// described as a `numpy` leaf (one leaf with a header) or as a headerless array beside an
+/// `int` (two leaves) are refused naming the formats.
+#[test]
+fn issue33_foreign_litdata_a_tokens_loader_holds_one_headerless_array() {
+    let src = sample("litdata/tokens_u16");
+    for (formats, refused) in [
+        (serde_json::json!(["no_header_numpy:5"]), None),
+        (serde_json::json!(["numpy"]), Some(r#"["numpy"]"#)),
+        (serde_json::json!(["no_header_numpy:5", "int"]), Some(r#"["no_header_numpy:5", "int"]"#)),
+    ] {
+        let tmp = tempfile::tempdir().unwrap();
+        for e in std::fs::read_dir(&src).unwrap().flatten() {
+            std::fs::copy(e.path(), tmp.path().join(e.file_name())).unwrap();
+        }
+        let path = tmp.path().join("index.json");
+        let mut index: serde_json::Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+        index["config"]["data_format"] = formats;
+        std::fs::write(&path, serde_json::to_vec(&index).unwrap()).unwrap();
+        let r = ForeignDataset::open(tmp.path(), &ForeignOptions::new().format(ForeignFormat::Litdata));
+        match refused {
+            None => assert_eq!(r.unwrap().dtype(), Primitive::U16),
+            Some(f) => assert_foreign(
+                &r.unwrap_err(),
+                "index.json",
+                &ForeignError::TokenColumn {
+                    reason: format!("a TokensLoader dataset of {f}, not one headerless array"),
+                },
+            ),
+        }
+    }
 }

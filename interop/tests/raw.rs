@@ -150,6 +150,15 @@ fn issue33_foreign_llmc_a_short_header_at_its_boundaries() {
     std::fs::write(dir.path().join("empty.bin"), &header).unwrap();
     let d = ForeignDataset::open(dir.path().join("empty.bin"), &opts(ForeignFormat::Llmc)).unwrap();
     assert_eq!((d.elements(), d.dtype()), (0, Primitive::U16));
+    // A dtype given must be the header's (issue 33: `d != file_dtype`): uint16 opens, uint32 is
+    // refused naming both.
+    let given = |p| ForeignDataset::open(dir.path().join("empty.bin"), &opts(ForeignFormat::Llmc).dtype(p));
+    assert_eq!(given(Primitive::U16).unwrap().dtype(), Primitive::U16);
+    assert_foreign(
+        &given(Primitive::U32).unwrap_err(),
+        "empty.bin",
+        &ForeignError::MixedDTypes { expected: "<u2".into(), found: "<u4".into() },
+    );
     std::fs::write(dir.path().join("short.bin"), &header[..1023]).unwrap();
     let e = ForeignDataset::open(dir.path().join("short.bin"), &opts(ForeignFormat::Llmc)).unwrap_err();
     assert_foreign(&e, "short.bin", &ForeignError::TruncatedHeader { need: 1024, have: 1023 });

@@ -82,3 +82,78 @@ pub(crate) fn leaf(name: &str) -> std::result::Result<Option<Leaf>, ForeignError
         _ => Err(unknown()),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn unsupported(dtype: &str) -> std::result::Result<Primitive, ForeignError> {
+        Err(ForeignError::UnsupportedTokenDType { dtype: dtype.into() })
+    }
+
+    /// Issue 33 (mutants deleting arms of `numpy_dtype`): every index of litdata's
+    /// `_NUMPY_DTYPES_MAPPING` (`constants.py`: the enumeration of `_NUMPY_SCTYPES`, written
+    /// out here in its order), the integer ones read as tokens, the others refused by name;
+    /// past the table, by index.
+    #[test]
+    fn issue33_foreign_litdata_numpy_dtype_indices_are_litdata_s() {
+        use Primitive::*;
+        let ints = [I8, I16, I32, I64, U8, U16, U32, U64];
+        for (i, p) in ints.into_iter().enumerate() {
+            assert_eq!(numpy_dtype(i as u64), Ok(p), "{i}");
+        }
+        let others = [
+            "float16",
+            "float32",
+            "float64",
+            "complex64",
+            "complex128",
+            "bool",
+            "object",
+            "bytes",
+            "str",
+            "void",
+        ];
+        for (i, name) in others.into_iter().enumerate() {
+            assert_eq!(numpy_dtype(8 + i as u64), unsupported(name), "{}", 8 + i);
+        }
+        assert_eq!(numpy_dtype(18), unsupported("numpy dtype index 18"));
+    }
+
+    /// The same for `_TORCH_DTYPES_MAPPING` (aliases such as `torch.short` share their
+    /// dtype's entry).
+    #[test]
+    fn issue33_foreign_litdata_torch_dtype_indices_are_litdata_s() {
+        use Primitive::*;
+        let table: [(u64, std::result::Result<Primitive, &str>); 20] = [
+            (0, Err("float32")),
+            (1, Err("float32")),
+            (2, Err("float64")),
+            (3, Err("float64")),
+            (4, Err("complex64")),
+            (5, Err("complex64")),
+            (6, Err("complex128")),
+            (7, Err("complex128")),
+            (8, Err("float16")),
+            (9, Err("float16")),
+            (10, Err("bfloat16")),
+            (11, Ok(U8)),
+            (12, Ok(I8)),
+            (13, Ok(I16)),
+            (14, Ok(I16)),
+            (15, Ok(I32)),
+            (16, Ok(I32)),
+            (17, Ok(I64)),
+            (18, Ok(I64)),
+            (19, Err("bool")),
+        ];
+        for (i, want) in table {
+            assert_eq!(
+                torch_dtype(i),
+                want.map_err(|d| ForeignError::UnsupportedTokenDType { dtype: d.into() }),
+                "{i}"
+            );
+        }
+        assert_eq!(torch_dtype(21), unsupported("torch dtype index 21"));
+    }
+}
