@@ -121,11 +121,11 @@ mod tests {
     }
 
     /// The same for `_TORCH_DTYPES_MAPPING` (aliases such as `torch.short` share their
-    /// dtype's entry).
+    /// dtype's entry; 20, `torch.uint16`, is litdata 0.2.76's, which wrote the samples).
     #[test]
     fn issue33_foreign_litdata_torch_dtype_indices_are_litdata_s() {
         use Primitive::*;
-        let table: [(u64, std::result::Result<Primitive, &str>); 20] = [
+        let table: [(u64, std::result::Result<Primitive, &str>); 21] = [
             (0, Err("float32")),
             (1, Err("float32")),
             (2, Err("float64")),
@@ -146,6 +146,7 @@ mod tests {
             (17, Ok(I64)),
             (18, Ok(I64)),
             (19, Err("bool")),
+            (20, Ok(U16)),
         ];
         for (i, want) in table {
             assert_eq!(
@@ -155,5 +156,37 @@ mod tests {
             );
         }
         assert_eq!(torch_dtype(21), unsupported("torch dtype index 21"));
+    }
+
+    /// Issue 33 (mutants deleting `leaf`'s arms): each serializer name of litdata's
+    /// `_SERIALIZERS` gives its leaf: the headerless arrays with their dtype index, `numpy`
+    /// and `tensor` with a header, `pickle` refused as unsafe, the others no token leaf; an
+    /// unknown name or index is refused.
+    #[test]
+    fn issue33_foreign_litdata_serializer_names_give_their_leaves() {
+        assert_eq!(leaf("no_header_numpy:5"), Ok(Some(Leaf::Raw(Primitive::U16))));
+        assert_eq!(leaf("no_header_tensor:16"), Ok(Some(Leaf::Raw(Primitive::I32))));
+        assert_eq!(leaf("numpy"), Ok(Some(Leaf::Numpy)));
+        assert_eq!(leaf("tensor"), Ok(Some(Leaf::Tensor)));
+        assert_eq!(
+            leaf("pickle"),
+            Err(ForeignError::UnsafeEncoding { column: "data_format".into(), encoding: "pickle".into() })
+        );
+        for name in
+            ["str", "bool", "int", "float", "bytes", "pil", "jpeg", "jpeg_array", "video", "file", "tifffile"]
+        {
+            assert_eq!(leaf(name), Ok(None), "{name}");
+        }
+        for name in ["numpy:5", "no_header_numpy:x", "Tensor"] {
+            assert_eq!(
+                leaf(name),
+                Err(ForeignError::UnknownEncoding { column: "data_format".into(), encoding: name.into() }),
+                "{name}"
+            );
+        }
+        assert_eq!(
+            leaf("no_header_numpy:14"),
+            Err(ForeignError::UnsupportedTokenDType { dtype: "object".into() })
+        );
     }
 }
