@@ -78,3 +78,52 @@ pub(crate) fn decompress(algo: &str, packed: &[u8], size: u64) -> Result<Vec<u8>
     };
     Ok(out)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Issue 33 (mutants deleting `digest`'s arms): each algorithm name Streaming's
+    /// `hashing.py` may write, checked against the digest of the same bytes computed by
+    /// Python's `hashlib` and `xxhash` 4.1.0 (the packages Streaming hashes with), in lower
+    /// and upper case hex; one digit changed is a mismatch naming the algorithm; a name outside
+    /// the table is refused.
+    #[test]
+    fn issue33_foreign_mds_every_hash_algorithm_matches_python_s() {
+        let bytes = b"guideloom mds shard\n";
+        let python = [
+            ("sha1", "2a286df938b0607e3a334eec503a3be3abd05768"),
+            ("sha256", "32a5c738b99fc7320a49884d084ec6ba636f15d50e2cf081abd9f36f9ddff6fa"),
+            (
+                "sha512",
+                "2ccb43ded2f0adc037f51dc06f27c4fd02f5382cf50f58585077e27b0369889c114e5494cf705b6aca4bc5fb355dd01016364643ecdd12b2463430368e660a7d",
+            ),
+            ("md5", "14af2162ebf464ec317fa1549889afc8"),
+            ("xxh64", "41f85873569a7a17"),
+            ("xxh3_64", "5c66ebb249225c24"),
+            ("xxh128", "f3cae01b0fcb422e9897486ddef5f99f"),
+            ("xxh3_128", "f3cae01b0fcb422e9897486ddef5f99f"),
+        ];
+        for (algorithm, hex) in python {
+            let one = |h: &str| vec![(algorithm.to_string(), h.to_string())];
+            assert_eq!(check_hashes(&one(hex), bytes), Ok(()), "{algorithm}");
+            assert_eq!(check_hashes(&one(&hex.to_uppercase()), bytes), Ok(()), "{algorithm}");
+            let wrong = format!("{}{}", if hex.starts_with('0') { '1' } else { '0' }, &hex[1..]);
+            assert_eq!(
+                check_hashes(&one(&wrong), bytes),
+                Err(ForeignError::HashMismatch {
+                    algorithm: algorithm.into(),
+                    expected: wrong.clone(),
+                    found: hex.into()
+                }),
+                "{algorithm}"
+            );
+        }
+        let all: Vec<(String, String)> = python.iter().map(|(a, h)| (a.to_string(), h.to_string())).collect();
+        assert_eq!(check_hashes(&all, bytes), Ok(()));
+        assert_eq!(
+            check_hashes(&[("blake2b".into(), "00".into())], bytes),
+            Err(ForeignError::UnsupportedHash { algorithm: "blake2b".into() })
+        );
+    }
+}
