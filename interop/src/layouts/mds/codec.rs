@@ -126,4 +126,25 @@ mod tests {
             Err(ForeignError::UnsupportedHash { algorithm: "blake2b".into() })
         );
     }
+
+    /// Issue 33 (mutant of `decompress`'s `size > bound`): a claim of exactly the bound of the
+    /// compressed bytes is inflated (here to the 5 bytes it holds: the caller compares sizes);
+    /// one byte more is refused before inflating.
+    #[test]
+    fn issue33_foreign_mds_a_claim_of_exactly_the_inflate_bound_is_inflated() {
+        let packed = zstd::encode_all(&b"hello"[..], 3).unwrap();
+        let bound = guideloom_formats::inflate_bound(packed.len() as u64);
+        assert_eq!(decompress("zstd", &packed, bound).unwrap(), b"hello");
+        match decompress("zstd", &packed, bound + 1) {
+            Err(ForeignError::DecompressionFailed { reason }) => assert!(
+                reason.starts_with(&format!(
+                    "the index claims {} bytes for {} compressed bytes",
+                    bound + 1,
+                    packed.len()
+                )),
+                "{reason}"
+            ),
+            other => panic!("expected the claim refused, got {other:?}"),
+        }
+    }
 }

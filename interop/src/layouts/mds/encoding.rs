@@ -146,3 +146,70 @@ pub(crate) fn token_encoding(
     let p = ndarray_dtype(parts.next().unwrap_or(""))?;
     Ok(if parts.next().is_some() { TokenEncoding::Fixed(p) } else { TokenEncoding::Typed(p) })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Issue 33 (mutants deleting `ndarray_dtype`'s arms): every value dtype code of
+    /// Streaming's `NDArray._int2value_dtype` (`encodings.py`, written out here): the integer
+    /// ones read as tokens, the float ones refused by name, any other code by number.
+    #[test]
+    fn issue33_foreign_mds_ndarray_dtype_codes_are_streaming_s() {
+        use Primitive::*;
+        for (code, p) in [(8, U8), (9, I8), (16, U16), (17, I16), (32, U32), (33, I32), (64, U64), (65, I64)]
+        {
+            assert_eq!(ndarray_code(code), Ok(p), "{code}");
+        }
+        for (code, name) in [(18, "float16"), (34, "float32"), (66, "float64")] {
+            assert_eq!(ndarray_code(code), Err(ForeignError::UnsupportedTokenDType { dtype: name.into() }));
+        }
+        for code in [0, 7, 10, 35, 67, 255] {
+            assert_eq!(
+                ndarray_code(code),
+                Err(ForeignError::UnsupportedTokenDType { dtype: format!("ndarray dtype code {code}") })
+            );
+        }
+    }
+
+    /// The same names as encodings: `ndarray:<dtype>` (shape header) and
+    /// `ndarray:<dtype>:<shape>` (fixed) for each integer dtype.
+    #[test]
+    fn issue33_foreign_mds_typed_ndarray_encodings_name_their_dtype() {
+        use Primitive::*;
+        let options = ForeignOptions::new();
+        for (name, p) in [
+            ("uint8", U8),
+            ("int8", I8),
+            ("uint16", U16),
+            ("int16", I16),
+            ("uint32", U32),
+            ("int32", I32),
+            ("uint64", U64),
+            ("int64", I64),
+        ] {
+            assert_eq!(token_encoding(&format!("ndarray:{name}"), &options), Ok(TokenEncoding::Typed(p)));
+            assert_eq!(token_encoding(&format!("ndarray:{name}:8"), &options), Ok(TokenEncoding::Fixed(p)));
+        }
+        assert_eq!(
+            token_encoding("ndarray:float32", &options),
+            Err(ForeignError::UnsupportedTokenDType { dtype: "float32".into() })
+        );
+    }
+
+    /// Issue 33 (mutant of `known_encoding`'s `&&` -> `||`): an encoding with arguments is
+    /// known only as `ndarray:<dtype>[:<shape>]`; another name with arguments is not.
+    #[test]
+    fn issue33_foreign_mds_known_encodings_with_arguments() {
+        for enc in
+            ["ndarray", "ndarray:uint16", "ndarray:int32:4,2", "bytes", "str", "list[png]", "jpegarray"]
+        {
+            assert!(known_encoding(enc), "{enc}");
+        }
+        for enc in
+            ["ndarray:", "ndarray:int32:4:2", "str:uint16", "bytes:int64", "pkl", "ndarrays:uint16", ""]
+        {
+            assert!(!known_encoding(enc), "{enc}");
+        }
+    }
+}
