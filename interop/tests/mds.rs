@@ -281,3 +281,39 @@ fn issue33_foreign_mds_the_inflated_shards_budget_on_both_sides() {
         }
     }
 }
+
+/// Issue 33 (mutants of `index::validate`'s column checks): a shard's column names,
+/// encodings and sizes must have one length (one list longer is refused, either of the two);
+/// every shard's token column must have the first shard's name and encoding (a name or an
+/// encoding changed in shard 1 is refused naming both).
+#[test]
+fn issue33_foreign_mds_the_index_s_columns_agree_within_and_across_shards() {
+    let refused = |edit: &dyn Fn(&mut serde_json::Value), want: ForeignError| {
+        let tmp = zstd_copy(false, |index| edit(index));
+        let e =
+            ForeignDataset::open(tmp.path(), &ForeignOptions::new().format(ForeignFormat::Mds)).unwrap_err();
+        assert_foreign(&e, "index.json", &want);
+    };
+    let lengths = || ForeignError::InvalidIndex {
+        reason: "shards[0]: column names, encodings and sizes differ in length".into(),
+    };
+    refused(
+        &|i| i["shards"][0]["column_encodings"] = serde_json::json!(["int", "ndarray:uint16", "str"]),
+        lengths(),
+    );
+    refused(&|i| i["shards"][0]["column_sizes"] = serde_json::json!([8, null, null]), lengths());
+    refused(
+        &|i| i["shards"][1]["column_encodings"] = serde_json::json!(["int", "ndarray:int32"]),
+        ForeignError::MixedDTypes {
+            expected: "tokens: ndarray:uint16".into(),
+            found: "tokens: ndarray:int32".into(),
+        },
+    );
+    refused(
+        &|i| i["shards"][1]["column_names"] = serde_json::json!(["id", "ids"]),
+        ForeignError::MixedDTypes {
+            expected: "tokens: ndarray:uint16".into(),
+            found: "ids: ndarray:uint16".into(),
+        },
+    );
+}

@@ -212,4 +212,41 @@ mod tests {
             assert!(!known_encoding(enc), "{enc}");
         }
     }
+
+    /// Issue 33 (mutants of `token_column`'s `can_hold` and its one-candidate arm): without a
+    /// configured column or a `tokens` column, the token column is the only `bytes`, `ndarray`
+    /// or `ndarray:...` column; none or two are refused naming the candidates.
+    #[test]
+    fn issue33_foreign_mds_the_token_column_is_the_only_one_that_can_hold_tokens() {
+        let names = |n: &[&str]| n.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let none = ForeignOptions::new();
+        for enc in ["bytes", "ndarray", "ndarray:uint16", "ndarray:int32:8"] {
+            assert_eq!(token_column(&names(&["id", "ids"]), &names(&["int", enc]), &none), Ok(1), "{enc}");
+            assert_eq!(token_column(&names(&["ids", "id"]), &names(&[enc, "str"]), &none), Ok(0), "{enc}");
+        }
+        let refused = |n: usize, of: usize, named: &str| {
+            Err(ForeignError::TokenColumn {
+                reason: format!(
+                    "no `tokens` column, and {n} of the {of} columns can hold tokens (bytes or ndarray \
+                     encodings): {named}; name one with --column (ForeignOptions::column)"
+                ),
+            })
+        };
+        assert_eq!(
+            token_column(&names(&["a", "b"]), &names(&["bytes", "ndarray"]), &none),
+            refused(2, 2, r#"["a", "b"]"#)
+        );
+        assert_eq!(token_column(&names(&["a", "b"]), &names(&["str", "int"]), &none), refused(0, 2, "[]"));
+        // `tokens` wins over the candidates; a configured column over `tokens`.
+        let three = names(&["a", "tokens", "c"]);
+        let encs = names(&["bytes", "ndarray:uint16", "ndarray"]);
+        assert_eq!(token_column(&three, &encs, &none), Ok(1));
+        assert_eq!(token_column(&three, &encs, &ForeignOptions::new().column("c")), Ok(2));
+        assert_eq!(
+            token_column(&three, &encs, &ForeignOptions::new().column("d")),
+            Err(ForeignError::TokenColumn {
+                reason: r#"no column "d" (--column; the columns: ["a", "tokens", "c"])"#.into()
+            })
+        );
+    }
 }
