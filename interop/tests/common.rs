@@ -72,6 +72,16 @@ pub(crate) const EOT: i64 = 50256;
 pub(crate) const CORPUS_EOT: [&[i64]; 4] =
     [&[101, 102, 103, EOT], &[201, 202, EOT], &[301, 302, 303, 304, EOT], &[401, EOT]];
 
+/// A new temporary directory holding a copy of the files of directory `src` (one level: the
+/// samples' dataset directories), for a test to edit.
+pub(crate) fn copy_dir(src: &Path) -> tempfile::TempDir {
+    let tmp = tempfile::tempdir().unwrap();
+    for e in std::fs::read_dir(src).unwrap().flatten() {
+        std::fs::copy(e.path(), tmp.path().join(e.file_name())).unwrap();
+    }
+    tmp
+}
+
 /// Asserts that `e` is a foreign error about a file named `file` with exactly `want`.
 pub(crate) fn assert_foreign(e: &InteropError, file: &str, want: &ForeignError) {
     match e {

@@ -6,7 +6,7 @@ use guideloom_interop::{
     detect, ForeignDataset, ForeignDetails, ForeignError, ForeignFormat, ForeignOptions,
 };
 
-use crate::common::assert_foreign;
+use crate::common::{assert_foreign, copy_dir};
 use crate::tables::{check_expected, document, expected, sample2, HF_ARROW_SAMPLES};
 
 fn hf() -> ForeignOptions {
@@ -157,10 +157,7 @@ fn issue28_hf_arrow_malformed_cases_give_their_errors() {
 fn issue33_foreign_a_record_batch_without_tokens_adds_no_segment() {
     use arrow_array::Array;
     let src = sample2("hf_arrow/tokens_i64");
-    let tmp = tempfile::tempdir().unwrap();
-    for e in std::fs::read_dir(&src).unwrap().flatten() {
-        std::fs::copy(e.path(), tmp.path().join(e.file_name())).unwrap();
-    }
+    let tmp = copy_dir(&src);
     let file = tmp.path().join("data-00000-of-00001.arrow");
     let reader = arrow_ipc::reader::StreamReader::try_new(std::fs::File::open(&file).unwrap(), None).unwrap();
     let schema = reader.schema();

@@ -5,7 +5,7 @@ use guideloom_formats::{IntTokenFormat, Primitive};
 use guideloom_interop::{ForeignDataset, ForeignDetails, ForeignError, ForeignFormat, ForeignOptions};
 use guideloom_storage::ReadOptions;
 
-use crate::common::{assert_foreign, check, documents_with, open, sample, EOT};
+use crate::common::{assert_foreign, check, copy_dir, documents_with, open, sample, EOT};
 
 #[test]
 fn litdata_tokens_loader_blocks_documents_and_tensors() {
@@ -53,10 +53,7 @@ fn issue33_foreign_litdata_a_tokens_loader_holds_one_headerless_array() {
         (serde_json::json!(["numpy"]), Some(r#"["numpy"]"#)),
         (serde_json::json!(["no_header_numpy:5", "int"]), Some(r#"["no_header_numpy:5", "int"]"#)),
     ] {
-        let tmp = tempfile::tempdir().unwrap();
-        for e in std::fs::read_dir(&src).unwrap().flatten() {
-            std::fs::copy(e.path(), tmp.path().join(e.file_name())).unwrap();
-        }
+        let tmp = copy_dir(&src);
         let path = tmp.path().join("index.json");
         let mut index: serde_json::Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
         index["config"]["data_format"] = formats;

@@ -9,7 +9,7 @@ use guideloom_interop::{
 use guideloom_storage::{ReadOptions, Window};
 
 use crate::common::{
-    assert_foreign, backends, case_path, check, documents_with, open, sample, CORPUS_EOT, EOT,
+    assert_foreign, backends, case_path, check, copy_dir, documents_with, open, sample, CORPUS_EOT, EOT,
 };
 
 #[test]
@@ -118,10 +118,7 @@ fn index_paths_cannot_leave_the_dataset() {
 #[test]
 fn issue32_a_compressed_shard_is_inflated_only_within_a_bound_of_its_compressed_size() {
     let src = sample("mds/tokens_zstd_sha1_xxh3");
-    let tmp = tempfile::tempdir().unwrap();
-    for e in std::fs::read_dir(&src).unwrap().flatten() {
-        std::fs::copy(e.path(), tmp.path().join(e.file_name())).unwrap();
-    }
+    let tmp = copy_dir(&src);
     let raw = vec![0u8; 64 << 20];
     let packed = zstd::encode_all(&raw[..], 3).unwrap();
     assert!(packed.len() < 64 << 10, "{}", packed.len());
@@ -153,10 +150,7 @@ fn issue32_a_compressed_shard_is_inflated_only_within_a_bound_of_its_compressed_
 /// its raw file when `raw` is set, and `edit` applied to its `index.json`.
 fn zstd_copy(raw: bool, edit: impl FnOnce(&mut serde_json::Value)) -> tempfile::TempDir {
     let src = sample("mds/tokens_zstd_sha1_xxh3");
-    let tmp = tempfile::tempdir().unwrap();
-    for e in std::fs::read_dir(&src).unwrap().flatten() {
-        std::fs::copy(e.path(), tmp.path().join(e.file_name())).unwrap();
-    }
+    let tmp = copy_dir(&src);
     if raw {
         for k in 0..2 {
             let zip = std::fs::read(tmp.path().join(format!("shard.0000{k}.mds.zstd"))).unwrap();
