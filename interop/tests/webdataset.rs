@@ -180,3 +180,39 @@ fn issue28_gnu_long_names_and_directory_members() {
     );
     assert_eq!(all_records(&shards), [vec![1, 2, 3], vec![4, 5]]);
 }
+
+/// Issue 33 (mutants of `WebDatasetSampleReader::next_sample` and `pos`, the `Debug` of its
+/// samples and tar members, and the source's fingerprint): a sample reader gives shard 0's
+/// samples with every field, as `samples(0)` lists them; reopened at the position it reported
+/// after sample 0 it goes on with sample 1; it ends after 20. Its debug form shows the sample
+/// and the tar member it is at. Two sources over other shards have other fingerprints.
+#[test]
+fn issue33_foreign_wds_a_sample_reader_resumes_at_its_position() {
+    let path = sample2("webdataset/shards");
+    let shards = WebDatasetShards::open(path.to_str().unwrap(), &ForeignOptions::new()).unwrap();
+    let all = shards.samples(0).unwrap();
+    let mut r = shards.open_samples(0, ShardPos::START).unwrap();
+    assert_eq!(r.next_sample().unwrap().as_ref(), Some(&all[0]));
+    let after = r.pos();
+    assert_eq!(after.record, 1);
+    assert!(after.offset > 0, "{after:?}");
+    let debug = format!("{r:?}");
+    assert!(debug.contains("samples: Samples { record: 1, members: Members { pos: "), "{debug}");
+    assert!(debug.contains(", member: "), "{debug}");
+    let mut resumed = shards.open_samples(0, after).unwrap();
+    let mut rest = Vec::new();
+    while let Some(s) = resumed.next_sample().unwrap() {
+        rest.push(s);
+    }
+    assert_eq!(rest, all[1..]);
+    assert_eq!(resumed.pos().record, 20);
+
+    let one = WebDatasetShards::open(path.join("train-000000.tar").to_str().unwrap(), &ForeignOptions::new())
+        .unwrap();
+    let other =
+        WebDatasetShards::open(path.join("train-000001.tar").to_str().unwrap(), &ForeignOptions::new())
+            .unwrap();
+    let prints = [shards.fingerprint(), one.fingerprint(), other.fingerprint()];
+    assert!(prints.iter().all(|&f| f > 1), "{prints:?}");
+    assert!(prints[0] != prints[1] && prints[1] != prints[2] && prints[0] != prints[2], "{prints:?}");
+}
