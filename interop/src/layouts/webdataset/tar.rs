@@ -275,4 +275,156 @@ mod tests {
             );
         }
     }
+
+    /// A ustar header block: `kind`, `name`, the size field `size`.
+    fn header(kind: EntryType, name: &str, size: u64) -> Vec<u8> {
+        let mut h = Header::new_ustar();
+        h.set_entry_type(kind);
+        h.set_path(name).unwrap();
+        h.set_size(size);
+        h.set_mode(0o644);
+        h.set_cksum();
+        h.as_bytes().to_vec()
+    }
+
+    /// `data` padded with zeros to whole blocks.
+    fn padded(data: &[u8]) -> Vec<u8> {
+        let mut d = data.to_vec();
+        d.resize(data.len().div_ceil(BLOCK as usize) * BLOCK as usize, 0);
+        d
+    }
+
+    /// PAX records (`"<len> <key>=<value>\n"`, the length counting itself).
+    fn pax(records: &[(&str, &str)]) -> Vec<u8> {
+        let mut out = Vec::new();
+        for (k, v) in records {
+            let body = format!(" {k}={v}\n");
+            let mut len = body.len() + 1;
+            while len != body.len() + len.to_string().len() {
+                len = body.len() + len.to_string().len();
+            }
+            out.extend(format!("{len}{body}").into_bytes());
+        }
+        out
+    }
+
+    /// Every regular member of `bytes` (its length known when `known`), or the first error.
+    fn all(bytes: Vec<u8>, known: bool) -> Result<Vec<(String, Vec<u8>)>, ForeignError> {
+        let len = bytes.len() as u64;
+        let mut m = Members::new(Box::new(std::io::Cursor::new(bytes)), 0, 0, known.then_some(len));
+        let mut out = Vec::new();
+        while let Some(member) = m.next()? {
+            out.push((member.name, member.data));
+        }
+        Ok(out)
+    }
+
+    /// Issue 33 (mutants of `data`'s checks and padding): a member whose data ends exactly at
+    /// the end of the stream (no padding, no end blocks) is read; one claiming a block more
+    /// than is there is truncated, with the bytes present, whether the stream's length is
+    /// known or not (a gzip stream); a member of more than two blocks is padded to whole
+    /// blocks, so the next member follows it.
+    #[test]
+    fn issue33_foreign_wds_member_data_at_the_stream_s_end_and_padding() {
+        let data = vec![7u8; 512];
+        let exact = [header(EntryType::Regular, "k.npy", 512), data.clone()].concat();
+        for known in [true, false] {
+            assert_eq!(all(exact.clone(), known), Ok(vec![("k.npy".into(), data.clone())]), "{known}");
+            let short = [header(EntryType::Regular, "k.npy", 1024), data.clone()].concat();
+            assert_eq!(
+                all(short, known),
+                Err(ForeignError::TruncatedMember {
+                    member: 0,
+                    name: "k.npy".into(),
+                    size: 1024,
+                    present: 512
+                })
+            );
+        }
+        let big: Vec<u8> = (0..2000u32).map(|i| i as u8).collect();
+        let two = [
+            header(EntryType::Regular, "a.npy", 2000),
+            padded(&big),
+            header(EntryType::Regular, "a.txt", 3),
+            padded(b"abc"),
+            vec![0; 1024],
+        ]
+        .concat();
+        assert_eq!(all(two, true), Ok(vec![("a.npy".into(), big), ("a.txt".into(), b"abc".to_vec())]));
+    }
+
+    /// Issue 33 (mutants of the PAX `size` record and its `kind.is_file()` guard): a PAX size
+    /// replaces the next header's size field when that header is a file's (here 600 bytes
+    /// behind a field of 0); a directory after it keeps its own size (0), and the record is
+    /// used up.
+    #[test]
+    fn issue33_foreign_wds_a_pax_size_applies_to_the_next_file_only() {
+        let body = vec![5u8; 600];
+        let records = pax(&[("size", "600")]);
+        let file = [
+            header(EntryType::XHeader, "./PaxHeaders/k.npy", records.len() as u64),
+            padded(&records),
+            header(EntryType::Regular, "k.npy", 0),
+            padded(&body),
+            vec![0; 1024],
+        ]
+        .concat();
+        assert_eq!(all(file, true), Ok(vec![("k.npy".into(), body)]));
+        let dir = [
+            header(EntryType::XHeader, "./PaxHeaders/d", records.len() as u64),
+            padded(&records),
+            header(EntryType::Directory, "d/", 0),
+            header(EntryType::Regular, "d/k.txt", 3),
+            padded(b"abc"),
+            vec![0; 1024],
+        ]
+        .concat();
+        assert_eq!(all(dir, true), Ok(vec![("d/k.txt".into(), b"abc".to_vec())]));
+    }
+
+    /// Issue 33 (mutants of the member size limit `size > MAX_MEMBER`): a member of exactly
+    /// 1 GiB passes the limit (and is then truncated here: the bytes are not there); one byte
+    /// more is refused by the limit before anything is read.
+    #[test]
+    fn issue33_foreign_wds_the_member_size_limit_on_both_sides() {
+        let at = |size: u64| all([header(EntryType::Regular, "k.npy", size), vec![0; 512]].concat(), true);
+        assert_eq!(
+            at(MAX_MEMBER),
+            Err(ForeignError::TruncatedMember {
+                member: 0,
+                name: "k.npy".into(),
+                size: MAX_MEMBER,
+                present: 512
+            })
+        );
+        assert_eq!(
+            at(MAX_MEMBER + 1),
+            Err(ForeignError::TarHeaderDecode {
+                member: 0,
+                offset: 0,
+                reason: format!("member k.npy: size {} is above the {MAX_MEMBER}-byte limit", MAX_MEMBER + 1),
+            })
+        );
+    }
+
+    /// Issue 33 (mutant deleting the `XGlobalHeader | GNULongLink` arm): a PAX global header
+    /// (Python's `tarfile` writes one for `pax_headers`) is not a member: the member after it
+    /// is member 0.
+    #[test]
+    fn issue33_foreign_wds_a_global_header_is_not_a_member() {
+        let records = pax(&[("comment", "guideloom")]);
+        let bytes = [
+            header(EntryType::XGlobalHeader, "pax_global_header", records.len() as u64),
+            padded(&records),
+            header(EntryType::Regular, "k.txt", 3),
+            padded(b"abc"),
+            vec![0; 1024],
+        ]
+        .concat();
+        let len = bytes.len() as u64;
+        let mut m = Members::new(Box::new(std::io::Cursor::new(bytes)), 0, 0, Some(len));
+        let member = m.next().unwrap().unwrap();
+        assert_eq!((member.index, member.name.as_str(), &member.data[..]), (0, "k.txt", &b"abc"[..]));
+        assert_eq!(m.next(), Ok(None));
+    }
 }
