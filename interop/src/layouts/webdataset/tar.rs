@@ -351,6 +351,19 @@ mod tests {
         ]
         .concat();
         assert_eq!(all(two, true), Ok(vec![("a.npy".into(), big), ("a.txt".into(), b"abc".to_vec())]));
+        // The bytes left are counted down past each member's data and padding: a second
+        // member claiming more than is there is refused with exactly what is there.
+        let then_short = [
+            header(EntryType::Regular, "a.txt", 3),
+            padded(b"abc"),
+            header(EntryType::Regular, "b.npy", 4096),
+            vec![1; 512],
+        ]
+        .concat();
+        assert_eq!(
+            all(then_short, true),
+            Err(ForeignError::TruncatedMember { member: 1, name: "b.npy".into(), size: 4096, present: 512 })
+        );
     }
 
     /// Issue 33 (mutants of the PAX `size` record and its `kind.is_file()` guard): a PAX size
