@@ -82,6 +82,14 @@ pub(crate) fn copy_dir(src: &Path) -> tempfile::TempDir {
     tmp
 }
 
+/// Reads the JSON file `path`, applies `edit` to it and writes it back (a sample's index made
+/// malformed or changed by a test).
+pub(crate) fn edit_json(path: &Path, edit: impl FnOnce(&mut serde_json::Value)) {
+    let mut value: serde_json::Value = serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap();
+    edit(&mut value);
+    std::fs::write(path, serde_json::to_vec(&value).unwrap()).unwrap();
+}
+
 /// Asserts that `e` is a foreign error about a file named `file` with exactly `want`.
 pub(crate) fn assert_foreign(e: &InteropError, file: &str, want: &ForeignError) {
     match e {

@@ -5,7 +5,7 @@ use guideloom_formats::{IntTokenFormat, Primitive};
 use guideloom_interop::{ForeignDataset, ForeignDetails, ForeignError, ForeignFormat, ForeignOptions};
 use guideloom_storage::ReadOptions;
 
-use crate::common::{assert_foreign, check, copy_dir, documents_with, open, sample, EOT};
+use crate::common::{assert_foreign, check, copy_dir, documents_with, edit_json, open, sample, EOT};
 
 #[test]
 fn litdata_tokens_loader_blocks_documents_and_tensors() {
@@ -54,10 +54,7 @@ fn issue33_foreign_litdata_a_tokens_loader_holds_one_headerless_array() {
         (serde_json::json!(["no_header_numpy:5", "int"]), Some(r#"["no_header_numpy:5", "int"]"#)),
     ] {
         let tmp = copy_dir(&src);
-        let path = tmp.path().join("index.json");
-        let mut index: serde_json::Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
-        index["config"]["data_format"] = formats;
-        std::fs::write(&path, serde_json::to_vec(&index).unwrap()).unwrap();
+        edit_json(&tmp.path().join("index.json"), |index| index["config"]["data_format"] = formats);
         let r = ForeignDataset::open(tmp.path(), &ForeignOptions::new().format(ForeignFormat::Litdata));
         match refused {
             None => assert_eq!(r.unwrap().dtype(), Primitive::U16),

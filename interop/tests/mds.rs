@@ -9,7 +9,8 @@ use guideloom_interop::{
 use guideloom_storage::{ReadOptions, Window};
 
 use crate::common::{
-    assert_foreign, backends, case_path, check, copy_dir, documents_with, open, sample, CORPUS_EOT, EOT,
+    assert_foreign, backends, case_path, check, copy_dir, documents_with, edit_json, open, sample,
+    CORPUS_EOT, EOT,
 };
 
 #[test]
@@ -123,15 +124,14 @@ fn issue32_a_compressed_shard_is_inflated_only_within_a_bound_of_its_compressed_
     let packed = zstd::encode_all(&raw[..], 3).unwrap();
     assert!(packed.len() < 64 << 10, "{}", packed.len());
     std::fs::write(tmp.path().join("shard.00000.mds.zstd"), &packed).unwrap();
-    let mut index: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(tmp.path().join("index.json")).unwrap()).unwrap();
-    let shard = &mut index["shards"][0];
-    shard["raw_data"]["bytes"] = serde_json::json!(64 << 20);
-    shard["zip_data"]["bytes"] = serde_json::json!(packed.len());
-    std::fs::write(tmp.path().join("index.json"), serde_json::to_vec(&index).unwrap()).unwrap();
+    edit_json(&tmp.path().join("index.json"), |index| {
+        let shard = &mut index["shards"][0];
+        shard["raw_data"]["bytes"] = serde_json::json!(64 << 20);
+        shard["zip_data"]["bytes"] = serde_json::json!(packed.len());
+    });
     // Refused when the dataset is opened (the shard is inflated there), naming the compressed
     // file: the claim and the bound in the reason.
-    let e = ForeignDataset::open(tmp.path(), &ForeignOptions::new().format(ForeignFormat::Mds)).unwrap_err();
+    let e = ForeignDataset::open(tmp.path(), &mds()).unwrap_err();
     let claim = format!("claims {} bytes for {} compressed bytes; at most", 64 << 20, packed.len());
     match &e {
         InteropError::Dataset { path, error, .. } => {
@@ -161,15 +161,25 @@ fn zstd_copy(raw: bool, edit: impl FnOnce(&mut serde_json::Value)) -> tempfile::
             .unwrap();
         }
     }
-    let path = tmp.path().join("index.json");
-    let mut index: serde_json::Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
-    edit(&mut index);
-    std::fs::write(&path, serde_json::to_vec(&index).unwrap()).unwrap();
+    edit_json(&tmp.path().join("index.json"), edit);
     tmp
 }
 
+/// The zstd sample with only its raw shards (inflated), the index unchanged.
+fn raw_only_copy() -> tempfile::TempDir {
+    let tmp = zstd_copy(true, |_| {});
+    for k in 0..2 {
+        std::fs::remove_file(tmp.path().join(format!("shard.0000{k}.mds.zstd"))).unwrap();
+    }
+    tmp
+}
+
+fn mds() -> ForeignOptions {
+    ForeignOptions::new().format(ForeignFormat::Mds)
+}
+
 fn open_mds(dir: &std::path::Path) -> Result<ForeignDataset, InteropError> {
-    ForeignDataset::open(dir, &ForeignOptions::new().format(ForeignFormat::Mds).verify_hashes(true))
+    ForeignDataset::open(dir, &mds().verify_hashes(true))
 }
 
 /// Issue 33 (mutants of `shard_bytes`' choice `l == raw.bytes`): Streaming reads a shard's raw
@@ -179,10 +189,7 @@ fn open_mds(dir: &std::path::Path) -> Result<ForeignDataset, InteropError> {
 /// found.
 #[test]
 fn issue33_foreign_mds_a_raw_shard_is_read_only_at_the_index_s_size() {
-    let tmp = zstd_copy(true, |_| {});
-    for k in 0..2 {
-        std::fs::remove_file(tmp.path().join(format!("shard.0000{k}.mds.zstd"))).unwrap();
-    }
+    let tmp = raw_only_copy();
     let d = open_mds(tmp.path()).unwrap();
     check(&d, &CORPUS_EOT.concat(), Some(&CORPUS_EOT));
     assert!(d.files().iter().all(|f| !f.path.display().to_string().ends_with(".zstd")));
@@ -209,16 +216,13 @@ fn issue33_foreign_mds_counts_per_shard_and_global_sample_numbers() {
     let d = open_mds(zstd_copy(false, |_| {}).path()).unwrap();
     assert_eq!(d.files().iter().map(|f| f.elements).collect::<Vec<_>>(), [7, 7]);
     // Shard 1's first sample cut to 2 bytes: too short for its one column size word.
-    let tmp = zstd_copy(true, |_| {});
-    for k in 0..2 {
-        std::fs::remove_file(tmp.path().join(format!("shard.0000{k}.mds.zstd"))).unwrap();
-    }
+    let tmp = raw_only_copy();
     let path = tmp.path().join("shard.00001.mds");
     let mut shard = std::fs::read(&path).unwrap();
     let first = u32::from_le_bytes(shard[4..8].try_into().unwrap());
     shard[8..12].copy_from_slice(&(first + 2).to_le_bytes());
     std::fs::write(&path, &shard).unwrap();
-    let e = ForeignDataset::open(tmp.path(), &ForeignOptions::new().format(ForeignFormat::Mds)).unwrap_err();
+    let e = ForeignDataset::open(tmp.path(), &mds()).unwrap_err();
     assert_foreign(
         &e,
         "shard.00001.mds",
@@ -233,15 +237,11 @@ fn issue33_foreign_mds_counts_per_shard_and_global_sample_numbers() {
 fn issue33_foreign_mds_a_compressed_shard_is_read_up_to_1_mib() {
     let small =
         |index: &mut serde_json::Value| index["shards"][0]["zip_data"]["bytes"] = serde_json::json!(1);
-    let d = ForeignDataset::open(
-        zstd_copy(false, small).path(),
-        &ForeignOptions::new().format(ForeignFormat::Mds),
-    )
-    .unwrap();
+    let d = ForeignDataset::open(zstd_copy(false, small).path(), &mds()).unwrap();
     check(&d, &CORPUS_EOT.concat(), Some(&CORPUS_EOT));
     let tmp = zstd_copy(false, small);
     std::fs::write(tmp.path().join("shard.00000.mds.zstd"), vec![0u8; (1 << 20) + 1]).unwrap();
-    let e = ForeignDataset::open(tmp.path(), &ForeignOptions::new().format(ForeignFormat::Mds)).unwrap_err();
+    let e = ForeignDataset::open(tmp.path(), &mds()).unwrap_err();
     assert_foreign(
         &e,
         "shard.00000.mds.zstd",
@@ -261,8 +261,7 @@ fn issue33_foreign_mds_the_inflated_shards_budget_on_both_sides() {
     ] {
         let tmp =
             zstd_copy(false, |index| index["shards"][0]["raw_data"]["bytes"] = serde_json::json!(claim));
-        let e =
-            ForeignDataset::open(tmp.path(), &ForeignOptions::new().format(ForeignFormat::Mds)).unwrap_err();
+        let e = ForeignDataset::open(tmp.path(), &mds()).unwrap_err();
         match &e {
             InteropError::Dataset { path, error, .. } => {
                 assert!(path.ends_with("shard.00000.mds.zstd"), "{e}");
@@ -284,8 +283,7 @@ fn issue33_foreign_mds_the_inflated_shards_budget_on_both_sides() {
 fn issue33_foreign_mds_the_index_s_columns_agree_within_and_across_shards() {
     let refused = |edit: &dyn Fn(&mut serde_json::Value), want: ForeignError| {
         let tmp = zstd_copy(false, |index| edit(index));
-        let e =
-            ForeignDataset::open(tmp.path(), &ForeignOptions::new().format(ForeignFormat::Mds)).unwrap_err();
+        let e = ForeignDataset::open(tmp.path(), &mds()).unwrap_err();
         assert_foreign(&e, "index.json", &want);
     };
     let lengths = || ForeignError::InvalidIndex {

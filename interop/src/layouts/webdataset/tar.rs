@@ -235,8 +235,8 @@ mod tests {
     }
 
     /// Issue 33 (mutants of `type_name`): a member of a type other than a regular file or a
-    /// directory is refused with its type's name: a symlink, a hard link and a fifo in an
-    /// archive written by the `tar` crate's builder; every name of the table.
+    /// directory is refused with its type's name: a symlink, a hard link and a fifo member;
+    /// every name of the table.
     #[test]
     fn issue33_foreign_wds_an_unsupported_member_names_its_type() {
         for (kind, name) in [
@@ -253,20 +253,8 @@ mod tests {
         for (kind, want) in
             [(EntryType::Symlink, "symlink"), (EntryType::Link, "hard link"), (EntryType::Fifo, "fifo")]
         {
-            let mut b = tar::Builder::new(Vec::new());
-            let mut h = Header::new_ustar();
-            h.set_entry_type(kind);
-            h.set_size(0);
-            if kind != EntryType::Fifo {
-                h.set_link_name("a.npy").unwrap();
-            }
-            h.set_cksum();
-            b.append_data(&mut h, "k.npy", &[][..]).unwrap();
-            let bytes = b.into_inner().unwrap();
-            let len = bytes.len() as u64;
-            let mut m = Members::new(Box::new(std::io::Cursor::new(bytes)), 0, 0, Some(len));
             assert_eq!(
-                m.next(),
+                all([header(kind, "k.npy", 0), vec![0; 1024]].concat(), true),
                 Err(ForeignError::UnsupportedMemberType {
                     member: 0,
                     name: "k.npy".into(),
