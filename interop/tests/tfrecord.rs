@@ -7,6 +7,7 @@ use guideloom_formats::Primitive;
 use guideloom_interop::{ForeignDataset, ForeignError, ForeignFormat, ForeignOptions, TfRecordShards};
 use guideloom_loader::sequential::{SequentialLoader, SequentialSource, ShardPos, ShardReader};
 
+use crate::common::assert_foreign;
 use crate::records_samples::{
     assert_case, assert_documents, case_error, documents, expected, open2, sample2, sequential_records,
 };
@@ -140,4 +141,124 @@ fn issue28_malformed_tfrecords_give_their_errors() {
             .join(": ");
         assert!(chain.contains(&format!("{name}.tfrecord")) && chain.contains(&e.to_string()), "{chain}");
     }
+}
+
+// ---- Records built byte by byte (issue 33: the framing's and the index's boundaries) ----
+
+/// One record as TensorFlow's `RecordWriter` frames it: u64 length, its masked crc32c, the
+/// data, the data's masked crc32c (`crc32c::Mask`: rotated right by 15, plus 0xa282ead8).
+fn record(data: &[u8]) -> Vec<u8> {
+    let mask = |b: &[u8]| crc32c::crc32c(b).rotate_right(15).wrapping_add(0xa282_ead8);
+    let mut out = (data.len() as u64).to_le_bytes().to_vec();
+    out.extend(mask(&out).to_le_bytes());
+    out.extend(data);
+    out.extend(mask(data).to_le_bytes());
+    out
+}
+
+/// Raw u16 records (two ids each, `ForeignOptions::dtype`) read from a file holding `bytes`,
+/// as a token stream; the error's file is `name`.
+fn raw_records(name: &str, bytes: &[u8]) -> Result<ForeignDataset, guideloom_interop::InteropError> {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join(name);
+    std::fs::write(&path, bytes).unwrap();
+    ForeignDataset::open(&path, &opts().dtype(Primitive::U16))
+}
+
+fn gzip(bytes: &[u8]) -> Vec<u8> {
+    use std::io::Write;
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    gz.write_all(bytes).unwrap();
+    gz.finish().unwrap()
+}
+
+/// Issue 33 (mutants of the framing's short reads: the head `n < 12` -> `>`, the data
+/// `data.len() < need` -> `>`): after a whole 18-byte record, 5 bytes are a truncated head
+/// (record 1 at byte 18, 5 bytes there); a head claiming 10 bytes of data with 3 there is a
+/// record out of range, in a plain file (its size known before the read) and in a gzip stream
+/// (found by the read): both name the record, its offset, its length and the 3 bytes left.
+#[test]
+fn issue33_foreign_tfrecord_a_record_cut_in_its_head_or_its_data() {
+    let mut cut_head = record(b"ab");
+    cut_head.extend([1, 2, 3, 4, 5]);
+    for (name, bytes) in [("a.tfrecord", cut_head.clone()), ("a.tfrecord.gz", gzip(&cut_head))] {
+        let e = raw_records(name, &bytes).unwrap_err();
+        assert_foreign(&e, name, &ForeignError::TruncatedRecord { record: 1, offset: 18, have: 5 });
+    }
+    let mut cut_data = record(b"ab");
+    let whole = record(b"0123456789");
+    cut_data.extend(&whole[..12 + 3]);
+    for (name, bytes) in [("b.tfrecord", cut_data.clone()), ("b.tfrecord.gz", gzip(&cut_data))] {
+        let e = raw_records(name, &bytes).unwrap_err();
+        let want = ForeignError::RecordOutOfRange { record: 1, offset: 18, length: 10, left: 3 };
+        assert_foreign(&e, name, &want);
+    }
+    let mut both = record(b"ab");
+    both.extend(record(&[7, 0, 9, 0]));
+    for (name, bytes) in [("c.tfrecord", both.clone()), ("c.tfrecord.gz", gzip(&both))] {
+        let d = raw_records(name, &bytes).unwrap();
+        assert_eq!((d.elements(), d.documents()), (3, Some(&[0, 1, 3][..])), "{name}");
+    }
+}
+
+/// Issue 33 (mutants of the index's line check `offset != expect || length < 16 || end >
+/// size`: either `||` -> `&&`, `<` -> `==`, `<=`): a file of an empty record (16 bytes, the
+/// framing alone) and a 2-byte one (18) has the index `0 16` / `16 18`. Each broken line is
+/// refused with its own reason: a length below the framing's 16 bytes, an offset that is not
+/// where the records before end, a record past the file's end, and a length the record at
+/// that offset does not have.
+#[test]
+fn issue33_foreign_tfrecord_index_lines_at_their_boundaries() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut file = record(b"");
+    file.extend(record(b"xy"));
+    std::fs::write(dir.path().join("a.tfrecord"), &file).unwrap();
+    let shards =
+        TfRecordShards::open(dir.path().join("a.tfrecord").to_str().unwrap(), &ForeignOptions::new()).unwrap();
+    let index = |text: &str| {
+        std::fs::write(dir.path().join("a.index"), text).unwrap();
+        shards.read_index(0, dir.path().join("a.index").to_str().unwrap())
+    };
+    assert_eq!(index("0 16\n16 18\n").unwrap(), [ShardPos::START, ShardPos { record: 1, offset: 16 }]);
+    let before = |at, len, expect| format!("record at {at} of {len} bytes: the records before end at {expect}, the file at 34");
+    for (text, line, reason) in [
+        ("0 15\n", 1, before(0, 15, 0)),
+        ("0 16\n20 18\n", 2, before(20, 18, 16)),
+        ("0 16\n16 19\n", 2, before(16, 19, 16)),
+        ("0 16\n16 17\n", 2, "no record of 17 bytes at offset 16".to_string()),
+    ] {
+        let e = index(text).unwrap_err();
+        assert_foreign(&e, "a.index", &ForeignError::BadRecordIndex { line, reason });
+    }
+}
+
+/// Issue 33 (mutants of `TfRecordShards::files` -> empty, and of the source's fingerprint
+/// -> 0, 1): the files are the shards' paths in order; sources over other files or reading
+/// records another way have other fingerprints, none 0 or 1.
+#[test]
+fn issue33_foreign_tfrecord_files_and_fingerprints() {
+    let dir = sample2("tfrecord");
+    let at = |name: &str, options: &ForeignOptions| {
+        TfRecordShards::open(dir.join(name).to_str().unwrap(), options).unwrap()
+    };
+    let examples = at("examples.tfrecord", &ForeignOptions::new());
+    assert_eq!(examples.files(), [dir.join("examples.tfrecord")]);
+    let raw = at("raw_u16_tokens.tfrecord", &ForeignOptions::new().dtype(Primitive::U16));
+    let as_raw = at("examples.tfrecord", &ForeignOptions::new().dtype(Primitive::U16));
+    let prints = [examples.fingerprint(), raw.fingerprint(), as_raw.fingerprint()];
+    assert!(prints.iter().all(|&p| p > 1), "{prints:?}");
+    assert!(prints[0] != prints[1] && prints[1] != prints[2] && prints[0] != prints[2], "{prints:?}");
+    assert_eq!(examples.fingerprint(), at("examples.tfrecord", &ForeignOptions::new()).fingerprint());
+}
+
+/// Issue 33 (mutant of `Debug for Framing` -> nothing): a reader's debug form names the
+/// record and byte offset it is at (after record 0 of the sample: record 1 at byte 162).
+#[test]
+fn issue33_foreign_tfrecord_a_reader_s_debug_form_names_its_position() {
+    let path = sample2("tfrecord/examples.tfrecord");
+    let shards = TfRecordShards::open(path.to_str().unwrap(), &ForeignOptions::new()).unwrap();
+    let mut r = shards.open(0, ShardPos::START).unwrap();
+    r.next_record().unwrap().unwrap();
+    let text = format!("{r:?}");
+    assert!(text.contains("Framing { record: 1, offset: 162 }"), "{text}");
 }

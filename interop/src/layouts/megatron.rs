@@ -252,3 +252,160 @@ pub(crate) fn open(place: &Place, options: &ForeignOptions) -> Result<Parts> {
     parts.details = ForeignDetails::Megatron(index);
     Ok(parts)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An `.idx` as megatron-core's `_IndexWriter` writes it: magic, version 1, the dtype code,
+    /// `N`, `D`, then `i32[N]` lengths, `i64[N]` pointers, `i64[D]` document indices and the
+    /// `extra` bytes (modes, or trailing bytes).
+    fn idx(code: u8, lengths: &[i32], pointers: &[i64], docs: &[i64], extra: &[u8]) -> Vec<u8> {
+        let mut b = MAGIC.to_vec();
+        b.extend(1u64.to_le_bytes());
+        b.push(code);
+        b.extend((lengths.len() as u64).to_le_bytes());
+        b.extend((docs.len() as u64).to_le_bytes());
+        lengths.iter().for_each(|l| b.extend(l.to_le_bytes()));
+        pointers.iter().for_each(|p| b.extend(p.to_le_bytes()));
+        docs.iter().for_each(|d| b.extend(d.to_le_bytes()));
+        b.extend(extra);
+        b
+    }
+
+    /// [`header`] as [`open`] calls it: the first 34 bytes (fewer for a shorter file) and the
+    /// file's size.
+    fn head(bytes: &[u8], options: &ForeignOptions) -> std::result::Result<Header, ForeignError> {
+        header(&bytes[..bytes.len().min(HEADER as usize)], bytes.len() as u64, options)
+    }
+
+    /// Three u16 sequences of 4, 3 and 5 tokens in three documents (its size: 34 + 12 * 3 +
+    /// 8 * 4 = 102 bytes).
+    fn three(extra: &[u8]) -> Vec<u8> {
+        idx(8, &[4, 3, 5], &[0, 8, 14], &[0, 1, 2, 3], extra)
+    }
+
+    fn header_of(mode_bytes: u64) -> Header {
+        Header { code: 8, dtype: Primitive::U16, sequences: 3, doc_entries: 4, mode_bytes }
+    }
+
+    /// Issue 33 (mutants of the short-file checks `idx_len < HEADER` -> `<=`, `==` and of the
+    /// prefix test `!MAGIC.starts_with`): an index shorter than the 34-byte header is truncated
+    /// when what it holds is a prefix of the magic (0, 5, 9 and 33 bytes), and a bad magic
+    /// when it is not; a header of exactly 34 bytes (no sequences, no documents) is whole,
+    /// and then refused for its document index, which must end at the sequence count.
+    #[test]
+    fn issue33_foreign_megatron_a_header_of_34_bytes_is_whole() {
+        let empty = idx(8, &[], &[], &[], &[]);
+        assert_eq!(empty.len(), 34);
+        for len in [0, 5, 9, 33] {
+            assert_eq!(
+                head(&empty[..len], &ForeignOptions::new()),
+                Err(ForeignError::TruncatedIndex { need: 34, have: len as u64 }),
+                "{len}"
+            );
+        }
+        assert_eq!(
+            head(b"MMIDIDY", &ForeignOptions::new()),
+            Err(ForeignError::BadMagic { found: "MMIDIDY".into() })
+        );
+        let h = head(&empty, &ForeignOptions::new()).unwrap();
+        assert_eq!(h, Header { code: 8, dtype: Primitive::U16, sequences: 0, doc_entries: 0, mode_bytes: 0 });
+        assert_eq!(
+            decode(&empty, &h, &ForeignOptions::new()),
+            Err(ForeignError::DocumentIndexEnd { last: -1, sequences: 0 })
+        );
+    }
+
+    /// Issue 33 (mutant of the dtype check `d != dtype` -> `==`): a dtype the options name is
+    /// checked against the header's: the same one opens, another is refused naming both.
+    #[test]
+    fn issue33_foreign_megatron_the_options_dtype_must_be_the_header_s() {
+        assert_eq!(head(&three(&[]), &ForeignOptions::new().dtype(Primitive::U16)), Ok(header_of(0)));
+        assert_eq!(
+            head(&three(&[]), &ForeignOptions::new().dtype(Primitive::I32)),
+            Err(ForeignError::MixedDTypes { expected: "<u2".into(), found: "<i4".into() })
+        );
+    }
+
+    /// Issue 33 (mutants of the multimodal size rule: `&&` -> `||` twice, `==` -> `!=`,
+    /// `!=` -> `==`, `<` -> `>`, `>` -> `<`, the trailing count `-` -> `+`, `/`): with
+    /// `multimodal`, an index of three sequences is whole with exactly 3 bytes of i8 modes;
+    /// 2 bytes are truncated, 4 and 12 trailing. With `legacy_int32_modes` too, 12 bytes are
+    /// the 2023 writer's i32 modes, 3 bytes are still i8 modes, and 11 are trailing bytes.
+    /// Without sequences the two sizes are the same, and the modes are i8.
+    #[test]
+    fn issue33_foreign_megatron_multimodal_modes_are_one_or_four_bytes_exactly() {
+        let multimodal = ForeignOptions::new().multimodal(true);
+        let mut legacy = multimodal.clone();
+        legacy.legacy_int32_modes = true;
+        let with = |modes: usize, options: &ForeignOptions| head(&three(&vec![0; modes]), options);
+        assert_eq!(with(3, &multimodal), Ok(header_of(1)));
+        assert_eq!(with(2, &multimodal), Err(ForeignError::TruncatedIndex { need: 105, have: 104 }));
+        assert_eq!(with(4, &multimodal), Err(ForeignError::TrailingBytes { count: 1 }));
+        assert_eq!(with(12, &multimodal), Err(ForeignError::TrailingBytes { count: 9 }));
+        assert_eq!(with(12, &legacy), Ok(header_of(4)));
+        assert_eq!(with(3, &legacy), Ok(header_of(1)));
+        assert_eq!(with(11, &legacy), Err(ForeignError::TrailingBytes { count: 8 }));
+        assert_eq!(with(2, &legacy), Err(ForeignError::TruncatedIndex { need: 105, have: 104 }));
+        let none = idx(8, &[], &[], &[0], &[]);
+        let h = head(&none, &legacy).unwrap();
+        assert_eq!((h.sequences, h.mode_bytes), (0, 1));
+        // Without `multimodal`, the same sizes are exact (0 bytes of modes) or trailing bytes.
+        assert_eq!(with(0, &ForeignOptions::new()), Ok(header_of(0)));
+        assert_eq!(with(3, &ForeignOptions::new()), Err(ForeignError::TrailingBytes { count: 3 }));
+        assert_eq!(
+            head(&three(&[])[..101], &ForeignOptions::new()),
+            Err(ForeignError::TruncatedIndex { need: 102, have: 101 })
+        );
+    }
+
+    /// Issue 33 (mutant of the length check `len < 0` -> `<=`): a sequence of no tokens is
+    /// read (its pointer is the end of the one before, and its document is empty); a negative
+    /// length is refused naming its sequence.
+    #[test]
+    fn issue33_foreign_megatron_a_sequence_may_be_empty_but_not_negative() {
+        let b = idx(8, &[2, 0, 1], &[0, 4, 4], &[0, 1, 2, 3], &[]);
+        let h = head(&b, &ForeignOptions::new()).unwrap();
+        let (index, end) = decode(&b, &h, &ForeignOptions::new()).unwrap();
+        assert_eq!(
+            (index.lengths.as_slice(), index.pointers.as_slice(), end),
+            (&[2, 0, 1][..], &[0, 4, 4][..], 6)
+        );
+        assert_eq!(index.starts, [0, 2, 2, 3]);
+        let b = idx(8, &[2, -1, 1], &[0, 4, 4], &[0, 1, 2, 3], &[]);
+        let h = head(&b, &ForeignOptions::new()).unwrap();
+        assert_eq!(decode(&b, &h, &ForeignOptions::new()), Err(ForeignError::NegativeLength { sequence: 1 }));
+    }
+
+    /// Issue 33 (mutant of the pointer check `ptr < 0` -> `<=`): a pointer of 0 where the
+    /// sequences before end at byte 8 is a mismatch naming both, not a negative pointer; -1 is
+    /// a negative pointer.
+    #[test]
+    fn issue33_foreign_megatron_a_zero_pointer_past_the_first_is_a_mismatch() {
+        for (pointer, want) in [
+            (0, ForeignError::PointerMismatch { sequence: 1, found: 0, expected: 8 }),
+            (-1, ForeignError::NegativePointer { sequence: 1 }),
+        ] {
+            let b = idx(8, &[4, 3, 5], &[0, pointer, 14], &[0, 1, 2, 3], &[]);
+            let h = head(&b, &ForeignOptions::new()).unwrap();
+            assert_eq!(decode(&b, &h, &ForeignOptions::new()).map(|_| ()), Err(want));
+        }
+    }
+
+    /// Issue 33 (mutants of the i32 modes' decoding, `modes_at + 4 * i` and its arm): the 2023
+    /// writer's i32 modes and the current i8 modes decode to the same values, in sequence order.
+    #[test]
+    fn issue33_foreign_megatron_modes_decode_from_i8_and_i32() {
+        let mut legacy = ForeignOptions::new().multimodal(true);
+        legacy.legacy_int32_modes = true;
+        let i32_modes: Vec<u8> = [0i32, 1, -2].iter().flat_map(|m| m.to_le_bytes()).collect();
+        let i8_modes = [0u8, 1, (-2i8) as u8];
+        for modes in [&i32_modes[..], &i8_modes[..]] {
+            let b = three(modes);
+            let h = head(&b, &legacy).unwrap();
+            let (index, _) = decode(&b, &h, &legacy).unwrap();
+            assert_eq!(index.modes, Some(vec![0, 1, -2]), "{} bytes of modes", modes.len());
+        }
+    }
+}

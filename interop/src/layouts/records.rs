@@ -355,4 +355,87 @@ mod tests {
         assert_eq!((t.dtype, widen(&t).unwrap()), (Primitive::U16, vec![0x0102, 7]));
         assert!(matches!(record_tokens(&npy, Some(Primitive::I32)), Err(ForeignError::MixedDTypes { .. })));
     }
+
+    /// Issue 33 (mutants of the u64 range check `v < 0` -> `<=`, `==`, `>`): u64 ids widen to
+    /// i64 up to `i64::MAX` (0 and `2^63 - 1` included); `2^63` is refused naming the id.
+    /// Signed ids keep their sign (`-1` as i64 is not out of range).
+    #[test]
+    fn issue33_foreign_records_u64_ids_widen_up_to_i64_max() {
+        let u64s = |ids: &[u64]| RecordTokens {
+            dtype: Primitive::U64,
+            bytes: ids.iter().flat_map(|i| i.to_le_bytes()).collect(),
+        };
+        assert_eq!(widen(&u64s(&[0, 1, (1 << 63) - 1])).unwrap(), [0, 1, i64::MAX]);
+        assert_eq!(
+            widen(&u64s(&[5, 1 << 63])),
+            Err(ForeignError::UnsupportedTokenDType {
+                dtype: "<u8 id 9223372036854775808 above i64::MAX".into()
+            })
+        );
+        let i64s = RecordTokens { dtype: Primitive::I64, bytes: (-1i64).to_le_bytes().to_vec() };
+        assert_eq!(widen(&i64s).unwrap(), [-1]);
+    }
+
+    /// Issue 33 (mutant of `read_full`'s guard on `ErrorKind::Interrupted` -> `false`): a read
+    /// interrupted by a signal is retried, as `std::io::Read::read_exact` does, so the bytes
+    /// after it still arrive; any other error is a failed decompression naming it.
+    #[cfg(any(feature = "tfrecord", feature = "webdataset"))]
+    #[test]
+    fn issue33_foreign_records_an_interrupted_read_is_retried() {
+        /// Reads `data` in reads of at most 2 bytes, failing once with `kind` before each read.
+        struct Flaky {
+            data: Vec<u8>,
+            kind: std::io::ErrorKind,
+            fail: bool,
+        }
+        impl std::io::Read for Flaky {
+            fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+                self.fail = !self.fail;
+                if self.fail {
+                    return Err(std::io::Error::new(self.kind, "flaky"));
+                }
+                let n = buf.len().min(2).min(self.data.len());
+                buf[..n].copy_from_slice(&self.data[..n]);
+                self.data.drain(..n);
+                Ok(n)
+            }
+        }
+        let mut src = Flaky { data: vec![1, 2, 3, 4, 5], kind: std::io::ErrorKind::Interrupted, fail: false };
+        let mut buf = [0u8; 8];
+        assert_eq!(read_full(&mut src, &mut buf), Ok(5));
+        assert_eq!(buf[..5], [1, 2, 3, 4, 5]);
+        let mut src = Flaky { data: vec![1, 2, 3], kind: std::io::ErrorKind::Other, fail: false };
+        assert_eq!(
+            read_full(&mut src, &mut buf),
+            Err(ForeignError::DecompressionFailed { reason: "flaky".into() })
+        );
+    }
+
+    /// Issue 33 (mutant of `Collected::push`'s guard `d != tokens.dtype` -> `false`): the
+    /// documents of a record format share one dtype: a second document of the same dtype is
+    /// pushed (its tokens after the first's), one of another dtype is refused naming both, and
+    /// the file ends with the tokens pushed before it.
+    #[test]
+    fn issue33_foreign_records_collected_documents_share_one_dtype() {
+        let dir = tempfile::tempdir().unwrap();
+        let local = guideloom_storage::LocalDir::new(dir.path());
+        let fs = crate::files::Fs::new(ForeignFormat::WebDataset, std::sync::Arc::new(local));
+        let u16s = |t: &[u16]| RecordTokens {
+            dtype: Primitive::U16,
+            bytes: t.iter().flat_map(|v| v.to_le_bytes()).collect(),
+        };
+        let mut c = Collected::new(&fs, None);
+        assert_eq!(c.push(u16s(&[1, 2])), Ok(()));
+        assert_eq!(c.push(u16s(&[3])), Ok(()));
+        assert_eq!(c.dtype(), Some(Primitive::U16));
+        let i32s = RecordTokens { dtype: Primitive::I32, bytes: 7i32.to_le_bytes().to_vec() };
+        assert_eq!(
+            c.push(i32s),
+            Err(ForeignError::MixedDTypes { expected: "<u2".into(), found: "<i4".into() })
+        );
+        c.end_file("a.tar", 2);
+        let parts = c.finish();
+        assert_eq!((parts.dtype, parts.documents), (Primitive::U16, Some(vec![0, 2, 3])));
+        assert_eq!((parts.files[0].bytes, parts.files[0].elements), (6, 3));
+    }
 }

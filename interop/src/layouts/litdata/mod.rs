@@ -7,8 +7,9 @@
 //! tokens); with the `PyTreeLoader` an item is one u32 byte size per leaf, then the leaves.
 //! Token leaves are `no_header_numpy:<i>` / `no_header_tensor:<i>` (raw values, dtype from
 //! litdata's numpy/torch dtype tables) or `numpy` / `tensor` (u32 dtype index, u32 ndim, u32
-//! dims, values). Each item is one document. `pickle` leaves and compressed or encrypted
-//! chunks are refused.
+//! dims, values; the dims' product must be the values' count: `NumpySerializer` and
+//! `TensorSerializer` write the array's shape). Each item is one document. `pickle` leaves
+//! and compressed or encrypted chunks are refused.
 //!
 //! The reader: [`index::decode`] and [`index::validate`] check `index.json` without reading a
 //! chunk; then each chunk's header and items are checked against its size and the token runs
@@ -137,6 +138,17 @@ pub(crate) fn open(place: &Place, options: &ForeignOptions) -> Result<Parts> {
                             return Err(layout(format!(
                                 "an array header of {skip} bytes in a leaf of {leaf_len}"
                             )));
+                        }
+                        // The shape's product (`None` past u64) must be the values' count.
+                        let dims = fs.read(name, at + 8, 4 * ndim)?;
+                        let count = (0..ndim as usize)
+                            .try_fold(1u64, |a, d| a.checked_mul(u64::from(u32_at(&dims, 4 * d))));
+                        let values = leaf_len - skip;
+                        if count.and_then(|c| c.checked_mul(p.size())) != Some(values) {
+                            let shape = count.map_or("a shape past 2^64 values".into(), |c| {
+                                format!("a shape of {c} values")
+                            });
+                            return Err(layout(format!("{shape} in {values} value bytes")));
                         }
                         (skip, p)
                     }

@@ -181,3 +181,205 @@ fn ndarray_header(
     }
     Ok((len, count))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::format::ForeignFormat;
+    use crate::layouts::mds::index::FileRef;
+
+    /// A shard as Streaming's `MDSWriter.encode_joint_shard` writes it: u32 sample count,
+    /// `u32[n + 1]` absolute sample offsets (the first just past the table), the samples.
+    fn shard(samples: &[Vec<u8>]) -> Vec<u8> {
+        let n = samples.len() as u32;
+        let mut at = 4 + 4 * (n + 1);
+        let mut out = n.to_le_bytes().to_vec();
+        out.extend(at.to_le_bytes());
+        for s in samples {
+            at += s.len() as u32;
+            out.extend(at.to_le_bytes());
+        }
+        samples.iter().for_each(|s| out.extend(s));
+        out
+    }
+
+    /// A sample as `MDSWriter.encode_sample` writes it: one u32 size per variable-size
+    /// column (`None` in `sizes`), in column order, then the columns' bytes.
+    fn sample(sizes: &[Option<u64>], columns: &[Vec<u8>]) -> Vec<u8> {
+        let mut out = Vec::new();
+        for (s, c) in sizes.iter().zip(columns) {
+            if s.is_none() {
+                out.extend((c.len() as u32).to_le_bytes());
+            }
+        }
+        columns.iter().for_each(|c| out.extend(c));
+        out
+    }
+
+    /// An ndarray column with its shape header (Streaming's `NDArray.encode`: `(ndim << 2) |
+    /// k`, the shape in `1 << k`-byte integers), `code` (the dtype byte) first when given.
+    fn ndarray(code: Option<u8>, k: u8, shape: &[u64], values: &[u8]) -> Vec<u8> {
+        let mut out: Vec<u8> = code.into_iter().collect();
+        out.push(((shape.len() as u8) << 2) | k);
+        for &d in shape {
+            out.extend(&d.to_le_bytes()[..1 << k]);
+        }
+        out.extend(values);
+        out
+    }
+
+    fn u16s(t: &[u16]) -> Vec<u8> {
+        t.iter().flat_map(|v| v.to_le_bytes()).collect()
+    }
+
+    /// The token runs of the in-memory shard `bytes`, whose index entry has the columns
+    /// `names` of `sizes` and `samples` samples, the token column `tokens` of `encoding`;
+    /// the shard's first sample is global sample 10.
+    fn runs(
+        bytes: &[u8],
+        (names, sizes, samples): (&[&str], &[Option<u64>], u64),
+        (tokens, encoding): (&str, TokenEncoding),
+    ) -> Result<Vec<(u64, u64)>> {
+        let dir = tempfile::tempdir().unwrap();
+        let fs = Fs::new(ForeignFormat::Mds, Arc::new(guideloom_storage::LocalDir::new(dir.path())));
+        let entry = Entry {
+            names: names.iter().map(|n| n.to_string()).collect(),
+            sizes: sizes.to_vec(),
+            compression: None,
+            samples,
+            raw: FileRef { name: "shard.00000.mds".into(), bytes: bytes.len() as u64, hashes: Vec::new() },
+            zip: None,
+        };
+        let mut column = TokenColumn { name: tokens, encoding: &encoding, dtype: None };
+        let mem = ShardBytes::Mem(bytes.into());
+        samples_of(&fs, &mem, bytes.len() as u64, &entry, &mut column)
+    }
+
+    fn samples_of(
+        fs: &Fs,
+        mem: &ShardBytes,
+        size: u64,
+        entry: &Entry,
+        column: &mut TokenColumn<'_>,
+    ) -> Result<Vec<(u64, u64)>> {
+        samples(fs, "shard.00000.mds", (mem, size), entry, column, 10)
+    }
+
+    /// The error `want` about the shard.
+    fn shard_err(got: Result<Vec<(u64, u64)>>, want: ForeignError) {
+        match got {
+            Err(crate::error::InteropError::Dataset { error, path, .. }) => {
+                assert_eq!((*error, path.file_name().unwrap().to_str().unwrap()), (want, "shard.00000.mds"))
+            }
+            other => panic!("expected {want:?}, got {other:?}"),
+        }
+    }
+
+    /// Issue 33 (mutants of the size checks `size < 4` and `size < header`, `<` -> `<=` and
+    /// `==`): a shard shorter than its count is refused needing 4 bytes; one of exactly 4
+    /// bytes (0 samples) needs its 8-byte table; a table of exactly its size (8 bytes, 0
+    /// samples) holds no runs; two samples in 12 bytes need 16.
+    #[test]
+    fn issue33_foreign_mds_a_shard_holds_its_count_and_its_offset_table() {
+        let columns = (&["tokens"][..], &[None][..], 0);
+        let typed = ("tokens", TokenEncoding::Bytes(Primitive::U16));
+        shard_err(runs(&[0; 3], columns, typed.clone()), ForeignError::TruncatedHeader { need: 4, have: 3 });
+        shard_err(runs(&[0; 4], columns, typed.clone()), ForeignError::TruncatedHeader { need: 8, have: 4 });
+        assert_eq!(runs(&shard(&[]), columns, typed.clone()).unwrap(), []);
+        let two = [2u32, 16, 16].map(u32::to_le_bytes).concat();
+        shard_err(
+            runs(&two, (&["tokens"][..], &[None][..], 2), typed),
+            ForeignError::TruncatedHeader { need: 16, have: 12 },
+        );
+    }
+
+    /// Issue 33 (mutant of the sample check `sample_len < words` -> `<=`): a sample of one
+    /// variable-size column holds at least its u32 size: 3 bytes are refused naming the
+    /// sample (the shard's second, global sample 11); exactly 4 bytes are an empty column (an
+    /// empty run just past the size: the 16-byte table, sample 0 at 16 with its tokens at 20,
+    /// sample 1 at 24 with its empty run at 28).
+    #[test]
+    fn issue33_foreign_mds_a_sample_holds_its_column_sizes() {
+        let columns = (&["tokens"][..], &[None][..], 2);
+        let bytes = ("tokens", TokenEncoding::Bytes(Primitive::U16));
+        let one = sample(&[None], &[u16s(&[5, 6])]);
+        let empty = sample(&[None], &[vec![]]);
+        assert_eq!(empty.len(), 4);
+        assert_eq!(runs(&shard(&[one.clone(), empty]), columns, bytes.clone()).unwrap(), [(20, 2), (28, 0)]);
+        shard_err(
+            runs(&shard(&[one, vec![0; 3]]), columns, bytes),
+            ForeignError::SampleLayout { sample: 11, reason: "3 bytes cannot hold 1 column sizes".into() },
+        );
+    }
+
+    /// Issue 33 (mutants of the untyped ndarray's dtype agreement, the guard `d != p` ->
+    /// `true`, `false`, `==`): each sample of an `ndarray` column names its dtype (Streaming's
+    /// `NDArray` dtype codes: 16 uint16, 33 int32); two uint16 samples are read, a third of
+    /// int32 is refused naming both dtypes.
+    #[test]
+    fn issue33_foreign_mds_untyped_ndarray_samples_agree_on_one_dtype() {
+        let columns = (&["tokens"][..], &[None][..], 2);
+        let u16_sample = sample(&[None], &[ndarray(Some(16), 0, &[2], &u16s(&[5, 6]))]);
+        let i32_sample = sample(&[None], &[ndarray(Some(33), 0, &[1], &7i32.to_le_bytes())]);
+        let two = shard(&[u16_sample.clone(), u16_sample.clone()]);
+        // Past the 4-byte size: the dtype byte, the shape header's 2 bytes, then the values.
+        assert_eq!(runs(&two, columns, ("tokens", TokenEncoding::Untyped)).unwrap(), [(23, 2), (34, 2)]);
+        let mixed = shard(&[u16_sample, i32_sample]);
+        shard_err(
+            runs(&mixed, columns, ("tokens", TokenEncoding::Untyped)),
+            ForeignError::MixedDTypes { expected: "<u2".into(), found: "<i4".into() },
+        );
+    }
+
+    /// Issue 33 (mutants of the untyped ndarray's header bound `col_len - 1` -> `+`, `/`):
+    /// past the dtype byte, a column of 2 bytes has 1 byte for the shape header, which a 1-D
+    /// header of 1-byte dims (2 bytes) does not fit.
+    #[test]
+    fn issue33_foreign_mds_an_untyped_ndarray_header_fits_after_its_dtype_byte() {
+        let columns = (&["tokens"][..], &[None][..], 1);
+        let short = shard(&[sample(&[None], &[ndarray(Some(16), 0, &[0], &[])[..2].to_vec()])]);
+        shard_err(
+            runs(&short, columns, ("tokens", TokenEncoding::Untyped)),
+            ForeignError::SampleLayout {
+                sample: 10,
+                reason: "an ndarray header of 2 bytes in a column of 1".into(),
+            },
+        );
+        let whole = shard(&[sample(&[None], &[ndarray(Some(16), 0, &[0], &[])])]);
+        assert_eq!(runs(&whole, columns, ("tokens", TokenEncoding::Untyped)).unwrap(), [(19, 0)]);
+    }
+
+    /// Issue 33 (mutants of `ndarray_header`: the header's length `1 + ndim * width`, its
+    /// bound `len > col_len` -> `==`, `>=`, each width's arm and its byte positions): a
+    /// typed ndarray column's shape header in each of Streaming's four widths (`k` = 0..3:
+    /// 1-, 2-, 4- and 8-byte dims). A 2-D shape `[2, 3]` over 6 u16 values is read; `[7, 1]`
+    /// over the same values is refused (7 values in 12 bytes); `[0]` with its header filling
+    /// the column exactly is an empty run; one byte less is a header past its column.
+    #[test]
+    fn issue33_foreign_mds_ndarray_shapes_in_every_width() {
+        let columns = (&["tokens"][..], &[None][..], 1);
+        let typed = || ("tokens", TokenEncoding::Typed(Primitive::U16));
+        let one = |column: Vec<u8>| shard(&[sample(&[None], &[column])]);
+        let values = u16s(&[1, 2, 3, 4, 5, 6]);
+        // The 12-byte table, the sample's 4-byte size: the column starts at byte 16.
+        for k in 0..4u8 {
+            let width = 1u64 << k;
+            let got = runs(&one(ndarray(None, k, &[2, 3], &values)), columns, typed());
+            assert_eq!(got.unwrap(), [(16 + 1 + 2 * width, 6)], "k {k}");
+            shard_err(
+                runs(&one(ndarray(None, k, &[7, 1], &values)), columns, typed()),
+                ForeignError::SampleLayout {
+                    sample: 10,
+                    reason: "an ndarray of 7 values in 12 value bytes".into(),
+                },
+            );
+            let exact = ndarray(None, k, &[0], &[]);
+            assert_eq!(runs(&one(exact.clone()), columns, typed()).unwrap(), [(16 + 1 + width, 0)], "k {k}");
+            let reason = format!("an ndarray header of {} bytes in a column of {width}", 1 + width);
+            shard_err(
+                runs(&one(exact[..exact.len() - 1].to_vec()), columns, typed()),
+                ForeignError::SampleLayout { sample: 10, reason },
+            );
+        }
+    }
+}
