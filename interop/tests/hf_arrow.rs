@@ -187,3 +187,43 @@ fn issue33_foreign_a_record_batch_without_tokens_adds_no_segment() {
     assert_eq!(document(&split, 6), document(&original, 6));
     assert!(document(&split, 5).is_empty());
 }
+
+/// Issue 33 (mutant of the `DatasetDict` test `has("dataset_dict.json") && !has("state.json")`
+/// -> `||`): a directory of Arrow stream files without `state.json` is read as the files,
+/// sorted (the two-shard sample without its `state.json`: the same 400 documents); a
+/// directory with both `state.json` and a `dataset_dict.json` is one dataset, read by its
+/// `state.json`, not a dictionary asking for a split.
+#[test]
+fn issue33_foreign_hf_arrow_a_directory_is_a_dictionary_only_without_state_json() {
+    let bare = copy_dir(&sample2("hf_arrow/tokens_i32_2shards"));
+    std::fs::remove_file(bare.path().join("state.json")).unwrap();
+    let both = copy_dir(&sample2("hf_arrow/tokens_i32_2shards"));
+    std::fs::write(both.path().join("dataset_dict.json"), r#"{"splits": ["train"]}"#).unwrap();
+    for dir in [&bare, &both] {
+        let data = ForeignDataset::open(dir.path(), &hf()).unwrap();
+        assert_eq!((data.document_count(), data.elements()), (Some(400), 9689));
+        assert_eq!(document(&data, 17)[..4], [14868, 16250, 18913, 41848]);
+    }
+}
+
+/// Issue 33 (mutants of `state.json`'s name check `contains('/') || == ".." || == "."`, either
+/// `||` -> `&&`): a data file must be a plain name in the directory: a name with a `/` is
+/// refused even when the file exists there (a shard moved into `sub/`), and so are `.` and `..`;
+/// each refusal names `state.json` and the name.
+#[test]
+fn issue33_foreign_hf_arrow_state_json_names_plain_files_only() {
+    for name in ["sub/data-00000-of-00002.arrow", ".", ".."] {
+        let tmp = copy_dir(&sample2("hf_arrow/tokens_i32_2shards"));
+        std::fs::create_dir(tmp.path().join("sub")).unwrap();
+        std::fs::copy(
+            tmp.path().join("data-00000-of-00002.arrow"),
+            tmp.path().join("sub/data-00000-of-00002.arrow"),
+        )
+        .unwrap();
+        crate::common::edit_json(&tmp.path().join("state.json"), |state| {
+            state["_data_files"][0]["filename"] = name.into();
+        });
+        let e = ForeignDataset::open(tmp.path(), &hf()).unwrap_err();
+        assert_foreign(&e, "state.json", &ForeignError::UnsafeShardPath { path: name.into() });
+    }
+}

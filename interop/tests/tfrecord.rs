@@ -214,13 +214,16 @@ fn issue33_foreign_tfrecord_index_lines_at_their_boundaries() {
     file.extend(record(b"xy"));
     std::fs::write(dir.path().join("a.tfrecord"), &file).unwrap();
     let shards =
-        TfRecordShards::open(dir.path().join("a.tfrecord").to_str().unwrap(), &ForeignOptions::new()).unwrap();
+        TfRecordShards::open(dir.path().join("a.tfrecord").to_str().unwrap(), &ForeignOptions::new())
+            .unwrap();
     let index = |text: &str| {
         std::fs::write(dir.path().join("a.index"), text).unwrap();
         shards.read_index(0, dir.path().join("a.index").to_str().unwrap())
     };
     assert_eq!(index("0 16\n16 18\n").unwrap(), [ShardPos::START, ShardPos { record: 1, offset: 16 }]);
-    let before = |at, len, expect| format!("record at {at} of {len} bytes: the records before end at {expect}, the file at 34");
+    let before = |at, len, expect| {
+        format!("record at {at} of {len} bytes: the records before end at {expect}, the file at 34")
+    };
     for (text, line, reason) in [
         ("0 15\n", 1, before(0, 15, 0)),
         ("0 16\n20 18\n", 2, before(20, 18, 16)),

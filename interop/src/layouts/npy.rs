@@ -407,4 +407,287 @@ mod tests {
         ));
         assert!(matches!(parse_header("{'descr': __import__('os')}"), Err(ForeignError::HeaderParse { .. })));
     }
+
+    /// Issue 33 (mutants deleting `integer_descr`'s arms, and of its byte-order rule
+    /// `p.size() > 1` -> `>=`): every integer type string numpy writes (`dtype.str`, and the
+    /// one-character codes `B` and `b` of `dtype.char`) in each byte-order prefix, as its
+    /// primitive; a big-endian prefix matters only past one byte (`>u1` is `u1`). Object
+    /// arrays are refused as unsafe (pickles), floats as unsupported.
+    #[test]
+    fn issue33_foreign_npy_integer_type_strings_are_numpy_s() {
+        use Primitive::*;
+        let table = [
+            ("u1", U8),
+            ("B", U8),
+            ("i1", I8),
+            ("b", I8),
+            ("u2", U16),
+            ("i2", I16),
+            ("u4", U32),
+            ("i4", I32),
+            ("u8", U64),
+            ("i8", I64),
+        ];
+        for (body, p) in table {
+            for prefix in ["", "<", "|", "="] {
+                assert_eq!(integer_descr(&format!("{prefix}{body}")), Ok((p, false)), "{prefix}{body}");
+            }
+            for prefix in [">", "!"] {
+                assert_eq!(
+                    integer_descr(&format!("{prefix}{body}")),
+                    Ok((p, p.size() > 1)),
+                    "{prefix}{body}"
+                );
+            }
+        }
+        assert_eq!(integer_descr(">u1"), Ok((U8, false)));
+        assert_eq!(integer_descr(">i2"), Ok((I16, true)));
+        for descr in ["O", "|O", "O8", "<O4"] {
+            assert_eq!(integer_descr(descr), Err(ForeignError::UnsafeDType { descr: descr.into() }));
+        }
+        for descr in ["<f4", "<u16", "", "?"] {
+            assert_eq!(
+                integer_descr(descr),
+                Err(ForeignError::UnsupportedTokenDType { dtype: descr.into() })
+            );
+        }
+    }
+
+    /// The first 12 bytes of a `.npy` of version `major` whose header text is `len` bytes.
+    fn head(major: u8, len: u32) -> Vec<u8> {
+        let mut b = MAGIC.to_vec();
+        b.extend([major, 0]);
+        match major {
+            1 => b.extend((len as u16).to_le_bytes()),
+            _ => b.extend(len.to_le_bytes()),
+        }
+        b
+    }
+
+    /// Issue 33 (mutants of `header_span`'s length checks: the magic `head.len() < 6` and the
+    /// version fields `head.len() < 10` (`==`, `<=`), the v2/v3 guard `head.len() >= 12` ->
+    /// `true`, numpy's limit `len > 10_000` -> `>=`, the text's end `start + len` (`-`, `*`)):
+    /// each boundary on both sides, from a file's first bytes.
+    #[test]
+    fn issue33_foreign_npy_header_spans_at_their_boundaries() {
+        assert_eq!(header_span(&MAGIC[..5], 5), Err(ForeignError::BadMagic { found: "\\x93NUMP".into() }));
+        assert_eq!(header_span(MAGIC, 6), Err(ForeignError::TruncatedHeader { need: 10, have: 6 }));
+        assert_eq!(
+            header_span(&head(1, 0)[..9], 9),
+            Err(ForeignError::TruncatedHeader { need: 10, have: 9 })
+        );
+        // Exactly 10 bytes: a v1 header of no text (then refused by the parser, not here).
+        assert_eq!(header_span(&head(1, 0), 10), Ok((1, 10, 0)));
+        for major in [2, 3] {
+            assert_eq!(
+                header_span(&head(major, 0)[..11], 11),
+                Err(ForeignError::TruncatedHeader { need: 12, have: 11 })
+            );
+            assert_eq!(header_span(&head(major, 0), 12), Ok((major, 12, 0)));
+        }
+        assert_eq!(header_span(&head(2, 10_000), 10_012), Ok((2, 12, 10_000)));
+        assert_eq!(header_span(&head(2, 10_001), 20_000), Err(ForeignError::HeaderTooLarge { len: 10_001 }));
+        assert_eq!(header_span(&head(1, 20), 30), Ok((1, 10, 20)));
+        assert_eq!(header_span(&head(1, 20), 29), Err(ForeignError::TruncatedHeader { need: 30, have: 29 }));
+        assert_eq!(header_span(&head(3, 20), 31), Err(ForeignError::TruncatedHeader { need: 32, have: 31 }));
+        assert_eq!(
+            header_span(&head(4, 0), 12),
+            Err(ForeignError::UnsupportedVersion { field: "major version", found: 4 })
+        );
+    }
+
+    /// Issue 33 (mutant of the text's decoding `major == 3` -> `!=`): a v1 or v2 header is
+    /// latin-1 (byte 0xff is `ÿ`, parsed up to the extra key that holds it), a v3 header UTF-8
+    /// (the same byte refused as not UTF-8; the UTF-8 `é` read as one character).
+    #[test]
+    fn issue33_foreign_npy_header_text_is_latin_1_before_version_3() {
+        let text = |value: &[u8]| {
+            let mut t = b"{'descr': '<u2', 'fortran_order': False, 'shape': (2,), 'x': '".to_vec();
+            t.extend(value);
+            t.extend(b"', }");
+            t
+        };
+        for major in [1, 2] {
+            let got = header_text(major, text(&[0xff])).map(|_| ());
+            assert_eq!(got, Err(ForeignError::HeaderExtraKey { key: "x".into() }), "v{major}");
+        }
+        assert_eq!(
+            header_text(3, text(&[0xff])).map(|_| ()),
+            Err(ForeignError::HeaderParse { reason: "a v3 header that is not UTF-8".into() })
+        );
+        assert_eq!(
+            header_text(3, text("é".as_bytes())).map(|_| ()),
+            Err(ForeignError::HeaderExtraKey { key: "x".into() })
+        );
+        let plain = b"{'descr': '<u2', 'fortran_order': False, 'shape': (2,), }".to_vec();
+        for major in [1, 2, 3] {
+            assert_eq!(header_text(major, plain.clone()).unwrap().shape, [2], "v{major}");
+        }
+    }
+
+    /// A whole v1 `.npy` in memory: the magic, version 1.0, the header `text` padded with
+    /// spaces and a newline (as `numpy.lib.format` pads it, to 64 bytes here), then `data`.
+    fn npy(text: &str, data: &[u8]) -> Vec<u8> {
+        let mut h = text.as_bytes().to_vec();
+        while !(10 + h.len() + 1).is_multiple_of(64) {
+            h.push(b' ');
+        }
+        h.push(b'\n');
+        let mut b = head(1, h.len() as u32)[..10].to_vec();
+        b.extend(h);
+        b.extend(data);
+        b
+    }
+
+    fn header(fortran: bool, shape: &str) -> String {
+        let order = if fortran { "True" } else { "False" };
+        format!("{{'descr': '<u2', 'fortran_order': {order}, 'shape': {shape}, }}")
+    }
+
+    /// Issue 33 (mutants of `in_memory`'s shapes: the 0-d arm, the 2-D arm, the guard
+    /// `h.fortran` -> `true`, `false`; the data size `have < need` -> `>`, `have > need` ->
+    /// `<`, the trailing count `have - need` -> `+`, `/`): a 0-d array is one element, a
+    /// C-order 2-D array its rows back to back, a Fortran-order 1-D array its elements;
+    /// a Fortran-order 2-D array and a 3-D one are refused; data one element short or long is
+    /// refused with the sizes.
+    #[test]
+    fn issue33_foreign_npy_a_record_s_shape_and_data_size() {
+        let six = [1u8, 0, 2, 0, 3, 0, 4, 0, 5, 0, 6, 0];
+        let ok = |fortran, shape: &str, data: &[u8]| {
+            let bytes = npy(&header(fortran, shape), data);
+            in_memory(&bytes).map(|(p, big, d)| (p, big, d.to_vec()))
+        };
+        assert_eq!(ok(false, "()", &six[..2]), Ok((Primitive::U16, false, six[..2].to_vec())));
+        assert_eq!(ok(false, "(2, 3)", &six), Ok((Primitive::U16, false, six.to_vec())));
+        assert_eq!(ok(true, "(6,)", &six), Ok((Primitive::U16, false, six.to_vec())));
+        assert_eq!(
+            ok(true, "(2, 3)", &six),
+            Err(ForeignError::UnsupportedLayout { layout: "fortran_order".into() })
+        );
+        assert_eq!(
+            ok(false, "(2, 3, 1)", &six),
+            Err(ForeignError::UnsupportedShape { shape: "(2, 3, 1)".into() })
+        );
+        assert_eq!(ok(false, "(2, 3)", &six[..10]), Err(ForeignError::DataSize { have: 10, need: 12 }));
+        let mut long = six.to_vec();
+        long.extend([7, 0]);
+        assert_eq!(ok(false, "(2, 3)", &long), Err(ForeignError::TrailingBytes { count: 2 }));
+        assert_eq!(ok(false, "(5,)", &six), Err(ForeignError::TrailingBytes { count: 2 }));
+    }
+
+    /// Issue 33 (mutants of the parser's duplicate-key rule: each key's guard `is_none()` ->
+    /// `true`, the refusing arm deleted): each of the three keys given twice is refused
+    /// naming it, even with the same value both times.
+    #[test]
+    fn issue33_foreign_npy_a_header_key_given_twice_is_refused() {
+        for (key, value) in [("descr", "'<u2'"), ("fortran_order", "False"), ("shape", "(5,)")] {
+            let text =
+                format!("{{'descr': '<u2', 'fortran_order': False, 'shape': (5,), '{key}': {value}, }}");
+            assert_eq!(
+                parse_header(&text).map(|_| ()),
+                Err(ForeignError::HeaderParse { reason: format!("key {key:?} appears twice") }),
+                "{key}"
+            );
+        }
+    }
+
+    /// Issue 33 (mutants of the structured descr's scan: the index step, the bracket arms,
+    /// the depth's steps and its `== 0`; and of `skip_value`'s `[` arm): a structured descr
+    /// (a list of fields, nested tuples and shapes inside) is kept whole as text and marked
+    /// structured, whatever follows it; an unterminated one is refused at the text's end; an
+    /// extra key whose value is a list is skipped to report the extra key.
+    #[test]
+    fn issue33_foreign_npy_a_structured_descr_is_kept_whole() {
+        let descr = "[('a', '<u2'), ('b', '<i4', (2, 3)), ('c', [('d', '|u1')])]";
+        let text = format!("{{'descr': {descr}, 'fortran_order': False, 'shape': (3,), }}");
+        let h = parse_header(&text).unwrap();
+        assert_eq!((h.descr.as_str(), h.structured, h.shape), (descr, true, vec![3]));
+        let bytes = npy(&text, &[]);
+        assert_eq!(
+            in_memory(&bytes).map(|_| ()),
+            Err(ForeignError::UnsupportedTokenDType { dtype: descr.into() })
+        );
+        let cut = "{'descr': [('a', '<u2'), ('b', '<i4'";
+        assert_eq!(
+            parse_header(cut).map(|_| ()),
+            Err(ForeignError::HeaderParse {
+                reason: format!("unterminated structured descr at byte {}", cut.len())
+            })
+        );
+        let extra = "{'descr': '<u2', 'fortran_order': False, 'shape': (5,), 'x': [1, (2, 3)], }";
+        assert_eq!(parse_header(extra).map(|_| ()), Err(ForeignError::HeaderExtraKey { key: "x".into() }));
+    }
+
+    /// Issue 33 (mutants of `open`'s dtype rules: the options' dtype `d != p` -> `==`, the
+    /// files' agreement guard -> `false`): two `.npy` files of `<u2` open as one stream (and
+    /// with `u16` named); a `<i4` file after them is refused naming its descr, and so is the
+    /// pair when the options name `i32`.
+    #[test]
+    fn issue33_foreign_npy_files_share_one_dtype() {
+        let dir = tempfile::tempdir().unwrap();
+        let write = |name: &str, descr: &str, data: &[u8]| {
+            let text = format!("{{'descr': '{descr}', 'fortran_order': False, 'shape': (2,), }}");
+            std::fs::write(dir.path().join(name), npy(&text, data)).unwrap();
+        };
+        write("a.npy", "<u2", &[1, 0, 2, 0]);
+        write("b.npy", "<u2", &[3, 0, 4, 0]);
+        let place = Place::Local(dir.path().to_path_buf());
+        for options in [ForeignOptions::new(), ForeignOptions::new().dtype(Primitive::U16)] {
+            let parts = open(&place, &options).unwrap();
+            assert_eq!((parts.dtype, parts.segments.len()), (Primitive::U16, 2));
+        }
+        let e = open(&place, &ForeignOptions::new().dtype(Primitive::I32)).unwrap_err();
+        assert!(
+            matches!(&e, crate::error::InteropError::Dataset { error, .. }
+                if **error == ForeignError::MixedDTypes { expected: "<u2".into(), found: "<i4".into() }),
+            "{e}"
+        );
+        write("c.npy", "<i4", &[5, 0, 0, 0, 6, 0, 0, 0]);
+        let e = open(&place, &ForeignOptions::new()).unwrap_err();
+        assert!(
+            matches!(&e, crate::error::InteropError::Dataset { error, path, .. }
+                if **error == ForeignError::MixedDTypes { expected: "<u2".into(), found: "<i4".into() }
+                    && path.ends_with("c.npy")),
+            "{e}"
+        );
+    }
+
+    /// Issue 33 (mutants of `open`'s shapes and sizes: the 2-D arm, the guard `h.fortran` ->
+    /// `true`, `false`, `have > need` -> `<`): one C-order `(2, 3)` file is 6 tokens in 2
+    /// documents of 3; Fortran order is refused for it and accepted for a 1-D file; data one
+    /// element long is refused with the count of trailing bytes, one short with both sizes.
+    #[test]
+    fn issue33_foreign_npy_a_file_s_shape_and_data_size() {
+        let six = [1u8, 0, 2, 0, 3, 0, 4, 0, 5, 0, 6, 0];
+        let one = |fortran, shape: &str, data: &[u8]| {
+            let dir = tempfile::tempdir().unwrap();
+            std::fs::write(dir.path().join("a.npy"), npy(&header(fortran, shape), data)).unwrap();
+            open(&Place::Local(dir.path().to_path_buf()), &ForeignOptions::new())
+                .map(|p| (p.documents, p.segments.iter().map(|s| s.elements).sum::<u64>()))
+                .map_err(|e| match e {
+                    crate::error::InteropError::Dataset { error, .. } => *error,
+                    other => panic!("{other}"),
+                })
+        };
+        assert_eq!(one(false, "(2, 3)", &six), Ok((Some(vec![0, 3, 6]), 6)));
+        assert_eq!(one(true, "(6,)", &six), Ok((None, 6)));
+        assert_eq!(
+            one(true, "(2, 3)", &six),
+            Err(ForeignError::UnsupportedLayout { layout: "fortran_order".into() })
+        );
+        let mut long = six.to_vec();
+        long.extend([7, 0]);
+        assert_eq!(one(false, "(2, 3)", &long), Err(ForeignError::TrailingBytes { count: 2 }));
+        assert_eq!(one(false, "(2, 3)", &six[..10]), Err(ForeignError::DataSize { have: 10, need: 12 }));
+    }
+
+    /// Issue 33 (mutants of `tuple_text`: its body, the one-element arm): shapes in errors
+    /// are written as Python writes the tuple.
+    #[test]
+    fn issue33_foreign_npy_shapes_are_written_as_python_tuples() {
+        assert_eq!(tuple_text(&[]), "()");
+        assert_eq!(tuple_text(&[5]), "(5,)");
+        assert_eq!(tuple_text(&[2, 3]), "(2, 3)");
+        assert_eq!(tuple_text(&[2, 3, 1]), "(2, 3, 1)");
+    }
 }

@@ -78,3 +78,35 @@ impl Read for RangeRead {
         Ok(n as usize)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Issue 33 (mutants of `RangeRead::read`'s count `size - pos` -> `+`, `/`): a reader
+    /// from a position reads what is left of the file and no more, in reads of at most 64
+    /// KiB: 70,000 bytes from 0 come in reads of 65,536 and 4,464; from byte 69,990 a read
+    /// into a larger buffer gives the last 10 bytes, then the end; from past the end, the end.
+    #[test]
+    fn issue33_foreign_parquet_a_range_read_stops_at_the_file_s_end() {
+        let dir = tempfile::tempdir().unwrap();
+        let bytes: Vec<u8> = (0..70_000u32).map(|i| (i % 251) as u8).collect();
+        std::fs::write(dir.path().join("a.parquet"), &bytes).unwrap();
+        let local = guideloom_storage::LocalDir::new(dir.path());
+        let fs = Fs::new(crate::format::ForeignFormat::Parquet, std::sync::Arc::new(local));
+        let source = Source::new(&fs, "a.parquet", 70_000);
+        let mut buf = vec![0u8; 100_000];
+        let mut r = source.get_read(0).unwrap();
+        assert_eq!(r.read(&mut buf).unwrap(), 65_536);
+        assert_eq!(buf[..65_536], bytes[..65_536]);
+        assert_eq!(r.read(&mut buf).unwrap(), 4_464);
+        assert_eq!(buf[..4_464], bytes[65_536..]);
+        assert_eq!(r.read(&mut buf).unwrap(), 0);
+        let mut r = source.get_read(69_990).unwrap();
+        assert_eq!(r.read(&mut buf).unwrap(), 10);
+        assert_eq!(buf[..10], bytes[69_990..]);
+        assert_eq!(r.read(&mut buf).unwrap(), 0);
+        assert_eq!(source.get_read(80_000).unwrap().read(&mut buf).unwrap(), 0);
+        assert!(matches!(source.get_bytes(69_990, 11), Err(ParquetError::EOF(_))));
+    }
+}
