@@ -212,6 +212,21 @@ impl Fs {
     }
 }
 
+/// What the layouts' unit tests share: their files in a local directory.
+#[cfg(test)]
+impl Fs {
+    /// The local directory `dir` as the files of `format`.
+    pub(crate) fn local(format: ForeignFormat, dir: &Path) -> Self {
+        Fs::new(format, Arc::new(LocalDir::new(dir)))
+    }
+}
+
+/// Little-endian bytes of u16 elements (the layouts' unit tests).
+#[cfg(test)]
+pub(crate) fn u16_bytes(elements: &[u16]) -> Vec<u8> {
+    elements.iter().flat_map(|e| e.to_le_bytes()).collect()
+}
+
 /// Whether file `name` of `dir` is a regular file that starts with `magic` (a link, FIFO,
 /// directory or a shorter file is not a match; nothing is read past the magic).
 pub(crate) fn starts_with(dir: &dyn StorageDir, name: &str, magic: &[u8]) -> bool {

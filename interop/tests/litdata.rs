@@ -256,6 +256,11 @@ fn issue33_foreign_litdata_an_array_leaf_holds_its_header_and_its_shape() {
     };
     assert_eq!(one(array_leaf(5, &[0], &[])).unwrap(), [Vec::<i64>::new()]);
     assert_eq!(one(array_leaf(5, &[2], &u16s(&[7, 8]))).unwrap(), [vec![7, 8]]);
+    // Past four dims the reader reads the shape a second time: the same rule.
+    assert_eq!(one(array_leaf(5, &[1, 1, 1, 1, 2], &u16s(&[7, 8]))).unwrap(), [vec![7, 8]]);
+    layout("chunk-0-0.bin", 0, "a shape of 3 values in 4 value bytes")(
+        one(array_leaf(5, &[1, 1, 1, 1, 3], &u16s(&[7, 8]))).unwrap_err(),
+    );
     let refused = [
         (array_leaf(5, &[], &[])[..7].to_vec(), "an array leaf of 7 bytes"),
         (array_leaf(5, &[], &[]), "a shape of 1 values in 0 value bytes"),

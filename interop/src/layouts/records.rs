@@ -418,12 +418,8 @@ mod tests {
     #[test]
     fn issue33_foreign_records_collected_documents_share_one_dtype() {
         let dir = tempfile::tempdir().unwrap();
-        let local = guideloom_storage::LocalDir::new(dir.path());
-        let fs = crate::files::Fs::new(ForeignFormat::WebDataset, std::sync::Arc::new(local));
-        let u16s = |t: &[u16]| RecordTokens {
-            dtype: Primitive::U16,
-            bytes: t.iter().flat_map(|v| v.to_le_bytes()).collect(),
-        };
+        let fs = crate::files::Fs::local(ForeignFormat::WebDataset, dir.path());
+        let u16s = |t: &[u16]| RecordTokens { dtype: Primitive::U16, bytes: crate::files::u16_bytes(t) };
         let mut c = Collected::new(&fs, None);
         assert_eq!(c.push(u16s(&[1, 2])), Ok(()));
         assert_eq!(c.push(u16s(&[3])), Ok(()));

@@ -113,11 +113,9 @@ mod tests {
     #[test]
     fn issue33_foreign_scan_reads_a_segment_in_chunks_to_its_end() {
         let dir = tempfile::tempdir().unwrap();
-        let u16s = |t: &[u16]| t.iter().flat_map(|v| v.to_le_bytes()).collect::<Vec<u8>>();
-        std::fs::write(dir.path().join("a.bin"), u16s(&[1, 2, 9, 4, 5, 9, 9])).unwrap();
-        std::fs::write(dir.path().join("b.bin"), u16s(&[0, 0, 9, 8, 7, 9, 6])).unwrap();
-        let local = guideloom_storage::LocalDir::new(dir.path());
-        let fs = Fs::new(crate::format::ForeignFormat::NanoGpt, std::sync::Arc::new(local));
+        std::fs::write(dir.path().join("a.bin"), crate::files::u16_bytes(&[1, 2, 9, 4, 5, 9, 9])).unwrap();
+        std::fs::write(dir.path().join("b.bin"), crate::files::u16_bytes(&[0, 0, 9, 8, 7, 9, 6])).unwrap();
+        let fs = Fs::local(crate::format::ForeignFormat::NanoGpt, dir.path());
         let mut parts = Parts::new(&fs, Primitive::U16);
         for (name, bytes, elements) in [("a.bin", 14, 7), ("b.bin", 14, 5)] {
             parts.files.push(crate::parts::ForeignFile { path: name.into(), bytes, elements });

@@ -120,7 +120,8 @@ pub(crate) fn open(place: &Place, options: &ForeignOptions) -> Result<Parts> {
                         if leaf_len < 8 {
                             return Err(layout(format!("an array leaf of {leaf_len} bytes")));
                         }
-                        let h = fs.read(name, at, 8)?;
+                        // The dtype index, ndim and up to 4 dims in one read (more dims: a second).
+                        let h = fs.read(name, at, leaf_len.min(8 + 4 * 4))?;
                         let (idx, ndim) = (u64::from(u32_at(&h, 0)), u64::from(u32_at(&h, 4)));
                         let p = if kind == Leaf::Numpy { numpy_dtype(idx) } else { torch_dtype(idx) }
                             .map_err(&err)?;
@@ -140,9 +141,16 @@ pub(crate) fn open(place: &Place, options: &ForeignOptions) -> Result<Parts> {
                             )));
                         }
                         // The shape's product (`None` past u64) must be the values' count.
-                        let dims = fs.read(name, at + 8, 4 * ndim)?;
+                        let more;
+                        let dims = match h.get(8..skip as usize) {
+                            Some(dims) => dims,
+                            None => {
+                                more = fs.read(name, at + 8, 4 * ndim)?;
+                                &more
+                            }
+                        };
                         let count = (0..ndim as usize)
-                            .try_fold(1u64, |a, d| a.checked_mul(u64::from(u32_at(&dims, 4 * d))));
+                            .try_fold(1u64, |a, d| a.checked_mul(u64::from(u32_at(dims, 4 * d))));
                         let values = leaf_len - skip;
                         if count.and_then(|c| c.checked_mul(p.size())) != Some(values) {
                             let shape = count.map_or("a shape past 2^64 values".into(), |c| {

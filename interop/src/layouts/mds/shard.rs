@@ -185,6 +185,7 @@ fn ndarray_header(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::files::u16_bytes;
     use crate::format::ForeignFormat;
     use crate::layouts::mds::index::FileRef;
 
@@ -228,10 +229,6 @@ mod tests {
         out
     }
 
-    fn u16s(t: &[u16]) -> Vec<u8> {
-        t.iter().flat_map(|v| v.to_le_bytes()).collect()
-    }
-
     /// The token runs of the in-memory shard `bytes`, whose index entry has the columns
     /// `names` of `sizes` and `samples` samples, the token column `tokens` of `encoding`;
     /// the shard's first sample is global sample 10.
@@ -241,7 +238,7 @@ mod tests {
         (tokens, encoding): (&str, TokenEncoding),
     ) -> Result<Vec<(u64, u64)>> {
         let dir = tempfile::tempdir().unwrap();
-        let fs = Fs::new(ForeignFormat::Mds, Arc::new(guideloom_storage::LocalDir::new(dir.path())));
+        let fs = Fs::local(ForeignFormat::Mds, dir.path());
         let entry = Entry {
             names: names.iter().map(|n| n.to_string()).collect(),
             sizes: sizes.to_vec(),
@@ -302,7 +299,7 @@ mod tests {
     fn issue33_foreign_mds_a_sample_holds_its_column_sizes() {
         let columns = (&["tokens"][..], &[None][..], 2);
         let bytes = ("tokens", TokenEncoding::Bytes(Primitive::U16));
-        let one = sample(&[None], &[u16s(&[5, 6])]);
+        let one = sample(&[None], &[u16_bytes(&[5, 6])]);
         let empty = sample(&[None], &[vec![]]);
         assert_eq!(empty.len(), 4);
         assert_eq!(runs(&shard(&[one.clone(), empty]), columns, bytes.clone()).unwrap(), [(20, 2), (28, 0)]);
@@ -319,7 +316,7 @@ mod tests {
     #[test]
     fn issue33_foreign_mds_untyped_ndarray_samples_agree_on_one_dtype() {
         let columns = (&["tokens"][..], &[None][..], 2);
-        let u16_sample = sample(&[None], &[ndarray(Some(16), 0, &[2], &u16s(&[5, 6]))]);
+        let u16_sample = sample(&[None], &[ndarray(Some(16), 0, &[2], &u16_bytes(&[5, 6]))]);
         let i32_sample = sample(&[None], &[ndarray(Some(33), 0, &[1], &7i32.to_le_bytes())]);
         let two = shard(&[u16_sample.clone(), u16_sample.clone()]);
         // Past the 4-byte size: the dtype byte, the shape header's 2 bytes, then the values.
@@ -360,7 +357,7 @@ mod tests {
         let columns = (&["tokens"][..], &[None][..], 1);
         let typed = || ("tokens", TokenEncoding::Typed(Primitive::U16));
         let one = |column: Vec<u8>| shard(&[sample(&[None], &[column])]);
-        let values = u16s(&[1, 2, 3, 4, 5, 6]);
+        let values = u16_bytes(&[1, 2, 3, 4, 5, 6]);
         // The 12-byte table, the sample's 4-byte size: the column starts at byte 16.
         for k in 0..4u8 {
             let width = 1u64 << k;

@@ -92,8 +92,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let bytes: Vec<u8> = (0..70_000u32).map(|i| (i % 251) as u8).collect();
         std::fs::write(dir.path().join("a.parquet"), &bytes).unwrap();
-        let local = guideloom_storage::LocalDir::new(dir.path());
-        let fs = Fs::new(crate::format::ForeignFormat::Parquet, std::sync::Arc::new(local));
+        let fs = Fs::local(crate::format::ForeignFormat::Parquet, dir.path());
         let source = Source::new(&fs, "a.parquet", 70_000);
         let mut buf = vec![0u8; 100_000];
         let mut r = source.get_read(0).unwrap();
